@@ -1,0 +1,93 @@
+#include "graph/checkpoint_config.hpp"
+
+#include <sstream>
+
+namespace snapflow {
+
+std::string_view to_string(checkpointing_mode mode) {
+  switch (mode) {
+    case checkpointing_mode::exactly_once:
+      return "exactly_once";
+    case checkpointing_mode::at_least_once:
+      return "at_least_once";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(externalized_retention retention) {
+  switch (retention) {
+    case externalized_retention::delete_on_cancellation:
+      return "delete_on_cancellation";
+    case externalized_retention::retain_on_cancellation:
+      return "retain_on_cancellation";
+  }
+  return "unknown";
+}
+
+std::optional<checkpointing_mode> parse_checkpointing_mode(std::string_view text) {
+  if (text == "exactly_once" || text == "EXACTLY_ONCE") return checkpointing_mode::exactly_once;
+  if (text == "at_least_once" || text == "AT_LEAST_ONCE") return checkpointing_mode::at_least_once;
+  return std::nullopt;
+}
+
+std::optional<externalized_retention> parse_externalized_retention(std::string_view text) {
+  if (text == "delete_on_cancellation" || text == "DELETE_ON_CANCELLATION")
+    return externalized_retention::delete_on_cancellation;
+  if (text == "retain_on_cancellation" || text == "RETAIN_ON_CANCELLATION")
+    return externalized_retention::retain_on_cancellation;
+  return std::nullopt;
+}
+
+namespace {
+template <typename T>
+std::string out_of_range(std::string_view setting, std::string_view range, T got) {
+  std::ostringstream os;
+  os << "checkpoint " << setting << " must be " << range << " (got " << got << ")";
+  return os.str();
+}
+}  // namespace
+
+std::optional<std::string> checkpoint_config::validate() const {
+  if (interval && *interval < min_interval)
+    return out_of_range("interval_ms", ">= 1", interval->count());
+  if (timeout.count() < 1) return out_of_range("timeout_ms", ">= 1", timeout.count());
+  if (min_pause.count() < 0) return out_of_range("min_pause_ms", ">= 0", min_pause.count());
+  if (max_concurrent < 1) return out_of_range("max_concurrent", ">= 1", max_concurrent);
+  if (tolerable_failures < 0)
+    return out_of_range("tolerable_failures", ">= 0", tolerable_failures);
+  if (retained < 1 || retained > max_retained)
+    return out_of_range("retained", "between 1 and 10000", retained);
+  if (stats_history_size < 0 || stats_history_size > max_stats_history_size)
+    return out_of_range("stats_history_size", "between 0 and 100000", stats_history_size);
+  if (unaligned && mode != checkpointing_mode::exactly_once)
+    return std::string(
+        "checkpoint unaligned requires mode exactly_once (got at_least_once): unaligned "
+        "checkpoints only exist for exactly-once alignment");
+  if (unaligned && max_concurrent > 1)
+    return out_of_range("max_concurrent", "1 when unaligned checkpoints are enabled",
+                        max_concurrent);
+  if (state_backend.empty()) return std::string("checkpoint state_backend must not be empty");
+  return std::nullopt;
+}
+
+void checkpoint_config::check() const {
+  if (auto error = validate()) throw invalid_config(*error);
+}
+
+std::ostream& operator<<(std::ostream& os, const checkpoint_config& c) {
+  os << "checkpoint_config{interval_ms=";
+  if (c.interval)
+    os << c.interval->count();
+  else
+    os << "off";
+  os << ", timeout_ms=" << c.timeout.count() << ", min_pause_ms=" << c.min_pause.count()
+     << ", max_concurrent=" << c.max_concurrent << ", tolerable_failures=" << c.tolerable_failures
+     << ", mode=" << to_string(c.mode) << ", unaligned=" << c.unaligned
+     << ", retained=" << c.retained << ", retention=" << to_string(c.retention)
+     << ", checkpoint_dir=" << c.checkpoint_dir << ", savepoint_dir=" << c.savepoint_dir
+     << ", stats_history_size=" << c.stats_history_size << ", state_backend=" << c.state_backend
+     << "}";
+  return os;
+}
+
+}  // namespace snapflow

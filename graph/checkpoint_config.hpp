@@ -1,0 +1,66 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+
+namespace snapflow {
+
+enum class checkpointing_mode : std::uint8_t { exactly_once, at_least_once };
+
+// What happens to the files of retained checkpoints when the job is cancelled.
+enum class externalized_retention : std::uint8_t {
+  delete_on_cancellation,
+  retain_on_cancellation,
+};
+
+std::string_view to_string(checkpointing_mode mode);
+std::string_view to_string(externalized_retention retention);
+std::optional<checkpointing_mode> parse_checkpointing_mode(std::string_view text);
+std::optional<externalized_retention> parse_externalized_retention(std::string_view text);
+
+// Thrown by the user API when a setting is outside its allowed range. The message names the
+// setting and the range, e.g. "checkpoint timeout_ms must be >= 1 (got 0)".
+class invalid_config : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Everything the checkpoint coordinator is configured with. Plain data: validate() checks it as a
+// whole (some settings constrain each other) and names the first offending setting.
+struct checkpoint_config {
+  // Periodic checkpoints are off when unset (checkpointing may still be used manually).
+  std::optional<std::chrono::milliseconds> interval;
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  std::chrono::milliseconds min_pause{0};
+  std::int32_t max_concurrent = 1;
+  std::int32_t tolerable_failures = 0;
+  checkpointing_mode mode = checkpointing_mode::exactly_once;
+  bool unaligned = false;
+  std::int32_t retained = 1;
+  externalized_retention retention = externalized_retention::delete_on_cancellation;
+  std::string checkpoint_dir;
+  std::string savepoint_dir;
+  std::int32_t stats_history_size = 10;
+  std::string state_backend = "hashmap";
+
+  static constexpr std::chrono::milliseconds min_interval{1};
+  static constexpr std::int32_t max_stats_history_size = 100'000;
+  static constexpr std::int32_t max_retained = 10'000;
+
+  bool periodic() const { return interval.has_value(); }
+
+  // Empty when valid, otherwise a message naming the setting and its allowed range.
+  std::optional<std::string> validate() const;
+  // Throws invalid_config with validate()'s message.
+  void check() const;
+
+  bool operator==(const checkpoint_config&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const checkpoint_config& config);
+
+}  // namespace snapflow

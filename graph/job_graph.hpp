@@ -1,0 +1,100 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "graph/checkpoint_config.hpp"
+#include "graph/ids.hpp"
+#include "graph/operator_registry.hpp"
+#include "graph/user_function.hpp"
+
+namespace snapflow {
+
+// How records of one vertex's subtasks are spread over the next vertex's subtasks.
+enum class partitioning : std::uint8_t {
+  forward,    // subtask i -> subtask i; needs equal parallelism
+  hash,       // by key group of record.key (key groups = the target's max parallelism)
+  rebalance,  // round robin
+  broadcast,  // every record to every subtask
+};
+
+std::string_view to_string(partitioning p);
+std::optional<partitioning> parse_partitioning(std::string_view text);
+
+struct job_vertex {
+  vertex_id id = 0;
+  std::string name;
+  std::string uid;  // stable across job versions; state is matched to operators by it
+  std::string kind;
+  std::map<std::string, std::string> params;
+  std::uint32_t parallelism = 1;
+  std::uint32_t max_parallelism = 128;
+  // Set only for vertices declared with a C++ callable; never serialized.
+  std::shared_ptr<const user_function> function;
+
+  bool operator==(const job_vertex& o) const {
+    return id == o.id && name == o.name && uid == o.uid && kind == o.kind &&
+           params == o.params && parallelism == o.parallelism &&
+           max_parallelism == o.max_parallelism;
+  }
+};
+
+struct job_edge {
+  vertex_id source = 0;
+  vertex_id target = 0;
+  partitioning part = partitioning::forward;
+
+  bool operator==(const job_edge&) const = default;
+};
+
+// Which vertices take part in checkpoints, Flink's JobCheckpointingSettings: the coordinator
+// triggers the sources, waits for every vertex to acknowledge, and confirms to every vertex.
+struct job_checkpointing_settings {
+  std::vector<vertex_id> to_trigger;
+  std::vector<vertex_id> to_acknowledge;
+  std::vector<vertex_id> to_confirm;
+  checkpoint_config config;
+
+  bool operator==(const job_checkpointing_settings&) const = default;
+};
+
+struct job_graph {
+  job_id id;
+  std::string name;
+  std::vector<job_vertex> vertices;  // in topological order once validated
+  std::vector<job_edge> edges;
+  std::optional<job_checkpointing_settings> checkpointing;
+
+  static constexpr std::uint32_t max_parallelism_limit = 32768;
+
+  const job_vertex* find_vertex(vertex_id id) const;
+  const job_vertex* find_vertex_by_uid(std::string_view uid) const;
+  std::vector<const job_edge*> inputs_of(vertex_id id) const;
+  std::vector<const job_edge*> outputs_of(vertex_id id) const;
+
+  bool operator==(const job_graph&) const = default;
+};
+
+// Structural checks shared by every way a job graph is made (the C++ API, job files, msgpack
+// from the wire): known kinds and parameters, input counts that fit each role, no cycles,
+// parallelism within [1, max parallelism], forward edges between equal parallelisms, hash edges
+// into keyed vertices, unique ids and uids. Returns the first problem, naming the vertex.
+std::optional<std::string> validate(const job_graph& graph, const operator_registry& registry);
+
+// Fills `checkpointing` from `config`: trigger the sources, acknowledge and confirm all.
+job_checkpointing_settings make_checkpointing_settings(const job_graph& graph,
+                                                       const checkpoint_config& config);
+
+// A random 32-hex-digit job id, like Flink's JobID.
+job_id generate_job_id();
+
+std::ostream& operator<<(std::ostream& os, const job_vertex& v);
+std::ostream& operator<<(std::ostream& os, const job_edge& e);
+std::ostream& operator<<(std::ostream& os, const job_graph& g);
+
+}  // namespace snapflow

@@ -1,0 +1,140 @@
+#include "graph/operator_registry.hpp"
+
+#include <charconv>
+#include <stdexcept>
+
+namespace snapflow {
+
+std::string_view to_string(operator_role role) {
+  switch (role) {
+    case operator_role::source:
+      return "source";
+    case operator_role::transform:
+      return "transform";
+    case operator_role::keyed:
+      return "keyed";
+    case operator_role::sink:
+      return "sink";
+  }
+  return "unknown";
+}
+
+const param_spec* operator_kind::find_param(std::string_view param) const {
+  for (const auto& p : params)
+    if (p.name == param) return &p;
+  return nullptr;
+}
+
+namespace {
+
+param_spec integer(std::string name, bool required, std::string def, std::string help) {
+  return {std::move(name), param_type::integer, required, std::move(def), std::move(help)};
+}
+param_spec text(std::string name, bool required, std::string def, std::string help) {
+  return {std::move(name), param_type::string, required, std::move(def), std::move(help)};
+}
+
+operator_registry make_builtin() {
+  operator_registry r;
+  r.add({"sequence_source",
+         operator_role::source,
+         {integer("count", true, "", "records to emit in all (split across subtasks)"),
+          integer("keys", false, "16", "number of distinct keys; record key = seq % keys"),
+          integer("rate", false, "0", "records per second per subtask; 0 = unlimited"),
+          integer("start", false, "0", "first sequence number")},
+         "deterministic sequence 0..count-1; replayable from the offset kept in its state"});
+  r.add({"line_source",
+         operator_role::source,
+         {text("path", true, "", "file to read, one record per line")},
+         "lines of a file as records; offset kept in state"});
+  r.add({"map_identity", operator_role::transform, {}, "passes records through"});
+  r.add({"map_add",
+         operator_role::transform,
+         {integer("value", true, "", "added to record.value")},
+         "adds a constant to the value"});
+  r.add({"map_scale",
+         operator_role::transform,
+         {integer("factor", true, "", "record.value is multiplied by it")},
+         "multiplies the value by a constant"});
+  r.add({"filter_modulo",
+         operator_role::transform,
+         {integer("modulus", true, "", "divisor applied to record.seq"),
+          integer("remainder", false, "0", "records with seq % modulus == remainder pass")},
+         "keeps records by sequence number"});
+  r.add({"flat_map_split_words", operator_role::transform, {},
+         "one record per whitespace-separated word of the payload"});
+  r.add({"flat_map_repeat",
+         operator_role::transform,
+         {integer("times", true, "", "copies emitted per input record")},
+         "emits each record several times"});
+  r.add({"keyed_sum", operator_role::keyed, {}, "running sum of record.value per key"});
+  r.add({"keyed_count", operator_role::keyed, {}, "running count of records per key"});
+  r.add({"print_sink", operator_role::sink, {}, "prints records to standard output"});
+  r.add({"file_sink",
+         operator_role::sink,
+         {text("path", true, "", "output folder")},
+         "appends records to a file (at-least-once)"});
+  r.add({"two_phase_commit_file_sink",
+         operator_role::sink,
+         {text("path", true, "", "output folder; only committed files appear in it")},
+         "exactly-once file sink: pre-commit on barrier, commit on notify-complete"});
+  // Kinds backed by a C++ callable declared through stream_environment.
+  r.add({"user_map", operator_role::transform, {}, "C++ map callable"});
+  r.add({"user_filter", operator_role::transform, {}, "C++ filter callable"});
+  r.add({"user_flat_map", operator_role::transform, {}, "C++ flat_map callable"});
+  r.add({"user_key_by", operator_role::transform, {}, "C++ key selector"});
+  r.add({"user_process", operator_role::keyed, {}, "C++ keyed process callable"});
+  return r;
+}
+
+}  // namespace
+
+const operator_registry& operator_registry::builtin() {
+  static const operator_registry registry = make_builtin();
+  return registry;
+}
+
+void operator_registry::add(operator_kind kind) {
+  if (kind.name.empty()) throw std::invalid_argument("operator kind name must not be blank");
+  auto name = kind.name;
+  if (!kinds_.emplace(name, std::move(kind)).second)
+    throw std::invalid_argument("operator kind '" + name + "' is already registered");
+}
+
+const operator_kind* operator_registry::find(std::string_view name) const {
+  auto it = kinds_.find(name);
+  return it == kinds_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> operator_registry::names() const {
+  std::vector<std::string> out;
+  out.reserve(kinds_.size());
+  for (const auto& [name, _] : kinds_) out.push_back(name);
+  return out;
+}
+
+std::optional<std::string> check_params(const operator_kind& kind,
+                                        const std::map<std::string, std::string>& params) {
+  for (const auto& [key, value] : params) {
+    const param_spec* spec = kind.find_param(key);
+    if (spec == nullptr)
+      return "unknown parameter '" + key + "' for operator kind '" + kind.name + "'";
+    if (spec->type == param_type::integer) {
+      long long parsed = 0;
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+      if (ec != std::errc() || ptr != value.data() + value.size() || value.empty())
+        return "parameter '" + key + "' of operator kind '" + kind.name +
+               "' must be an integer (got '" + value + "')";
+    } else if (spec->type == param_type::boolean) {
+      if (value != "true" && value != "false")
+        return "parameter '" + key + "' of operator kind '" + kind.name +
+               "' must be true or false (got '" + value + "')";
+    }
+  }
+  for (const auto& spec : kind.params)
+    if (spec.required && !params.contains(spec.name))
+      return "operator kind '" + kind.name + "' requires parameter '" + spec.name + "'";
+  return std::nullopt;
+}
+
+}  // namespace snapflow

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace snapflow {
+
+// What place an operator takes in a dataflow; it decides how many inputs a vertex may have.
+enum class operator_role : std::uint8_t {
+  source,     // no inputs; a checkpoint trigger vertex
+  transform,  // one or more inputs, stateless per record
+  keyed,      // one or more hash-partitioned inputs, keyed state
+  sink,       // one or more inputs, no outputs
+};
+
+std::string_view to_string(operator_role role);
+
+enum class param_type : std::uint8_t { integer, string, boolean };
+
+struct param_spec {
+  std::string name;
+  param_type type = param_type::string;
+  bool required = false;
+  std::string default_value;  // empty when there is none
+  std::string help;
+};
+
+struct operator_kind {
+  std::string name;
+  operator_role role = operator_role::transform;
+  std::vector<param_spec> params;
+  std::string help;
+
+  const param_spec* find_param(std::string_view param) const;
+};
+
+// The operator kinds a job may name. The graph layer only knows their shape (role and
+// parameters); engine/runtime maps each kind to an implementation. A custom worker binary adds
+// its own kinds to both.
+class operator_registry {
+ public:
+  // The kinds snapflow ships with (sources, transforms, keyed aggregations, sinks).
+  static const operator_registry& builtin();
+
+  // Adds a kind; throws std::invalid_argument on a blank or duplicate name.
+  void add(operator_kind kind);
+  const operator_kind* find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, operator_kind, std::less<>> kinds_;
+};
+
+// Checks `params` against `kind`: every key known, every required key present, integers and
+// booleans well-formed. Returns a message naming the first offending key, or nothing.
+std::optional<std::string> check_params(const operator_kind& kind,
+                                        const std::map<std::string, std::string>& params);
+
+}  // namespace snapflow

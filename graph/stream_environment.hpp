@@ -1,0 +1,112 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "graph/stream_graph.hpp"
+
+namespace snapflow {
+
+class stream_environment;
+class keyed_stream;
+
+using operator_params = std::map<std::string, std::string>;
+
+// A handle on one declared operator's output. Cheap to copy; the environment owns the graph.
+class data_stream {
+ public:
+  data_stream map(std::string kind, operator_params params = {});
+  data_stream map(map_function fn, std::string name = "map");
+  data_stream filter(std::string kind, operator_params params = {});
+  data_stream filter(filter_function fn, std::string name = "filter");
+  data_stream flat_map(std::string kind, operator_params params = {});
+  data_stream flat_map(flat_map_function fn, std::string name = "flat_map");
+  // Hash-partitions by record.key into key groups; key_by(fn) first rewrites the key.
+  keyed_stream key_by();
+  keyed_stream key_by(key_function fn, std::string name = "key_by");
+  // The next operator reads this stream round robin / fully replicated / one-to-one.
+  data_stream rebalance() const;
+  data_stream broadcast() const;
+  data_stream forward() const;
+  data_stream add_sink(std::string kind, operator_params params = {});
+
+  // Settings of the operator this handle points at.
+  data_stream& uid(std::string uid);
+  data_stream& name(std::string name);
+  data_stream& set_parallelism(std::uint32_t parallelism);
+  data_stream& set_max_parallelism(std::uint32_t max_parallelism);
+
+  vertex_id id() const { return id_; }
+
+ private:
+  friend class stream_environment;
+  friend class keyed_stream;
+  data_stream(stream_environment* env, vertex_id id, std::optional<partitioning> next)
+      : env_(env), id_(id), next_part_(next) {}
+  data_stream then(std::string kind, std::string name, operator_params params,
+                   std::shared_ptr<const user_function> fn, std::optional<partitioning> part);
+
+  stream_environment* env_;
+  vertex_id id_;
+  std::optional<partitioning> next_part_;  // partitioning of the edge to the next operator
+};
+
+// A stream partitioned by key: what keyed operators (and their state) consume.
+class keyed_stream {
+ public:
+  data_stream process(std::string kind, operator_params params = {});
+  data_stream process(process_function fn, std::string name = "process");
+  data_stream sum() { return process("keyed_sum"); }
+  data_stream count() { return process("keyed_count"); }
+
+ private:
+  friend class data_stream;
+  explicit keyed_stream(data_stream input) : input_(input) {}
+  data_stream input_;
+};
+
+// The user's entry point, Flink's StreamExecutionEnvironment: declare sources, operators and
+// sinks, configure parallelism and checkpointing, then build the job graph that is submitted.
+// Every setter validates at once and throws invalid_config naming the setting and its range.
+class stream_environment {
+ public:
+  stream_environment& set_job_name(std::string name);
+  stream_environment& set_parallelism(std::uint32_t parallelism);
+  stream_environment& set_max_parallelism(std::uint32_t max_parallelism);
+
+  data_stream add_source(std::string kind, operator_params params = {});
+
+  stream_environment& enable_checkpointing(
+      std::chrono::milliseconds interval, checkpointing_mode mode = checkpointing_mode::exactly_once);
+  stream_environment& set_checkpoint_timeout(std::chrono::milliseconds timeout);
+  stream_environment& set_min_pause_between_checkpoints(std::chrono::milliseconds pause);
+  stream_environment& set_max_concurrent_checkpoints(std::int32_t max_concurrent);
+  stream_environment& set_tolerable_checkpoint_failures(std::int32_t tolerable);
+  stream_environment& set_retained_checkpoints(std::int32_t retained);
+  stream_environment& set_externalized_retention(externalized_retention retention);
+  stream_environment& enable_unaligned_checkpoints(bool enabled = true);
+  stream_environment& set_checkpoint_dir(std::string dir);
+  stream_environment& set_savepoint_dir(std::string dir);
+  stream_environment& set_checkpoint_stats_history_size(std::int32_t size);
+  stream_environment& set_state_backend(std::string name);
+
+  // The checkpoint configuration as it stands (defaults if checkpointing was never enabled).
+  const checkpoint_config& get_checkpoint_config() const { return config_; }
+  bool checkpointing_enabled() const { return graph_.checkpointing.has_value(); }
+
+  const stream_graph& graph() const { return graph_; }
+  stream_graph& graph() { return graph_; }
+  job_graph build_job_graph(const operator_registry& registry = operator_registry::builtin()) const;
+
+ private:
+  friend class data_stream;
+  // Applies `change` to a copy of the config, validates, and only then commits it.
+  template <typename Change>
+  stream_environment& update_config(Change change);
+
+  stream_graph graph_;
+  checkpoint_config config_;
+};
+
+}  // namespace snapflow
