@@ -1,0 +1,273 @@
+#include "engine/checkpoint/checkpoint_coordinator.hpp"
+
+#include <cassert>
+#include <mutex>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+namespace snapflow {
+
+checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
+                                               asio::any_io_executor io_executor,
+                                               checkpoint_coordinator_setup setup,
+                                               std::shared_ptr<checkpoint_task_gateway> gateway)
+    : executor_(std::move(executor)),
+      io_executor_(std::move(io_executor)),
+      id_counter_(setup.id_counter),
+      hooks_(setup.hooks),
+      storage_(std::make_shared<checkpoint_storage>(setup.job_dir)),
+      core_(std::move(setup)),
+      gateway_(std::move(gateway)),
+      periodic_timer_(executor_) {
+  assert(gateway_);
+}
+
+checkpoint_coordinator::~checkpoint_coordinator() = default;
+
+std::int64_t checkpoint_coordinator::initial_delay_us() {
+  const auto& c = core_.config();
+  assert(c.interval);
+  std::int64_t lo = c.min_pause.count() * 1000;
+  std::int64_t hi = c.interval->count() * 1000;
+  if (lo >= hi) return hi;
+  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
+}
+
+void checkpoint_coordinator::start_checkpoint_scheduler() {
+  if (core_.is_shutdown() || !core_.config().interval || core_.periodic_scheduling()) return;
+  core_.start_periodic_scheduling();
+  ++periodic_generation_;
+  next_tick_us_ = coordinator_clock::now_us() + initial_delay_us();
+  asio::co_spawn(
+      executor_,
+      [self = shared_from_this(), generation = periodic_generation_] {
+        return self->periodic_trigger_loop(generation);
+      },
+      asio::detached);
+}
+
+void checkpoint_coordinator::stop_checkpoint_scheduler() {
+  if (!core_.periodic_scheduling()) return;
+  ++periodic_generation_;
+  periodic_timer_.cancel();
+  core_.stop_periodic_scheduling(coordinator_clock::now_us());
+  run_actions();
+}
+
+asio::awaitable<void> checkpoint_coordinator::periodic_trigger_loop(std::uint64_t generation) {
+  for (;;) {
+    if (generation != periodic_generation_ || !core_.periodic_scheduling()) co_return;
+    periodic_timer_.expires_at(coordinator_clock::from_us(next_tick_us_));
+    std::error_code ec;
+    co_await periodic_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (generation != periodic_generation_ || !core_.periodic_scheduling()) co_return;
+    const std::int64_t now = coordinator_clock::now_us();
+    // Cancelled by a reschedule (min pause, new interval): wait for the new deadline.
+    if (ec || now < next_tick_us_) continue;
+    next_tick_us_ = now + core_.config().interval->count() * 1000;
+    ++periodic_ticks_;
+    core_.on_tick(now);
+    run_actions();
+  }
+}
+
+asio::awaitable<void> checkpoint_coordinator::timeout_waiter(
+    checkpoint_id id, std::shared_ptr<coordinator_timer> timer) {
+  std::error_code ec;
+  co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  auto it = timeouts_.find(id);
+  if (ec || it == timeouts_.end() || it->second != timer) co_return;  // cancelled
+  timeouts_.erase(it);
+  core_.on_timeout(id, coordinator_clock::now_us());
+  run_actions();
+}
+
+std::uint64_t checkpoint_coordinator::trigger_checkpoint(checkpoint_trigger_kind kind,
+                                                         std::string target_dir,
+                                                         request_callback done) {
+  // The request id is known before any action runs, so the callback is in place in time.
+  std::uint64_t id =
+      core_.request_checkpoint(kind, coordinator_clock::now_us(), std::move(target_dir));
+  if (done) callbacks_.emplace(id, std::move(done));
+  run_actions();
+  return id;
+}
+
+ack_outcome checkpoint_coordinator::receive_ack(checkpoint_ack ack) {
+  ack_outcome outcome = core_.on_ack(std::move(ack), coordinator_clock::now_us());
+  if (core_.has_actions()) run_actions();
+  return outcome;
+}
+
+void checkpoint_coordinator::receive_decline(const checkpoint_decline& decline) {
+  core_.on_decline(decline, coordinator_clock::now_us());
+  run_actions();
+}
+
+void checkpoint_coordinator::abort_pending_checkpoints(checkpoint_failure_reason reason,
+                                                       const std::string& message) {
+  core_.abort_pending_checkpoints(reason, message, coordinator_clock::now_us());
+  run_actions();
+}
+
+void checkpoint_coordinator::set_interval(std::chrono::milliseconds interval) {
+  assert(interval >= checkpoint_config::min_interval);
+  core_.set_interval(interval);
+  if (core_.periodic_scheduling()) {
+    next_tick_us_ = std::min(next_tick_us_, coordinator_clock::now_us() + interval.count() * 1000);
+    periodic_timer_.cancel();
+  }
+}
+
+void checkpoint_coordinator::shutdown(job_status status) {
+  ++periodic_generation_;
+  periodic_timer_.cancel();
+  core_.shutdown(status, coordinator_clock::now_us());
+  run_actions();
+  for (auto& [_, timer] : timeouts_) timer->cancel();
+  timeouts_.clear();
+}
+
+void checkpoint_coordinator::run_actions() {
+  // Performing an action may feed an event back into the core (an id that is cheap to
+  // allocate), which queues more actions: drain until quiet, without recursion.
+  if (running_actions_) return;
+  running_actions_ = true;
+  while (core_.has_actions()) {
+    auto actions = core_.take_actions();
+    for (auto& action : actions) perform(action);
+  }
+  running_actions_ = false;
+}
+
+namespace {
+template <class... Ts>
+struct overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+overloaded(Ts...) -> overloaded<Ts...>;
+}  // namespace
+
+void checkpoint_coordinator::perform(coordinator_action& action) {
+  auto self = shared_from_this();
+  std::visit(
+      overloaded{
+          [&](allocate_checkpoint_id& a) {
+            if (id_counter_->next_is_cheap()) {
+              core_.on_checkpoint_id(a.request_id, id_counter_->get_and_increment(),
+                                     coordinator_clock::now_us());
+              return;
+            }
+            asio::post(io_executor_, [self, request_id = a.request_id] {
+              auto id = self->id_counter_->get_and_increment();
+              asio::post(self->executor_, [self, request_id, id = std::move(id)]() mutable {
+                self->core_.on_checkpoint_id(request_id, std::move(id),
+                                             coordinator_clock::now_us());
+                self->run_actions();
+              });
+            });
+          },
+          [&](snapshot_master_hooks& a) {
+            struct collector {
+              std::mutex mutex;
+              std::size_t remaining;
+              std::map<std::string, std::string> states;
+              std::optional<error> failure;
+            };
+            auto hooks = hooks_->hooks();
+            auto shared = std::make_shared<collector>();
+            shared->remaining = hooks.size();
+            for (auto& hook : hooks) {
+              asio::post(io_executor_, [self, hook, shared, id = a.id, ts = a.timestamp_us] {
+                hook->snapshot(id, ts, [self, hook, shared, id](result<std::string> state) {
+                  std::unique_lock lock(shared->mutex);
+                  if (state)
+                    shared->states.emplace(hook->name(), std::move(*state));
+                  else if (!shared->failure)
+                    shared->failure = error{hook->name() + ": " + state.err().message};
+                  if (--shared->remaining != 0) return;
+                  lock.unlock();
+                  asio::post(self->executor_, [self, shared, id] {
+                    auto now = coordinator_clock::now_us();
+                    if (shared->failure)
+                      self->core_.on_master_hooks_done(id, *shared->failure, now);
+                    else
+                      self->core_.on_master_hooks_done(id, std::move(shared->states), now);
+                    self->run_actions();
+                  });
+                });
+              });
+            }
+          },
+          [&](arm_timeout& a) {
+            auto timer = std::make_shared<coordinator_timer>(executor_);
+            timer->expires_at(coordinator_clock::from_us(a.deadline_us));
+            timeouts_[a.id] = timer;
+            asio::co_spawn(
+                executor_,
+                [self, id = a.id, timer] { return self->timeout_waiter(id, timer); },
+                asio::detached);
+          },
+          [&](cancel_timeout& a) {
+            auto it = timeouts_.find(a.id);
+            if (it == timeouts_.end()) return;
+            it->second->cancel();
+            timeouts_.erase(it);
+          },
+          [&](send_trigger& a) {
+            gateway_->trigger_checkpoint(a.attempt, a.id, a.timestamp_us, a.options);
+          },
+          [&](write_metadata& a) {
+            asio::post(io_executor_, [self, checkpoint = std::move(a.checkpoint)] {
+              auto written = self->storage_->write_metadata(checkpoint);
+              asio::post(self->executor_, [self, id = checkpoint.id, written]() mutable {
+                self->core_.on_metadata_written(id, std::move(written),
+                                                coordinator_clock::now_us());
+                self->run_actions();
+              });
+            });
+          },
+          [&](discard_state& a) {
+            asio::post(io_executor_, [handles = std::move(a.handles)] {
+              if (auto r = checkpoint_storage::discard_state(handles); !r)
+                spdlog::warn("discarding checkpoint state: {}", r.err().message);
+            });
+          },
+          [&](discard_location& a) {
+            asio::post(io_executor_, [a = std::move(a)] {
+              if (auto r = checkpoint_storage::discard_state(a.handles); !r)
+                spdlog::warn("discarding checkpoint state: {}", r.err().message);
+              if (a.location.empty()) return;
+              if (auto r = checkpoint_storage::discard_location(a.location); !r)
+                spdlog::warn("discarding checkpoint {}: {}", a.location, r.err().message);
+            });
+          },
+          [&](notify_complete& a) {
+            gateway_->notify_checkpoint_complete(a.attempt, a.id, a.timestamp_us);
+          },
+          [&](notify_abort& a) {
+            gateway_->notify_checkpoint_aborted(a.attempt, a.id, a.latest_completed_id);
+          },
+          [&](reschedule_periodic& a) {
+            if (!core_.periodic_scheduling()) return;
+            next_tick_us_ = coordinator_clock::now_us() + a.delay_us;
+            periodic_timer_.cancel();
+          },
+          [&](request_finished& a) {
+            auto it = callbacks_.find(a.request_id);
+            if (it == callbacks_.end()) return;
+            auto callback = std::move(it->second);
+            callbacks_.erase(it);
+            callback(a);
+          },
+      },
+      action);
+}
+
+}  // namespace snapflow

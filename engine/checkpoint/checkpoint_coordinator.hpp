@@ -1,0 +1,82 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+
+#include "engine/checkpoint/checkpoint_coordinator_core.hpp"
+#include "engine/checkpoint/checkpoint_storage.hpp"
+#include "engine/checkpoint/checkpoint_task_gateway.hpp"
+#include "engine/clock.hpp"
+
+namespace snapflow {
+
+// The checkpoint coordinator as the rest of the system sees it: the sans-I/O core driven on an
+// Asio executor (the coordinator thread). The periodic trigger and each checkpoint's timeout are
+// coroutines on that executor; id allocation (when it touches disk), master hooks, metadata
+// writes and discards run on the I/O executor and post their result back. Every public member
+// must be called on the coordinator executor.
+class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_coordinator> {
+ public:
+  using request_callback = std::function<void(const request_finished&)>;
+
+  checkpoint_coordinator(asio::any_io_executor executor, asio::any_io_executor io_executor,
+                         checkpoint_coordinator_setup setup,
+                         std::shared_ptr<checkpoint_task_gateway> gateway);
+  ~checkpoint_coordinator();
+
+  // The checkpoint timer. Start waits a random delay in [min pause, interval] first, so many
+  // jobs started together do not checkpoint in lockstep; then it fires every interval.
+  void start_checkpoint_scheduler();
+  void stop_checkpoint_scheduler();
+  bool is_periodic_checkpointing_started() const { return core_.periodic_scheduling(); }
+  std::uint64_t periodic_ticks() const { return periodic_ticks_; }
+
+  // Manual checkpoint or savepoint; `done` runs on the coordinator executor when it ends.
+  std::uint64_t trigger_checkpoint(checkpoint_trigger_kind kind, std::string target_dir = {},
+                                   request_callback done = {});
+
+  ack_outcome receive_ack(checkpoint_ack ack);
+  void receive_decline(const checkpoint_decline& decline);
+  void abort_pending_checkpoints(checkpoint_failure_reason reason, const std::string& message);
+  // Changes the periodic interval of a running job; takes effect from the next tick.
+  void set_interval(std::chrono::milliseconds interval);
+  void shutdown(job_status status);
+
+  const checkpoint_coordinator_core& core() const { return core_; }
+  checkpoint_coordinator_core& core() { return core_; }
+  std::size_t armed_timeouts() const { return timeouts_.size(); }
+  const asio::any_io_executor& executor() const { return executor_; }
+
+ private:
+  asio::awaitable<void> periodic_trigger_loop(std::uint64_t generation);
+  asio::awaitable<void> timeout_waiter(checkpoint_id id, std::shared_ptr<coordinator_timer> timer);
+  void run_actions();
+  void perform(coordinator_action& action);
+  std::int64_t initial_delay_us();
+
+  asio::any_io_executor executor_;
+  asio::any_io_executor io_executor_;
+  // Shared with I/O-pool work, so declared (and initialised) before core_ takes the setup.
+  std::shared_ptr<checkpoint_id_counter> id_counter_;
+  std::shared_ptr<master_hook_registry> hooks_;
+  std::shared_ptr<checkpoint_storage> storage_;
+  checkpoint_coordinator_core core_;
+  std::shared_ptr<checkpoint_task_gateway> gateway_;
+
+  coordinator_timer periodic_timer_;
+  std::uint64_t periodic_generation_ = 0;
+  std::int64_t next_tick_us_ = 0;
+  std::uint64_t periodic_ticks_ = 0;
+  std::map<checkpoint_id, std::shared_ptr<coordinator_timer>> timeouts_;
+  std::map<std::uint64_t, request_callback> callbacks_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  bool running_actions_ = false;
+};
+
+}  // namespace snapflow

@@ -1,0 +1,193 @@
+#include "engine/checkpoint/checkpoint_stats_tracker.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+namespace snapflow {
+
+std::string_view to_string(checkpoint_stats_status status) {
+  switch (status) {
+    case checkpoint_stats_status::in_progress:
+      return "in_progress";
+    case checkpoint_stats_status::completed:
+      return "completed";
+    case checkpoint_stats_status::failed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+void checkpoint_stats_tracker::window::add(double value) {
+  if (values_.size() < summary_window) {
+    values_.push_back(value);
+    return;
+  }
+  assert(next_ < values_.size());
+  values_[next_] = value;
+  next_ = (next_ + 1) % values_.size();
+}
+
+stats_summary checkpoint_stats_tracker::window::summary() const {
+  stats_summary s;
+  if (values_.empty()) return s;
+  std::vector<double> sorted = values_;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t n = sorted.size();
+  long double sum = 0;
+  for (double v : sorted) sum += v;
+  // Nearest rank in integers: no floating error decides which value p99.9 picks.
+  const auto at = [&](std::size_t per, std::size_t of) {
+    const std::size_t rank = std::max<std::size_t>(1, (n * per + of - 1) / of);
+    assert(rank <= n);
+    return sorted[rank - 1];
+  };
+  s.count = static_cast<std::int64_t>(n);
+  s.min = sorted.front();
+  s.max = sorted.back();
+  s.avg = static_cast<double>(sum / static_cast<long double>(n));
+  s.p50 = at(50, 100);
+  s.p90 = at(90, 100);
+  s.p95 = at(95, 100);
+  s.p99 = at(99, 100);
+  s.p999 = at(999, 1000);
+  return s;
+}
+
+checkpoint_stats_tracker::checkpoint_stats_tracker(std::size_t history_size,
+                                                   checkpoint_config config)
+    : history_size_(history_size), config_(std::move(config)) {}
+
+void checkpoint_stats_tracker::report_pending(checkpoint_id id, checkpoint_trigger_kind kind,
+                                              std::int64_t trigger_us, std::size_t num_subtasks) {
+  assert(id >= 1);
+  auto stats = std::make_shared<checkpoint_stats>();
+  stats->id = id;
+  stats->kind = kind;
+  stats->status = checkpoint_stats_status::in_progress;
+  stats->trigger_timestamp_us = trigger_us;
+  stats->num_subtasks = num_subtasks;
+  // Reserved once so the ack path never reallocates.
+  stats->subtasks.reserve(num_subtasks);
+  const bool inserted = tracked_.emplace(id, std::move(stats)).second;
+  assert(inserted && "checkpoint id reported pending twice");
+  (void)inserted;
+  ++counts_.triggered;
+  ++counts_.in_progress;
+  evict();
+}
+
+checkpoint_stats* checkpoint_stats_tracker::lookup(checkpoint_id id) {
+  if (cached_ != nullptr && cached_id_ == id) return cached_;
+  if (auto it = tracked_.find(id); it != tracked_.end()) {
+    cached_id_ = id;
+    cached_ = it->second.get();
+    return cached_;
+  }
+  // A failed checkpoint already out of the history still takes its late acks.
+  if (latest_failed_ && latest_failed_->id == id) return latest_failed_.get();
+  return nullptr;
+}
+
+void checkpoint_stats_tracker::report_ack(checkpoint_id id, const subtask_checkpoint_stats& ack) {
+  checkpoint_stats* stats = lookup(id);
+  if (stats == nullptr) return;
+  if (stats->num_acknowledged >= stats->num_subtasks) return;
+  assert(stats->subtasks.size() == stats->num_acknowledged);
+  assert(stats->subtasks.capacity() >= stats->num_subtasks);
+  stats->subtasks.push_back(ack);
+  ++stats->num_acknowledged;
+  stats->state_size += ack.state_size;
+  stats->latest_ack_timestamp_us = std::max(stats->latest_ack_timestamp_us, ack.ack_timestamp_us);
+  stats->max_alignment_duration_us =
+      std::max(stats->max_alignment_duration_us, ack.alignment_duration_us);
+  if (stats->status == checkpoint_stats_status::in_progress)
+    stats->end_to_end_duration_us = stats->latest_ack_timestamp_us - stats->trigger_timestamp_us;
+}
+
+void checkpoint_stats_tracker::report_completed(checkpoint_id id, std::int64_t completion_us,
+                                                std::string external_path) {
+  auto it = tracked_.find(id);
+  // In-progress checkpoints are never evicted, so a miss is a stale or repeated report.
+  if (it == tracked_.end()) return;
+  const std::shared_ptr<checkpoint_stats>& stats = it->second;
+  if (stats->status != checkpoint_stats_status::in_progress) return;
+  stats->status = checkpoint_stats_status::completed;
+  stats->end_timestamp_us = completion_us;
+  stats->end_to_end_duration_us = completion_us - stats->trigger_timestamp_us;
+  stats->external_path = std::move(external_path);
+  assert(counts_.in_progress > 0);
+  --counts_.in_progress;
+  ++counts_.completed;
+  durations_us_.add(static_cast<double>(stats->end_to_end_duration_us));
+  state_sizes_.add(static_cast<double>(stats->state_size));
+  alignments_us_.add(static_cast<double>(stats->max_alignment_duration_us));
+  if (!latest_completed_ || latest_completed_->id < id) latest_completed_ = stats;
+  if (stats->kind == checkpoint_trigger_kind::savepoint &&
+      (!latest_savepoint_ || latest_savepoint_->id < id))
+    latest_savepoint_ = stats;
+  evict();
+}
+
+void checkpoint_stats_tracker::report_failed(checkpoint_id id, std::int64_t failure_us,
+                                             checkpoint_failure_reason reason,
+                                             std::string message) {
+  auto it = tracked_.find(id);
+  if (it == tracked_.end()) return;
+  const std::shared_ptr<checkpoint_stats>& stats = it->second;
+  if (stats->status != checkpoint_stats_status::in_progress) return;
+  stats->status = checkpoint_stats_status::failed;
+  stats->end_timestamp_us = failure_us;
+  stats->end_to_end_duration_us = failure_us - stats->trigger_timestamp_us;
+  stats->failure_reason = reason;
+  stats->failure_message = std::move(message);
+  assert(counts_.in_progress > 0);
+  --counts_.in_progress;
+  ++counts_.failed;
+  if (!latest_failed_ || latest_failed_->id < id) latest_failed_ = stats;
+  evict();
+}
+
+void checkpoint_stats_tracker::report_failed_without_checkpoint(std::int64_t failure_us,
+                                                                 checkpoint_failure_reason reason) {
+  // Nothing to keep but the count: there is no checkpoint to show.
+  (void)failure_us;
+  (void)reason;
+  ++counts_.triggered;
+  ++counts_.failed;
+}
+
+void checkpoint_stats_tracker::report_restored(checkpoint_id id, std::int64_t restore_us,
+                                               std::string external_path, bool savepoint) {
+  ++counts_.restored;
+  latest_restored_ = restored_info{id, restore_us, std::move(external_path), savepoint};
+}
+
+void checkpoint_stats_tracker::evict() {
+  if (tracked_.size() <= history_size_) return;
+  // The oldest entries outside the history window go, unless still in progress.
+  std::size_t outside = tracked_.size() - history_size_;
+  for (auto it = tracked_.begin(); outside > 0 && it != tracked_.end(); --outside) {
+    if (it->second->status == checkpoint_stats_status::in_progress) {
+      ++it;
+      continue;
+    }
+    if (cached_ == it->second.get()) cached_ = nullptr;
+    it = tracked_.erase(it);
+  }
+}
+
+const checkpoint_stats* checkpoint_stats_tracker::find(checkpoint_id id) const {
+  auto it = tracked_.find(id);
+  return it == tracked_.end() ? nullptr : it->second.get();
+}
+
+std::vector<checkpoint_stats> checkpoint_stats_tracker::history() const {
+  std::vector<checkpoint_stats> out;
+  out.reserve(std::min(history_size_, tracked_.size()));
+  for (auto it = tracked_.rbegin(); it != tracked_.rend() && out.size() < history_size_; ++it)
+    out.push_back(*it->second);
+  return out;
+}
+
+}  // namespace snapflow

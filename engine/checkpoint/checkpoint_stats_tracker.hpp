@@ -1,0 +1,158 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint_failure_reason.hpp"
+#include "engine/checkpoint/completed_checkpoint.hpp"
+#include "graph/checkpoint_config.hpp"
+#include "graph/ids.hpp"
+
+namespace snapflow {
+
+// What one subtask reported with its ack.
+struct subtask_checkpoint_stats {
+  subtask_id subtask;
+  std::int64_t ack_timestamp_us = 0;
+  std::int64_t end_to_end_duration_us = 0;
+  std::uint64_t state_size = 0;
+  std::int64_t sync_duration_us = 0;
+  std::int64_t async_duration_us = 0;
+  std::int64_t alignment_duration_us = 0;
+  std::uint64_t bytes_processed_during_alignment = 0;
+
+  bool operator==(const subtask_checkpoint_stats&) const = default;
+};
+
+enum class checkpoint_stats_status : std::uint8_t { in_progress, completed, failed };
+
+std::string_view to_string(checkpoint_stats_status status);
+
+struct checkpoint_stats {
+  checkpoint_id id = 0;
+  checkpoint_trigger_kind kind = checkpoint_trigger_kind::periodic;
+  checkpoint_stats_status status = checkpoint_stats_status::in_progress;
+  std::int64_t trigger_timestamp_us = 0;
+  std::int64_t latest_ack_timestamp_us = 0;
+  std::optional<std::int64_t> end_timestamp_us;
+  std::size_t num_subtasks = 0;
+  std::size_t num_acknowledged = 0;
+  std::uint64_t state_size = 0;
+  // Until the end: trigger to the latest ack; after it: trigger to completion or failure.
+  std::int64_t end_to_end_duration_us = 0;
+  std::int64_t max_alignment_duration_us = 0;
+  std::optional<checkpoint_failure_reason> failure_reason;
+  std::string failure_message;
+  std::string external_path;
+  std::vector<subtask_checkpoint_stats> subtasks;  // in ack order
+};
+
+// count, min, max and average of the values, and nearest-rank percentiles: pN is the smallest
+// value with at least N% of the values at or below it (so always one of the values).
+struct stats_summary {
+  std::int64_t count = 0;
+  double min = 0, max = 0, avg = 0, p50 = 0, p90 = 0, p95 = 0, p99 = 0, p999 = 0;
+};
+
+// triggered == in_progress + completed + failed (a request that failed before it had an id
+// counts as triggered and failed).
+struct checkpoint_counts {
+  std::int64_t triggered = 0, in_progress = 0, completed = 0, failed = 0, restored = 0;
+};
+
+// Checkpoint statistics for the REST API and metrics (after Flink's CheckpointStatsTracker):
+// counts, a bounded history, per-subtask ack stats and summaries over completed checkpoints.
+//
+// Built for the ack path: report_ack is O(1) (the checkpoint is found through a one-entry cache
+// in front of a small ordered map, never a lookup by subtask; the per-subtask vector is reserved
+// when the checkpoint starts). The coordinator has already dropped duplicate acks; acks beyond
+// the number of subtasks are ignored so the vector stays bounded anyway.
+//
+// In-progress checkpoints are always tracked (find() sees them) even when the history is
+// smaller than the number in progress; a finished checkpoint is dropped once it is no longer
+// among the newest `history_size`. latest_completed/failed/savepoint() survive that.
+// Pointers returned stay valid until the next report_* call. Coordinator thread only.
+class checkpoint_stats_tracker {
+ public:
+  // Summaries cover the latest this many completed checkpoints.
+  static constexpr std::size_t summary_window = 10'000;
+
+  checkpoint_stats_tracker(std::size_t history_size, checkpoint_config config);
+
+  void report_pending(checkpoint_id id, checkpoint_trigger_kind kind, std::int64_t trigger_us,
+                      std::size_t num_subtasks);
+  // Also after the checkpoint failed (late acks update its stats); unknown ids are ignored.
+  void report_ack(checkpoint_id id, const subtask_checkpoint_stats& ack);
+  void report_completed(checkpoint_id id, std::int64_t completion_us, std::string external_path);
+  void report_failed(checkpoint_id id, std::int64_t failure_us, checkpoint_failure_reason reason,
+                     std::string message);
+  // A request failed before it had an id.
+  void report_failed_without_checkpoint(std::int64_t failure_us, checkpoint_failure_reason reason);
+  void report_restored(checkpoint_id id, std::int64_t restore_us, std::string external_path,
+                       bool savepoint);
+
+  checkpoint_counts counts() const { return counts_; }
+  // Over the completed checkpoints in the summary window.
+  stats_summary end_to_end_duration_us() const { return durations_us_.summary(); }
+  stats_summary state_size() const { return state_sizes_.summary(); }
+  // The maximum alignment of each completed checkpoint.
+  stats_summary alignment_duration_us() const { return alignments_us_.summary(); }
+
+  // In progress or in history; null otherwise.
+  const checkpoint_stats* find(checkpoint_id id) const;
+  // Newest first, at most history_size, including in-progress and failed ones.
+  std::vector<checkpoint_stats> history() const;
+  const checkpoint_stats* latest_completed() const { return latest_completed_.get(); }
+  const checkpoint_stats* latest_failed() const { return latest_failed_.get(); }
+  const checkpoint_stats* latest_savepoint() const { return latest_savepoint_.get(); }
+
+  struct restored_info {
+    checkpoint_id id;
+    std::int64_t restore_us;
+    std::string external_path;
+    bool savepoint;
+  };
+  std::optional<restored_info> latest_restored() const { return latest_restored_; }
+  const checkpoint_config& config() const { return config_; }
+  std::size_t history_size() const { return history_size_; }
+  // How many checkpoints are tracked (history plus older ones still in progress).
+  std::size_t tracked() const { return tracked_.size(); }
+
+ private:
+  // The latest `summary_window` values, overwritten oldest first.
+  class window {
+   public:
+    void add(double value);
+    stats_summary summary() const;
+
+   private:
+    std::vector<double> values_;
+    std::size_t next_ = 0;  // the slot the next value overwrites once full
+  };
+
+  checkpoint_stats* lookup(checkpoint_id id);
+  void evict();
+
+  const std::size_t history_size_;
+  const checkpoint_config config_;
+  // Keyed by id, so "newest" is the end. Shared so latest_* outlive eviction from here.
+  std::map<checkpoint_id, std::shared_ptr<checkpoint_stats>> tracked_;
+  // The checkpoint the last ack went to: acks arrive in runs for one checkpoint.
+  checkpoint_id cached_id_ = 0;
+  checkpoint_stats* cached_ = nullptr;
+  std::shared_ptr<checkpoint_stats> latest_completed_;
+  std::shared_ptr<checkpoint_stats> latest_failed_;
+  std::shared_ptr<checkpoint_stats> latest_savepoint_;
+  std::optional<restored_info> latest_restored_;
+  checkpoint_counts counts_;
+  window durations_us_;
+  window state_sizes_;
+  window alignments_us_;
+};
+
+}  // namespace snapflow

@@ -1,0 +1,565 @@
+#include "engine/checkpoint/checkpoint_storage.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <charconv>
+#include <limits>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include <msgpack.hpp>
+
+#include "engine/checkpoint/crc32c.hpp"
+
+namespace snapflow {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---- small POSIX helpers: every failure becomes an error naming the operation and the path.
+
+error os_error(std::string_view what, const fs::path& path, int errno_value) {
+  return error{std::string(what) + " " + path.string() + ": " +
+               std::system_category().message(errno_value)};
+}
+
+// Closes on scope exit; close errors after a successful fsync cannot lose data.
+class fd_guard {
+ public:
+  explicit fd_guard(int fd) : fd_(fd) {}
+  ~fd_guard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  fd_guard(const fd_guard&) = delete;
+  fd_guard& operator=(const fd_guard&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+result<void> fsync_dir(const fs::path& dir) {
+  fd_guard fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return os_error("open folder", dir, errno);
+  if (::fsync(fd.get()) != 0) return os_error("fsync folder", dir, errno);
+  return success();
+}
+
+fs::path parent_or_dot(const fs::path& p) {
+  fs::path parent = p.parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
+// Creates `dir` and any missing ancestors, fsyncing each new folder's parent so the new entries
+// survive a crash along with the file written into them.
+result<void> create_directories_durably(const fs::path& dir) {
+  std::vector<fs::path> missing;
+  fs::path p = dir;
+  // Bounded by the depth of the path.
+  for (;;) {
+    std::error_code ec;
+    const bool exists = fs::exists(p, ec);
+    if (ec) return error{"stat " + p.string() + ": " + ec.message()};
+    if (exists) break;
+    missing.push_back(p);
+    fs::path parent = p.parent_path();
+    if (parent.empty() || parent == p) break;
+    p = std::move(parent);
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    // EEXIST: another thread created it meanwhile (two checkpoints of one job), which is fine.
+    if (::mkdir(it->c_str(), 0755) != 0 && errno != EEXIST)
+      return os_error("create folder", *it, errno);
+    if (auto r = fsync_dir(parent_or_dot(*it)); !r) return r;
+  }
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return error{"not a folder: " + dir.string()};
+  return success();
+}
+
+result<void> write_all(int fd, std::string_view bytes, const fs::path& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return os_error("write", path, errno);
+    }
+    assert(n > 0);
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return success();
+}
+
+// ---- little-endian fixed-width fields of the metadata frame.
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
+}
+void put_u64(std::string& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
+}
+std::uint32_t get_u32(std::string_view in) {
+  assert(in.size() >= 4);
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= std::uint32_t{static_cast<unsigned char>(in[i])} << (8 * i);
+  return v;
+}
+std::uint64_t get_u64(std::string_view in) {
+  assert(in.size() >= 8);
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(in[i])} << (8 * i);
+  return v;
+}
+
+constexpr std::size_t header_bytes = 12 + 4 + 8;  // magic, version, body length
+constexpr std::size_t trailer_bytes = 4;          // CRC-32C
+// The body nests: map > subtasks array > subtask map > handles array > handle map.
+constexpr std::size_t max_body_depth = 6;
+
+// ---- msgpack body.
+
+using packer = msgpack::packer<msgpack::sbuffer>;
+
+void pack_str(packer& pk, std::string_view s) {
+  assert(s.size() <= std::numeric_limits<std::uint32_t>::max());
+  pk.pack_str(static_cast<std::uint32_t>(s.size()));
+  pk.pack_str_body(s.data(), static_cast<std::uint32_t>(s.size()));
+}
+
+void pack_bin(packer& pk, std::string_view s) {
+  assert(s.size() <= std::numeric_limits<std::uint32_t>::max());
+  pk.pack_bin(static_cast<std::uint32_t>(s.size()));
+  pk.pack_bin_body(s.data(), static_cast<std::uint32_t>(s.size()));
+}
+
+std::string encode_body(const completed_checkpoint& c) {
+  msgpack::sbuffer buffer;
+  packer pk(buffer);
+  pk.pack_map(8);
+  pack_str(pk, "job");
+  pack_str(pk, c.job);
+  pack_str(pk, "id");
+  pk.pack(c.id);
+  pack_str(pk, "kind");
+  pk.pack(static_cast<std::uint8_t>(c.kind));
+  pack_str(pk, "trigger_us");
+  pk.pack(c.trigger_timestamp_us);
+  pack_str(pk, "completion_us");
+  pk.pack(c.completion_timestamp_us);
+  pack_str(pk, "location");
+  pack_str(pk, c.location);
+  pack_str(pk, "subtasks");
+  pk.pack_array(static_cast<std::uint32_t>(c.subtask_states.size()));
+  for (const auto& [subtask, state] : c.subtask_states) {
+    pk.pack_map(4);
+    pack_str(pk, "vertex");
+    pk.pack(subtask.vertex);
+    pack_str(pk, "index");
+    pk.pack(subtask.index);
+    pack_str(pk, "state_size");
+    pk.pack(state.state_size);
+    pack_str(pk, "handles");
+    pk.pack_array(static_cast<std::uint32_t>(state.handles.size()));
+    for (const auto& h : state.handles) {
+      pk.pack_map(3);
+      pack_str(pk, "path");
+      pack_str(pk, h.path);
+      pack_str(pk, "size");
+      pk.pack(h.size);
+      pack_str(pk, "crc");
+      pk.pack(h.checksum);
+    }
+  }
+  pack_str(pk, "master_states");
+  pk.pack_map(static_cast<std::uint32_t>(c.master_states.size()));
+  for (const auto& [name, bytes] : c.master_states) {
+    pack_str(pk, name);
+    pack_bin(pk, bytes);
+  }
+  return std::string(buffer.data(), buffer.size());
+}
+
+// Readers over an unpacked object. They check every type themselves (msgpack's convert throws),
+// and name the offending field.
+error bad_field(std::string_view field, std::string_view expected) {
+  return error{"checkpoint metadata: field '" + std::string(field) + "' is missing or not " +
+               std::string(expected)};
+}
+
+const msgpack::object* find_field(const msgpack::object& map, std::string_view key) {
+  assert(map.type == msgpack::type::MAP);
+  for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
+    const auto& kv = map.via.map.ptr[i];
+    if (kv.key.type == msgpack::type::STR &&
+        std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key)
+      return &kv.val;
+  }
+  return nullptr;
+}
+
+bool read_u64(const msgpack::object* o, std::uint64_t& out) {
+  if (o == nullptr || o->type != msgpack::type::POSITIVE_INTEGER) return false;
+  out = o->via.u64;
+  return true;
+}
+
+bool read_i64(const msgpack::object* o, std::int64_t& out) {
+  if (o == nullptr) return false;
+  if (o->type == msgpack::type::NEGATIVE_INTEGER) {
+    out = o->via.i64;
+    return true;
+  }
+  if (o->type == msgpack::type::POSITIVE_INTEGER &&
+      o->via.u64 <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    out = static_cast<std::int64_t>(o->via.u64);
+    return true;
+  }
+  return false;
+}
+
+bool read_u32(const msgpack::object* o, std::uint32_t& out) {
+  std::uint64_t v = 0;
+  if (!read_u64(o, v) || v > std::numeric_limits<std::uint32_t>::max()) return false;
+  out = static_cast<std::uint32_t>(v);
+  return true;
+}
+
+bool read_str(const msgpack::object* o, std::string& out) {
+  if (o == nullptr || o->type != msgpack::type::STR) return false;
+  out.assign(o->via.str.ptr, o->via.str.size);
+  return true;
+}
+
+// Master states are bytes; a str is accepted too (what another writer might produce).
+bool read_bytes(const msgpack::object* o, std::string& out) {
+  if (o != nullptr && o->type == msgpack::type::BIN) {
+    out.assign(o->via.bin.ptr, o->via.bin.size);
+    return true;
+  }
+  return read_str(o, out);
+}
+
+result<state_handle> read_handle(const msgpack::object& o) {
+  if (o.type != msgpack::type::MAP) return bad_field("handles[]", "a map");
+  state_handle h;
+  if (!read_str(find_field(o, "path"), h.path)) return bad_field("path", "a string");
+  if (!read_u64(find_field(o, "size"), h.size)) return bad_field("size", "an unsigned integer");
+  if (!read_u32(find_field(o, "crc"), h.checksum)) return bad_field("crc", "a 32-bit unsigned");
+  return h;
+}
+
+result<completed_checkpoint> read_body(const msgpack::object& root) {
+  if (root.type != msgpack::type::MAP) return error{"checkpoint metadata: body is not a map"};
+  completed_checkpoint c;
+  if (!read_str(find_field(root, "job"), c.job)) return bad_field("job", "a string");
+  if (!read_i64(find_field(root, "id"), c.id) || c.id < 1)
+    return bad_field("id", "a positive integer");
+  std::uint64_t kind = 0;
+  if (!read_u64(find_field(root, "kind"), kind) ||
+      kind > static_cast<std::uint64_t>(checkpoint_trigger_kind::periodic))
+    return bad_field("kind", "0, 1 or 2");
+  c.kind = static_cast<checkpoint_trigger_kind>(kind);
+  if (!read_i64(find_field(root, "trigger_us"), c.trigger_timestamp_us))
+    return bad_field("trigger_us", "an integer");
+  if (!read_i64(find_field(root, "completion_us"), c.completion_timestamp_us))
+    return bad_field("completion_us", "an integer");
+  if (!read_str(find_field(root, "location"), c.location)) return bad_field("location", "a string");
+
+  const msgpack::object* subtasks = find_field(root, "subtasks");
+  if (subtasks == nullptr || subtasks->type != msgpack::type::ARRAY)
+    return bad_field("subtasks", "an array");
+  for (std::uint32_t i = 0; i < subtasks->via.array.size; ++i) {
+    const msgpack::object& s = subtasks->via.array.ptr[i];
+    if (s.type != msgpack::type::MAP) return bad_field("subtasks[]", "a map");
+    subtask_id id;
+    subtask_state state;
+    if (!read_u32(find_field(s, "vertex"), id.vertex)) return bad_field("vertex", "a u32");
+    if (!read_u32(find_field(s, "index"), id.index)) return bad_field("index", "a u32");
+    if (!read_u64(find_field(s, "state_size"), state.state_size))
+      return bad_field("state_size", "an unsigned integer");
+    const msgpack::object* handles = find_field(s, "handles");
+    if (handles == nullptr || handles->type != msgpack::type::ARRAY)
+      return bad_field("handles", "an array");
+    state.handles.reserve(handles->via.array.size);
+    for (std::uint32_t j = 0; j < handles->via.array.size; ++j) {
+      auto h = read_handle(handles->via.array.ptr[j]);
+      if (!h) return h.err();
+      state.handles.push_back(std::move(h).value());
+    }
+    if (!c.subtask_states.emplace(id, std::move(state)).second)
+      return error{"checkpoint metadata: subtask v" + std::to_string(id.vertex) + "#" +
+                   std::to_string(id.index) + " appears twice"};
+  }
+
+  const msgpack::object* masters = find_field(root, "master_states");
+  if (masters == nullptr || masters->type != msgpack::type::MAP)
+    return bad_field("master_states", "a map");
+  for (std::uint32_t i = 0; i < masters->via.map.size; ++i) {
+    const auto& kv = masters->via.map.ptr[i];
+    std::string name;
+    std::string bytes;
+    if (!read_str(&kv.key, name)) return bad_field("master_states key", "a string");
+    if (!read_bytes(&kv.val, bytes)) return bad_field("master_states value", "bytes");
+    if (!c.master_states.emplace(std::move(name), std::move(bytes)).second)
+      return error{"checkpoint metadata: master state appears twice"};
+  }
+  return c;
+}
+
+// "chk-<id>" with a canonical positive decimal id (no sign, no leading zeros), else nullopt.
+std::optional<checkpoint_id> parse_checkpoint_folder(std::string_view name) {
+  constexpr std::string_view prefix = "chk-";
+  if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size());
+  if (digits.empty() || digits.front() == '0') return std::nullopt;
+  checkpoint_id id = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+  if (ec != std::errc() || end != digits.data() + digits.size() || id < 1) return std::nullopt;
+  return id;
+}
+
+}  // namespace
+
+checkpoint_storage::checkpoint_storage(fs::path job_dir) : job_dir_(std::move(job_dir)) {
+  assert(!job_dir_.empty());
+}
+
+fs::path checkpoint_storage::checkpoint_dir(checkpoint_id id) const {
+  assert(id >= 1);
+  return job_dir_ / ("chk-" + std::to_string(id));
+}
+
+fs::path checkpoint_storage::savepoint_dir(const fs::path& base, const job_id& job,
+                                           checkpoint_id id) {
+  assert(id >= 1);
+  assert(!job.empty());
+  return base / ("savepoint-" + job.substr(0, 6) + "-" + std::to_string(id));
+}
+
+std::string checkpoint_storage::encode_metadata(const completed_checkpoint& checkpoint) {
+  const std::string body = encode_body(checkpoint);
+  std::string out;
+  out.reserve(header_bytes + body.size() + trailer_bytes);
+  out.append(metadata_magic);
+  put_u32(out, metadata_version);
+  put_u64(out, body.size());
+  out.append(body);
+  put_u32(out, crc32c(out));
+  return out;
+}
+
+result<completed_checkpoint> checkpoint_storage::decode_metadata(std::string_view bytes) {
+  if (bytes.size() < header_bytes + trailer_bytes)
+    return error{"checkpoint metadata: " + std::to_string(bytes.size()) +
+                 " bytes is shorter than the header (torn write?)"};
+  if (bytes.substr(0, metadata_magic.size()) != metadata_magic)
+    return error{"checkpoint metadata: bad magic (not a snapflow metadata file)"};
+  const std::uint32_t version = get_u32(bytes.substr(metadata_magic.size()));
+  if (version != metadata_version)
+    return error{"checkpoint metadata: unsupported format version " + std::to_string(version)};
+  const std::uint64_t body_size = get_u64(bytes.substr(metadata_magic.size() + 4));
+  if (body_size != bytes.size() - header_bytes - trailer_bytes)
+    return error{"checkpoint metadata: body length " + std::to_string(body_size) +
+                 " does not match the file (" + std::to_string(bytes.size()) +
+                 " bytes; torn write?)"};
+  const std::uint32_t stored_crc = get_u32(bytes.substr(bytes.size() - trailer_bytes));
+  const std::uint32_t actual_crc = crc32c(bytes.substr(0, bytes.size() - trailer_bytes));
+  if (stored_crc != actual_crc) return error{"checkpoint metadata: checksum mismatch"};
+
+  const std::string_view body = bytes.substr(header_bytes, body_size);
+  // No container or string can be longer than the body holds: a forged length cannot make the
+  // unpacker reserve more memory than the file's size.
+  const std::size_t n = body.size();
+  const msgpack::unpack_limit limit(n, n, n, n, n, max_body_depth);
+  try {
+    std::size_t offset = 0;
+    msgpack::object_handle handle =
+        msgpack::unpack(body.data(), body.size(), offset, nullptr, nullptr, limit);
+    if (offset != body.size()) return error{"checkpoint metadata: trailing bytes after the body"};
+    return read_body(handle.get());
+  } catch (const std::exception& e) {
+    return error{std::string("checkpoint metadata: malformed body: ") + e.what()};
+  } catch (...) {
+    return error{"checkpoint metadata: malformed body"};
+  }
+}
+
+result<void> checkpoint_storage::write_metadata(const completed_checkpoint& checkpoint) {
+  assert(!checkpoint.location.empty());
+  assert(checkpoint.id >= 1);
+  return write_file_durably(fs::path(checkpoint.location) / metadata_file_name,
+                            encode_metadata(checkpoint));
+}
+
+result<completed_checkpoint> checkpoint_storage::read_metadata(const fs::path& dir) {
+  auto bytes = read_file(dir / metadata_file_name, max_metadata_bytes);
+  if (!bytes) return bytes.err();
+  auto checkpoint = decode_metadata(*bytes);
+  if (!checkpoint) return error{checkpoint.err().message + " in " + dir.string()};
+  checkpoint->location = dir.string();
+  return checkpoint;
+}
+
+checkpoint_storage::recovered checkpoint_storage::recover() const {
+  recovered out;
+  std::error_code ec;
+  if (!fs::exists(job_dir_, ec)) {
+    if (ec) out.warnings.push_back("cannot look for checkpoints in " + job_dir_.string() + ": " +
+                                   ec.message());
+    return out;
+  }
+  fs::directory_iterator it(job_dir_, ec);
+  if (ec) {
+    out.warnings.push_back("cannot list " + job_dir_.string() + ": " + ec.message());
+    return out;
+  }
+  for (const fs::directory_iterator end; it != end; it.increment(ec)) {
+    if (ec) {
+      out.warnings.push_back("listing " + job_dir_.string() + " stopped: " + ec.message());
+      break;
+    }
+    const std::string name = it->path().filename().string();
+    if (name.rfind("chk-", 0) != 0) continue;  // the id counter, shared state, ...
+    const auto id = parse_checkpoint_folder(name);
+    if (!id) {
+      out.warnings.push_back("skipping " + name + ": not a checkpoint folder name");
+      continue;
+    }
+    std::error_code dir_ec;
+    if (!it->is_directory(dir_ec)) {
+      out.warnings.push_back("skipping " + name + ": not a folder");
+      continue;
+    }
+    auto checkpoint = read_metadata(it->path());
+    if (!checkpoint) {
+      // Most often a checkpoint that was still in progress when the process died.
+      out.warnings.push_back("skipping " + name + ": " + checkpoint.err().message);
+      continue;
+    }
+    if (checkpoint->id != *id) {
+      out.warnings.push_back("skipping " + name + ": its metadata is for checkpoint " +
+                             std::to_string(checkpoint->id));
+      continue;
+    }
+    out.checkpoints.push_back(std::move(checkpoint).value());
+  }
+  std::sort(out.checkpoints.begin(), out.checkpoints.end(),
+            [](const completed_checkpoint& a, const completed_checkpoint& b) {
+              return a.id < b.id;
+            });
+  return out;
+}
+
+result<void> checkpoint_storage::discard_location(const fs::path& dir) {
+  assert(!dir.empty());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) return error{"remove " + dir.string() + ": " + ec.message()};
+  return success();
+}
+
+result<void> checkpoint_storage::discard_state(const std::vector<state_handle>& handles) {
+  std::size_t failures = 0;
+  std::string first;
+  for (const auto& h : handles) {
+    if (h.path.empty()) continue;
+    std::error_code ec;
+    fs::remove(h.path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      if (failures++ == 0) first = "remove " + h.path + ": " + ec.message();
+    }
+  }
+  if (failures > 0)
+    return error{"could not remove " + std::to_string(failures) + " of " +
+                 std::to_string(handles.size()) + " state files; first: " + first};
+  return success();
+}
+
+result<void> checkpoint_storage::verify_state(const state_handle& h) {
+  const fs::path path(h.path);
+  fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return os_error("open state file", path, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return os_error("stat state file", path, errno);
+  if (static_cast<std::uint64_t>(st.st_size) != h.size)
+    return error{"state file " + h.path + " has " + std::to_string(st.st_size) +
+                 " bytes, expected " + std::to_string(h.size)};
+  std::string buffer(std::size_t{1} << 20, '\0');
+  std::uint32_t crc = 0;
+  std::uint64_t remaining = h.size;
+  while (remaining > 0) {
+    const std::size_t want = static_cast<std::size_t>(
+        std::min<std::uint64_t>(remaining, buffer.size()));
+    const ssize_t n = ::read(fd.get(), buffer.data(), want);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return os_error("read state file", path, errno);
+    }
+    if (n == 0) return error{"state file " + h.path + " shrank while being verified"};
+    crc = crc32c(std::string_view(buffer.data(), static_cast<std::size_t>(n)), crc);
+    remaining -= static_cast<std::uint64_t>(n);
+  }
+  if (crc != h.checksum) return error{"state file " + h.path + " fails its checksum"};
+  return success();
+}
+
+result<void> checkpoint_storage::write_file_durably(const fs::path& file, std::string_view bytes) {
+  assert(!file.empty());
+  assert(file.has_filename());
+  const fs::path dir = parent_or_dot(file);
+  if (auto r = create_directories_durably(dir); !r) return r;
+
+  fs::path tmp = file;
+  tmp += ".tmp";
+  {
+    fd_guard fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return os_error("create", tmp, errno);
+    auto r = write_all(fd.get(), bytes, tmp);
+    if (r && ::fsync(fd.get()) != 0) r = os_error("fsync", tmp, errno);
+    if (!r) {
+      ::unlink(tmp.c_str());
+      return r;
+    }
+  }
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return os_error("rename into", file, e);
+  }
+  // The rename is only durable once the folder's entry is.
+  return fsync_dir(dir);
+}
+
+result<std::string> checkpoint_storage::read_file(const fs::path& file, std::uint64_t max_bytes) {
+  fd_guard fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return os_error("open", file, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return os_error("stat", file, errno);
+  if (!S_ISREG(st.st_mode)) return error{"not a regular file: " + file.string()};
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_bytes)
+    return error{file.string() + " has " + std::to_string(size) + " bytes, more than the " +
+                 std::to_string(max_bytes) + " allowed"};
+  std::string out(static_cast<std::size_t>(size), '\0');
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return os_error("read", file, errno);
+    }
+    if (n == 0) break;  // shrank meanwhile: return what is there, the checksum decides
+    done += static_cast<std::size_t>(n);
+  }
+  out.resize(done);
+  return out;
+}
+
+}  // namespace snapflow

@@ -1,0 +1,87 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/checkpoint/completed_checkpoint.hpp"
+#include "graph/ids.hpp"
+#include "graph/result.hpp"
+
+namespace snapflow {
+
+// Checkpoint metadata on disk. Layout: `<job_dir>/chk-<id>/_metadata` next to the state files
+// the tasks write into the same folder; savepoints in
+// `<savepoint base>/savepoint-<first 6 characters of the job id>-<id>/_metadata`.
+//
+// A checkpoint exists on disk only once its `_metadata` is durable: it is written to
+// `_metadata.tmp`, fsynced, renamed and the folder fsynced, so a crash leaves either no
+// metadata or a whole one. A torn or corrupt file (which the rename rules out on a sane file
+// system, but disks lie) fails its length or checksum and is skipped by recover().
+//
+// Metadata format (integers little-endian):
+//   magic "SNAPFLOW-CHK" (12 bytes) | u32 format version (1) | u64 body length |
+//   body (msgpack) | u32 CRC-32C of everything before it
+// The body is map-keyed so fields can be added (a reader ignores keys it does not know):
+//   {job: str, id: i64, kind: u8 (0 savepoint, 1 manual, 2 periodic), trigger_us: i64,
+//    completion_us: i64, location: str,
+//    subtasks: [{vertex: u32, index: u32, state_size: u64,
+//                handles: [{path: str, size: u64, crc: u32}]}],
+//    master_states: {str: bin}}
+//
+// Blocking: runs on the coordinator's I/O pool, never its event thread. Holds no mutable state,
+// so different checkpoints may be written and read from different threads at once.
+class checkpoint_storage {
+ public:
+  static constexpr std::string_view metadata_file_name = "_metadata";
+  static constexpr std::string_view metadata_magic = "SNAPFLOW-CHK";
+  static constexpr std::uint32_t metadata_version = 1;
+  // Far above any real job's metadata; refuses to read a garbage length into memory.
+  static constexpr std::uint64_t max_metadata_bytes = 256ull << 20;
+
+  explicit checkpoint_storage(std::filesystem::path job_dir);
+
+  const std::filesystem::path& job_dir() const { return job_dir_; }
+  std::filesystem::path checkpoint_dir(checkpoint_id id) const;
+  static std::filesystem::path savepoint_dir(const std::filesystem::path& base, const job_id& job,
+                                             checkpoint_id id);
+
+  // Durably writes the metadata into `checkpoint.location`, creating folders as needed.
+  result<void> write_metadata(const completed_checkpoint& checkpoint);
+  // Verifies magic, version, length and checksum; never throws; bounded unpack limits. The
+  // returned checkpoint's location is `dir` (so a moved savepoint folder still reads right).
+  static result<completed_checkpoint> read_metadata(const std::filesystem::path& dir);
+
+  struct recovered {
+    std::vector<completed_checkpoint> checkpoints;  // ascending id
+    std::vector<std::string> warnings;              // one per skipped folder
+  };
+  // Every chk-<id> folder under job_dir with a valid `_metadata` whose id matches the folder
+  // name; torn, corrupt, mismatched or missing metadata is skipped with a warning. A missing
+  // job_dir is an empty result (a job that never completed a checkpoint).
+  recovered recover() const;
+
+  // Removes the folder and everything in it; a missing folder is fine.
+  static result<void> discard_location(const std::filesystem::path& dir);
+  // Removes the files; missing files are fine. Tries every file before reporting a failure.
+  static result<void> discard_state(const std::vector<state_handle>& handles);
+  // The file's size and CRC-32C match the handle's.
+  static result<void> verify_state(const state_handle& h);
+
+  // The metadata file's bytes, and back (exposed for tests and fuzzing). decode never throws.
+  static std::string encode_metadata(const completed_checkpoint& checkpoint);
+  static result<completed_checkpoint> decode_metadata(std::string_view bytes);
+
+  // write temp, fsync, rename, fsync the folder; missing folders are created (and their parents
+  // fsynced). Shared with file_checkpoint_id_counter.
+  static result<void> write_file_durably(const std::filesystem::path& file, std::string_view bytes);
+  // The whole file, refusing files larger than max_bytes.
+  static result<std::string> read_file(const std::filesystem::path& file, std::uint64_t max_bytes);
+
+ private:
+  std::filesystem::path job_dir_;
+};
+
+}  // namespace snapflow

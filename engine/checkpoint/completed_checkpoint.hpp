@@ -1,0 +1,88 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "graph/ids.hpp"
+
+namespace snapflow {
+
+// What started a checkpoint, in priority order: savepoints first, then manual checkpoints, then
+// periodic ones.
+enum class checkpoint_trigger_kind : std::uint8_t { savepoint, manual, periodic };
+
+std::string_view to_string(checkpoint_trigger_kind kind);
+
+// A file a subtask wrote for one checkpoint. The checksum (CRC-32C of the whole file) is
+// verified on restore, so a torn or corrupt file is never loaded as state.
+struct state_handle {
+  std::string path;
+  std::uint64_t size = 0;
+  std::uint32_t checksum = 0;
+
+  bool operator==(const state_handle&) const = default;
+};
+
+// Everything one subtask contributed to one checkpoint.
+struct subtask_state {
+  std::vector<state_handle> handles;
+  std::uint64_t state_size = 0;
+
+  bool operator==(const subtask_state&) const = default;
+};
+
+// A checkpoint whose metadata is durable: what restore reads. `location` is its folder
+// (`<state-dir>/<job-id>/chk-<id>` or a savepoint folder).
+struct completed_checkpoint {
+  job_id job;
+  checkpoint_id id = 0;
+  checkpoint_trigger_kind kind = checkpoint_trigger_kind::periodic;
+  std::int64_t trigger_timestamp_us = 0;
+  std::int64_t completion_timestamp_us = 0;
+  std::string location;
+  std::map<subtask_id, subtask_state> subtask_states;
+  std::map<std::string, std::string> master_states;  // master hook name -> its bytes
+
+  bool is_savepoint() const { return kind == checkpoint_trigger_kind::savepoint; }
+  std::uint64_t state_size() const {
+    std::uint64_t total = 0;
+    for (const auto& [_, s] : subtask_states) total += s.state_size;
+    return total;
+  }
+  // Every state file of every subtask (what discarding the checkpoint deletes).
+  std::vector<state_handle> all_handles() const {
+    std::vector<state_handle> out;
+    for (const auto& [_, s] : subtask_states) out.insert(out.end(), s.handles.begin(), s.handles.end());
+    return out;
+  }
+
+  bool operator==(const completed_checkpoint&) const = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const state_handle& h) {
+  return os << "state_handle{" << h.path << ", size=" << h.size << ", crc=" << h.checksum << "}";
+}
+
+inline std::ostream& operator<<(std::ostream& os, const completed_checkpoint& c) {
+  return os << "completed_checkpoint{job=" << c.job << ", id=" << c.id
+            << ", kind=" << to_string(c.kind) << ", location=" << c.location
+            << ", subtasks=" << c.subtask_states.size() << ", hooks=" << c.master_states.size()
+            << "}";
+}
+
+inline std::string_view to_string(checkpoint_trigger_kind kind) {
+  switch (kind) {
+    case checkpoint_trigger_kind::savepoint:
+      return "savepoint";
+    case checkpoint_trigger_kind::manual:
+      return "manual";
+    case checkpoint_trigger_kind::periodic:
+      return "periodic";
+  }
+  return "unknown";
+}
+
+}  // namespace snapflow

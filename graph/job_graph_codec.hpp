@@ -1,0 +1,65 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <msgpack.hpp>
+
+#include "graph/checkpoint_config.hpp"
+#include "graph/job_graph.hpp"
+#include "graph/result.hpp"
+
+// The msgpack form of a job graph and of a checkpoint configuration: what a job submission
+// carries over the wire. Every record is a map with string keys so fields can be added: a
+// decoder ignores keys it does not know. Fields present since the first version are required;
+// a field added later must be optional with a default so older senders still decode.
+// The encoding (integers are msgpack's smallest fitting form):
+//
+//   job_graph        {id: str, name: str, vertices: [vertex], edges: [edge],
+//                     checkpointing: nil | settings}
+//   vertex           {id: u32, name: str, uid: str, kind: str, params: {str: str},
+//                     parallelism: u32, max_parallelism: u32}
+//   edge             {source: u32, target: u32, partitioning: u8 (0 forward, 1 hash,
+//                     2 rebalance, 3 broadcast)}
+//   settings         {to_trigger: [u32], to_acknowledge: [u32], to_confirm: [u32],
+//                     config: checkpoint_config}
+//   checkpoint_config {interval_ms: i64 | nil, timeout_ms: i64, min_pause_ms: i64,
+//                     max_concurrent: i32, tolerable_failures: i32,
+//                     mode: u8 (0 exactly_once, 1 at_least_once), unaligned: bool,
+//                     retained: i32, retention: u8 (0 delete_on_cancellation,
+//                     1 retain_on_cancellation), checkpoint_dir: str, savepoint_dir: str,
+//                     stats_history_size: i32, state_backend: str}
+//
+// A vertex's C++ callable (job_vertex::function) is never encoded: it only exists in the
+// process that declared it.
+
+namespace snapflow {
+
+// Limits for msgpack::unpack sized to a frame of `bytes` bytes: no container may declare more
+// elements, and no string more bytes, than the frame could hold, so a forged length cannot make
+// the unpacker reserve gigabytes. Nesting is capped at max_decode_depth levels (a job graph
+// needs 4).
+inline constexpr std::size_t max_decode_depth = 8;
+msgpack::unpack_limit unpack_limit_for(std::size_t bytes);
+
+// Bytes in, bytes out. The decoders never throw: malformed, truncated or oversized input, wrong
+// field types, out-of-range numbers and enums, and references to unknown vertex ids all become
+// errors. They do not check operator kinds or graph shape: callers run validate() with their
+// operator registry.
+std::string encode_job_graph(const job_graph& graph);
+result<job_graph> decode_job_graph(std::string_view bytes);
+
+std::string encode_checkpoint_config(const checkpoint_config& config);
+result<checkpoint_config> decode_checkpoint_config(std::string_view bytes);
+
+// The same encodings as one value inside a larger message (the transport's envelopes). The
+// `read_` functions take an object already unpacked with unpack_limit_for() and never throw.
+void pack_job_graph(msgpack::packer<msgpack::sbuffer>& packer, const job_graph& graph);
+result<job_graph> read_job_graph(const msgpack::object& object);
+
+void pack_checkpoint_config(msgpack::packer<msgpack::sbuffer>& packer,
+                            const checkpoint_config& config);
+result<checkpoint_config> read_checkpoint_config(const msgpack::object& object);
+
+}  // namespace snapflow

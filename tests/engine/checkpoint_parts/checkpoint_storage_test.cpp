@@ -1,0 +1,212 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "engine/checkpoint/checkpoint_storage.hpp"
+#include "engine/checkpoint/crc32c.hpp"
+#include "tests/engine/checkpoint_parts/temp_folder.hpp"
+
+using namespace snapflow;
+using snapflow::testing::temp_folder;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_all(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_all(const fs::path& file, const std::string& bytes) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+completed_checkpoint sample(const checkpoint_storage& storage, checkpoint_id id) {
+  completed_checkpoint c;
+  c.job = "a1b2c3d4e5f6";
+  c.id = id;
+  c.kind = checkpoint_trigger_kind::periodic;
+  c.trigger_timestamp_us = 1'700'000'000'000'000 + id;
+  c.completion_timestamp_us = c.trigger_timestamp_us + 1234;
+  c.location = storage.checkpoint_dir(id).string();
+  c.subtask_states[{1, 0}] = subtask_state{{{c.location + "/v1-0", 100, 0xDEADBEEFu}}, 100};
+  c.subtask_states[{1, 1}] =
+      subtask_state{{{c.location + "/v1-1a", 5, 1u}, {c.location + "/v1-1b", 7, 2u}}, 12};
+  c.subtask_states[{2, 0}] = subtask_state{{}, 0};
+  c.master_states["offsets"] = std::string("\0\x01\xFFtail", 7);
+  c.master_states["empty"] = "";
+  return c;
+}
+
+bool any_contains(const std::vector<std::string>& lines, const std::string& needle) {
+  return std::any_of(lines.begin(), lines.end(),
+                     [&](const std::string& l) { return l.find(needle) != std::string::npos; });
+}
+
+// A metadata frame around an arbitrary body, with a correct length and checksum.
+std::string frame(const std::string& body) {
+  std::string out(checkpoint_storage::metadata_magic);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(i == 0 ? 1 : 0));
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((body.size() >> (8 * i)) & 0xFF));
+  out += body;
+  const std::uint32_t crc = crc32c(out);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint storage names checkpoint and savepoint folders") {
+  checkpoint_storage storage(fs::path("state") / "job-1");
+  CHECK(storage.checkpoint_dir(42) == fs::path("state") / "job-1" / "chk-42");
+  CHECK(checkpoint_storage::savepoint_dir("sp", "abcdef0123", 7) ==
+        fs::path("sp") / "savepoint-abcdef-7");
+  CHECK(checkpoint_storage::savepoint_dir("sp", "ab", 7) == fs::path("sp") / "savepoint-ab-7");
+}
+
+TEST_CASE("checkpoint storage writes metadata durably and reads it back unchanged") {
+  temp_folder tmp;
+  checkpoint_storage storage(tmp.path() / "state" / "job");
+  const completed_checkpoint c = sample(storage, 3);
+  auto written = storage.write_metadata(c);
+  INFO((written ? std::string() : written.err().message));
+  REQUIRE(written.ok());
+  CHECK(fs::exists(storage.checkpoint_dir(3) / "_metadata"));
+  CHECK_FALSE(fs::exists(storage.checkpoint_dir(3) / "_metadata.tmp"));
+
+  auto read = checkpoint_storage::read_metadata(storage.checkpoint_dir(3));
+  INFO((read ? std::string() : read.err().message));
+  REQUIRE(read.ok());
+  CHECK(*read == c);
+
+  // A savepoint elsewhere, rewritten in place.
+  completed_checkpoint sp = sample(storage, 4);
+  sp.kind = checkpoint_trigger_kind::savepoint;
+  sp.location = checkpoint_storage::savepoint_dir(tmp.path() / "sp", sp.job, 4).string();
+  REQUIRE(storage.write_metadata(sp).ok());
+  sp.master_states["offsets"] = "changed";
+  REQUIRE(storage.write_metadata(sp).ok());
+  auto sp_read = checkpoint_storage::read_metadata(sp.location);
+  REQUIRE(sp_read.ok());
+  CHECK(*sp_read == sp);
+  CHECK(sp_read->is_savepoint());
+}
+
+TEST_CASE("checkpoint storage recover skips torn, corrupt and missing metadata with warnings") {
+  temp_folder tmp;
+  checkpoint_storage storage(tmp.path() / "job");
+  for (checkpoint_id id = 1; id <= 5; ++id)
+    REQUIRE(storage.write_metadata(sample(storage, id)).ok());
+  const auto meta = [&](checkpoint_id id) { return storage.checkpoint_dir(id) / "_metadata"; };
+
+  const std::string two = read_all(meta(2));
+  write_all(meta(2), two.substr(0, two.size() / 2));  // truncated
+  std::string three = read_all(meta(3));
+  three[three.size() / 2] = static_cast<char>(three[three.size() / 2] ^ 0x40);  // flipped bit
+  write_all(meta(3), three);
+  fs::remove(meta(4));  // in progress when the process died
+  // A copy of checkpoint 1's metadata in the wrong folder, and things recover must not mind.
+  fs::create_directories(storage.checkpoint_dir(6));
+  fs::copy_file(meta(1), meta(6));
+  fs::create_directories(tmp.path() / "job" / "chk-x");
+  write_all(tmp.path() / "job" / "checkpoint_id_counter", "not a checkpoint");
+  fs::create_directories(tmp.path() / "job" / "shared");
+
+  const auto recovered = storage.recover();
+  std::vector<checkpoint_id> ids;
+  for (const auto& c : recovered.checkpoints) ids.push_back(c.id);
+  CHECK(ids == std::vector<checkpoint_id>{1, 5});
+  CHECK(recovered.checkpoints[1] == sample(storage, 5));
+  CHECK(recovered.warnings.size() == 5);
+  CHECK(any_contains(recovered.warnings, "chk-2"));
+  CHECK(any_contains(recovered.warnings, "chk-3"));
+  CHECK(any_contains(recovered.warnings, "chk-4"));
+  CHECK(any_contains(recovered.warnings, "chk-6"));
+  CHECK(any_contains(recovered.warnings, "chk-x"));
+  CHECK(any_contains(recovered.warnings, "checksum"));
+}
+
+TEST_CASE("checkpoint storage recover of a missing job folder is empty") {
+  temp_folder tmp;
+  checkpoint_storage storage(tmp.path() / "never-written");
+  const auto recovered = storage.recover();
+  CHECK(recovered.checkpoints.empty());
+  CHECK(recovered.warnings.empty());
+}
+
+TEST_CASE("checkpoint metadata decoding refuses malformed input without throwing") {
+  checkpoint_storage storage("job");
+  const std::string good = checkpoint_storage::encode_metadata(sample(storage, 1));
+  REQUIRE(checkpoint_storage::decode_metadata(good).ok());
+
+  CHECK_FALSE(checkpoint_storage::decode_metadata("").ok());
+  CHECK_FALSE(checkpoint_storage::decode_metadata(good.substr(0, 20)).ok());
+  std::string magic = good;
+  magic[0] = 'X';
+  CHECK_FALSE(checkpoint_storage::decode_metadata(magic).ok());
+  std::string version = good;
+  version[12] = 2;
+  CHECK_FALSE(checkpoint_storage::decode_metadata(version).ok());
+  CHECK_FALSE(checkpoint_storage::decode_metadata(good + "x").ok());
+
+  // Well framed, bad inside: the checksum passes, the body must still be checked.
+  CHECK_FALSE(checkpoint_storage::decode_metadata(frame("\xc1")).ok());   // never-used byte
+  CHECK_FALSE(checkpoint_storage::decode_metadata(frame("\x93\x01")).ok());  // truncated array
+  CHECK_FALSE(checkpoint_storage::decode_metadata(frame("\x01")).ok());   // not a map
+  CHECK_FALSE(checkpoint_storage::decode_metadata(frame("\x80")).ok());   // empty map
+  // An array claiming 4 billion elements in a 5-byte body.
+  CHECK_FALSE(checkpoint_storage::decode_metadata(frame("\xdd\xff\xff\xff\xff")).ok());
+  // Every single-byte flip inside the body is caught by the checksum.
+  for (std::size_t i = 24; i < good.size() - 4; i += 7) {
+    std::string bad = good;
+    bad[i] = static_cast<char>(bad[i] ^ 0x10);
+    CHECK_FALSE(checkpoint_storage::decode_metadata(bad).ok());
+  }
+}
+
+TEST_CASE("checkpoint storage discards folders and state files, missing ones included") {
+  temp_folder tmp;
+  checkpoint_storage storage(tmp.path() / "job");
+  REQUIRE(storage.write_metadata(sample(storage, 1)).ok());
+  const fs::path dir = storage.checkpoint_dir(1);
+  write_all(dir / "state-a", "a");
+  REQUIRE(checkpoint_storage::discard_location(dir).ok());
+  CHECK_FALSE(fs::exists(dir));
+  CHECK(checkpoint_storage::discard_location(dir).ok());
+
+  write_all(tmp.path() / "s1", "one");
+  write_all(tmp.path() / "s2", "two");
+  const std::vector<state_handle> handles = {{(tmp.path() / "s1").string(), 3, 0},
+                                             {(tmp.path() / "s2").string(), 3, 0},
+                                             {(tmp.path() / "gone").string(), 3, 0}};
+  REQUIRE(checkpoint_storage::discard_state(handles).ok());
+  CHECK_FALSE(fs::exists(tmp.path() / "s1"));
+  CHECK_FALSE(fs::exists(tmp.path() / "s2"));
+  CHECK(checkpoint_storage::discard_state(handles).ok());
+}
+
+TEST_CASE("checkpoint storage verifies a state file's size and checksum") {
+  temp_folder tmp;
+  const fs::path file = tmp.path() / "state";
+  std::string content(300'000, 'x');
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 31);
+  write_all(file, content);
+  state_handle h{file.string(), content.size(), crc32c(content)};
+  CHECK(checkpoint_storage::verify_state(h).ok());
+
+  state_handle wrong_size = h;
+  wrong_size.size += 1;
+  CHECK_FALSE(checkpoint_storage::verify_state(wrong_size).ok());
+
+  content[1000] = static_cast<char>(content[1000] ^ 1);
+  write_all(file, content);
+  auto corrupt = checkpoint_storage::verify_state(h);
+  REQUIRE_FALSE(corrupt.ok());
+  CHECK_THAT(corrupt.err().message, Catch::Contains("checksum"));
+
+  state_handle missing{(tmp.path() / "missing").string(), 0, 0};
+  CHECK_FALSE(checkpoint_storage::verify_state(missing).ok());
+}

@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cassert>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include "transport/decode_error.hpp"
+#include "transport/messages.hpp"
+
+// One message is one ZeroMQ frame: a msgpack map {"v": version, "t": type name, ...fields}.
+// Fields are looked up by key, so unknown keys are skipped and optional fields may be absent;
+// docs/protocol.md lists every key.
+namespace snapflow::wire {
+
+// Deeper than any message needs (3 today), shallow enough that a hostile frame cannot make the
+// decoder do much work before it is refused.
+inline constexpr std::size_t max_nesting_depth = 32;
+
+class [[nodiscard]] decode_result {
+ public:
+  decode_result(message value) : data_(std::move(value)) {}
+  decode_result(decode_error error) : data_(std::move(error)) {}
+
+  bool ok() const { return data_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  const message& value() const& {
+    assert(ok());
+    return std::get<0>(data_);
+  }
+  message&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(data_));
+  }
+  const decode_error& error() const {
+    assert(!ok());
+    return std::get<1>(data_);
+  }
+
+ private:
+  std::variant<message, decode_error> data_;
+};
+
+// The frame for `m`, written with current_protocol_version.
+std::string encode(const message& m);
+
+// Reads one frame from an untrusted peer. Never throws and never trusts a declared length:
+// every fault is a decode_error (see decode_errc), including frames from a newer protocol
+// version, which carry that version so the caller can say which one it met.
+decode_result decode(std::string_view frame) noexcept;
+
+}  // namespace snapflow::wire

@@ -1,0 +1,133 @@
+#include "transport/messages.hpp"
+
+namespace snapflow::wire {
+
+namespace {
+
+// Long or binary fields would make a failing test or a log line unreadable.
+struct abbreviated {
+  std::string_view text;
+};
+
+std::ostream& operator<<(std::ostream& os, abbreviated a) {
+  constexpr std::size_t shown = 48;
+  if (a.text.size() <= shown) return os << '"' << a.text << '"';
+  return os << '"' << a.text.substr(0, shown) << "...\"(" << a.text.size() << " bytes)";
+}
+
+std::ostream& operator<<(std::ostream& os, const std::optional<checkpoint_id>& id) {
+  if (!id) return os << "none";
+  return os << *id;
+}
+
+std::ostream& operator<<(std::ostream& os, const std::vector<state_handle>& handles) {
+  os << '[';
+  for (std::size_t i = 0; i < handles.size(); ++i) os << (i ? ", " : "") << handles[i];
+  return os << ']';
+}
+
+}  // namespace
+
+std::string_view to_string(task_state state) {
+  switch (state) {
+    case task_state::deploying:
+      return "deploying";
+    case task_state::running:
+      return "running";
+    case task_state::finished:
+      return "finished";
+    case task_state::failed:
+      return "failed";
+    case task_state::canceled:
+      return "canceled";
+  }
+  return "unknown";
+}
+
+std::optional<task_state> parse_task_state(std::string_view text) {
+  for (auto s : {task_state::deploying, task_state::running, task_state::finished,
+                 task_state::failed, task_state::canceled})
+    if (to_string(s) == text) return s;
+  return std::nullopt;
+}
+
+std::string_view type_name(const message& m) {
+  return std::visit([](const auto& v) { return std::decay_t<decltype(v)>::wire_type; }, m);
+}
+
+std::ostream& operator<<(std::ostream& os, task_state state) { return os << to_string(state); }
+
+std::ostream& operator<<(std::ostream& os, const state_handle& h) {
+  return os << "state_handle{" << h.path << ", size=" << h.size_bytes << ", crc=" << h.checksum
+            << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const register_worker& m) {
+  return os << "register_worker{worker=" << m.worker_id << ", slots=" << m.slots
+            << ", data=" << m.data_endpoint << ", version=" << m.protocol_version
+            << ", pid=" << m.pid << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const register_ack& m) {
+  return os << "register_ack{accepted=" << m.accepted << ", reason=" << abbreviated{m.reason}
+            << ", interval_ms=" << m.heartbeat_interval_ms
+            << ", timeout_ms=" << m.heartbeat_timeout_ms << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const heartbeat& m) {
+  return os << "heartbeat{sender=" << m.sender << ", ts_ms=" << m.timestamp_ms << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const deploy_task& m) {
+  return os << "deploy_task{job=" << m.job << ", attempt=" << m.attempt
+            << ", graph=" << m.job_graph.size() << " bytes"
+            << ", restore=" << m.restore_checkpoint_id << ", state=" << m.restore_state << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const cancel_task& m) {
+  return os << "cancel_task{job=" << m.job << ", attempt=" << m.attempt << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const task_state_update& m) {
+  return os << "task_state_update{job=" << m.job << ", attempt=" << m.attempt
+            << ", state=" << m.state << ", failure=" << abbreviated{m.failure_message} << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const trigger_checkpoint& m) {
+  return os << "trigger_checkpoint{job=" << m.job << ", attempt=" << m.attempt
+            << ", id=" << m.checkpoint << ", ts_ms=" << m.timestamp_ms
+            << ", savepoint=" << m.is_savepoint << ", dir=" << m.savepoint_dir
+            << ", mode=" << to_string(m.mode) << ", unaligned=" << m.unaligned << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const acknowledge_checkpoint& m) {
+  return os << "acknowledge_checkpoint{job=" << m.job << ", attempt=" << m.attempt
+            << ", id=" << m.checkpoint << ", state=" << m.state_handles
+            << ", size=" << m.state_size_bytes << ", sync_us=" << m.sync_duration_us
+            << ", async_us=" << m.async_duration_us
+            << ", alignment_us=" << m.alignment_duration_us
+            << ", alignment_bytes=" << m.bytes_processed_during_alignment << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const decline_checkpoint& m) {
+  return os << "decline_checkpoint{job=" << m.job << ", attempt=" << m.attempt
+            << ", id=" << m.checkpoint << ", reason=" << m.reason
+            << ", message=" << abbreviated{m.message} << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const notify_checkpoint_complete& m) {
+  return os << "notify_checkpoint_complete{job=" << m.job << ", attempt=" << m.attempt
+            << ", id=" << m.checkpoint << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const notify_checkpoint_aborted& m) {
+  return os << "notify_checkpoint_aborted{job=" << m.job << ", attempt=" << m.attempt
+            << ", id=" << m.checkpoint << ", latest=" << m.latest_completed_checkpoint_id << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const message& m) {
+  std::visit([&os](const auto& v) { os << v; }, m);
+  return os;
+}
+
+}  // namespace snapflow::wire

@@ -1,0 +1,205 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "graph/checkpoint_config.hpp"
+#include "graph/ids.hpp"
+
+// The control-plane messages between the coordinator and its workers, as plain data. How they
+// are laid out on the wire (envelope.hpp) and which field means what (docs/protocol.md) live
+// elsewhere; these structs only carry values, so the engine can be tested without any bytes.
+// Each struct names its wire type ("t") in `wire_type`.
+namespace snapflow::wire {
+
+// The envelope version this build writes. A frame with any other version is refused, so a
+// change that older peers cannot read must bump it; adding an optional field must not.
+inline constexpr std::uint32_t current_protocol_version = 1;
+
+// A file a subtask wrote for a checkpoint, as the storage layer describes it: the checksum is
+// the CRC-32C of the whole file, verified on restore.
+struct state_handle {
+  std::string path;
+  std::uint64_t size_bytes = 0;
+  std::uint32_t checksum = 0;
+
+  bool operator==(const state_handle&) const = default;
+};
+
+// Lifecycle of one deployed subtask attempt as its worker reports it.
+enum class task_state : std::uint8_t { deploying, running, finished, failed, canceled };
+
+std::string_view to_string(task_state state);
+std::optional<task_state> parse_task_state(std::string_view text);
+
+// worker -> coordinator, first message on a new connection.
+struct register_worker {
+  static constexpr std::string_view wire_type = "register_worker";
+
+  std::string worker_id;  // also the DEALER routing id
+  std::uint32_t slots = 0;
+  std::string data_endpoint;  // where the worker's data channels accept connections
+  std::uint32_t protocol_version = current_protocol_version;  // highest version it speaks
+  std::int64_t pid = 0;
+
+  bool operator==(const register_worker&) const = default;
+};
+
+// coordinator -> worker, the answer to register_worker.
+struct register_ack {
+  static constexpr std::string_view wire_type = "register_ack";
+
+  bool accepted = false;
+  std::string reason;  // why not, when refused
+  std::uint32_t heartbeat_interval_ms = 0;
+  std::uint32_t heartbeat_timeout_ms = 0;
+
+  bool operator==(const register_ack&) const = default;
+};
+
+// Both ways: the worker sends one every heartbeat_interval_ms, the coordinator answers each.
+struct heartbeat {
+  static constexpr std::string_view wire_type = "heartbeat";
+
+  std::string sender;  // worker id, or "coordinator"
+  std::int64_t timestamp_ms = 0;
+
+  bool operator==(const heartbeat&) const = default;
+};
+
+// coordinator -> worker: run one subtask attempt.
+struct deploy_task {
+  static constexpr std::string_view wire_type = "deploy_task";
+
+  job_id job;
+  execution_attempt_id attempt;
+  std::string job_graph;  // serialized job graph (bytes)
+  std::optional<checkpoint_id> restore_checkpoint_id;
+  std::vector<state_handle> restore_state;
+
+  bool operator==(const deploy_task&) const = default;
+};
+
+// coordinator -> worker: stop one subtask attempt.
+struct cancel_task {
+  static constexpr std::string_view wire_type = "cancel_task";
+
+  job_id job;
+  execution_attempt_id attempt;
+
+  bool operator==(const cancel_task&) const = default;
+};
+
+// worker -> coordinator: an attempt changed state.
+struct task_state_update {
+  static constexpr std::string_view wire_type = "task_state_update";
+
+  job_id job;
+  execution_attempt_id attempt;
+  task_state state = task_state::deploying;
+  std::string failure_message;  // set when state is failed
+
+  bool operator==(const task_state_update&) const = default;
+};
+
+// coordinator -> worker: a source attempt injects the barrier for `checkpoint`.
+struct trigger_checkpoint {
+  static constexpr std::string_view wire_type = "trigger_checkpoint";
+
+  job_id job;
+  execution_attempt_id attempt;
+  checkpoint_id checkpoint = 0;
+  std::int64_t timestamp_ms = 0;
+  bool is_savepoint = false;
+  std::string savepoint_dir;
+  checkpointing_mode mode = checkpointing_mode::exactly_once;
+  bool unaligned = false;
+
+  bool operator==(const trigger_checkpoint&) const = default;
+};
+
+// worker -> coordinator: an attempt finished its snapshot for `checkpoint`.
+struct acknowledge_checkpoint {
+  static constexpr std::string_view wire_type = "acknowledge_checkpoint";
+
+  job_id job;
+  execution_attempt_id attempt;
+  checkpoint_id checkpoint = 0;
+  std::vector<state_handle> state_handles;
+  std::uint64_t state_size_bytes = 0;
+  std::uint64_t sync_duration_us = 0;
+  std::uint64_t async_duration_us = 0;
+  std::uint64_t alignment_duration_us = 0;
+  std::uint64_t bytes_processed_during_alignment = 0;
+
+  bool operator==(const acknowledge_checkpoint&) const = default;
+};
+
+// worker -> coordinator: an attempt cannot take part in `checkpoint`.
+struct decline_checkpoint {
+  static constexpr std::string_view wire_type = "decline_checkpoint";
+
+  job_id job;
+  execution_attempt_id attempt;
+  checkpoint_id checkpoint = 0;
+  // A checkpoint_failure_reason name, e.g. "checkpoint_declined_task_not_ready". Kept as text
+  // so a newer worker's reason still decodes; the coordinator maps names it does not know to
+  // checkpoint_declined.
+  std::string reason;
+  std::string message;
+
+  bool operator==(const decline_checkpoint&) const = default;
+};
+
+// coordinator -> worker: `checkpoint` is durable; commit what it pre-committed.
+struct notify_checkpoint_complete {
+  static constexpr std::string_view wire_type = "notify_checkpoint_complete";
+
+  job_id job;
+  execution_attempt_id attempt;
+  checkpoint_id checkpoint = 0;
+
+  bool operator==(const notify_checkpoint_complete&) const = default;
+};
+
+// coordinator -> worker: `checkpoint` will never complete; drop what it pre-committed.
+struct notify_checkpoint_aborted {
+  static constexpr std::string_view wire_type = "notify_checkpoint_aborted";
+
+  job_id job;
+  execution_attempt_id attempt;
+  checkpoint_id checkpoint = 0;
+  std::optional<checkpoint_id> latest_completed_checkpoint_id;
+
+  bool operator==(const notify_checkpoint_aborted&) const = default;
+};
+
+using message =
+    std::variant<register_worker, register_ack, heartbeat, deploy_task, cancel_task,
+                 task_state_update, trigger_checkpoint, acknowledge_checkpoint, decline_checkpoint,
+                 notify_checkpoint_complete, notify_checkpoint_aborted>;
+
+// The "t" of a message on the wire, e.g. "trigger_checkpoint".
+std::string_view type_name(const message& m);
+
+std::ostream& operator<<(std::ostream& os, task_state state);
+std::ostream& operator<<(std::ostream& os, const state_handle& h);
+std::ostream& operator<<(std::ostream& os, const register_worker& m);
+std::ostream& operator<<(std::ostream& os, const register_ack& m);
+std::ostream& operator<<(std::ostream& os, const heartbeat& m);
+std::ostream& operator<<(std::ostream& os, const deploy_task& m);
+std::ostream& operator<<(std::ostream& os, const cancel_task& m);
+std::ostream& operator<<(std::ostream& os, const task_state_update& m);
+std::ostream& operator<<(std::ostream& os, const trigger_checkpoint& m);
+std::ostream& operator<<(std::ostream& os, const acknowledge_checkpoint& m);
+std::ostream& operator<<(std::ostream& os, const decline_checkpoint& m);
+std::ostream& operator<<(std::ostream& os, const notify_checkpoint_complete& m);
+std::ostream& operator<<(std::ostream& os, const notify_checkpoint_aborted& m);
+std::ostream& operator<<(std::ostream& os, const message& m);
+
+}  // namespace snapflow::wire

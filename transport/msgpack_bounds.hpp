@@ -1,0 +1,22 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+#include "transport/decode_error.hpp"
+
+namespace snapflow::wire {
+
+// Walks the headers of the one msgpack value that must fill `frame` exactly, without
+// allocating or copying, and says what is wrong with it, if anything: a reserved byte, a frame
+// that ends inside a value, a length or element count larger than the whole frame (each element
+// takes at least one byte, so such a count can never be honest), containers nested deeper than
+// `max_depth`, or bytes after the value.
+//
+// It runs before msgpack::unpack so that a hostile length is refused by what it declares,
+// before any allocation, and so that each fault gets a precise error kind. unpack still runs
+// with limits of its own; this check is the first fence, not the only one.
+std::optional<decode_error> check_msgpack_bounds(std::string_view frame, std::size_t max_depth);
+
+}  // namespace snapflow::wire

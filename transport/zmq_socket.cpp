@@ -1,0 +1,415 @@
+#include "transport/zmq_socket.hpp"
+
+#include <algorithm>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <cassert>
+#include <chrono>
+#include <limits>
+#include <utility>
+
+// How waiting works, and why (see also DESIGN.md, "Pitfalls already met").
+//
+// ZMQ_FD is not "readable when a message is there". It is the socket's command mailbox: it
+// becomes readable when ZeroMQ's I/O thread posts a command (a message arrived, a full queue
+// drained, a peer connected), and every zmq call on the socket may process those commands,
+// which clears the descriptor whether or not the caller wanted the news. Asio watches the
+// descriptor edge-triggered, so readiness that was cleared, or reported while nobody waited,
+// never comes back. Three rules follow:
+//
+//  1. Try the operation first (dontwait); wait only after it says EAGAIN.
+//  2. Before waiting, read ZMQ_EVENTS. It processes every pending command, so from then on any
+//     new command makes the descriptor readable again, a fresh edge that reaches our wait. If
+//     ZMQ_EVENTS already says "ready", try again instead of waiting.
+//  3. Any zmq call may eat the edge another coroutine is waiting for (the reader's send-side
+//     twin, or the other way round). So after each operation, if the other direction is
+//     parked, read ZMQ_EVENTS and wake it when it can proceed.
+//
+// One case ZMQ_EVENTS cannot describe: a ROUTER sends to one peer, and that peer's queue is
+// full while others are not. POLLOUT then says "writable" (some pipe is) but our send still
+// fails, and no flag will ever say when that one pipe drains. The writer then waits for any
+// command (the drain posts one), for the reader's activity, or for a short backoff timer,
+// whichever comes first, and tries again; the timer covers the one race where the drain's
+// command was processed by our own ZMQ_EVENTS call. Retries are bounded by that backoff and
+// by real activity on the socket, never a spin.
+
+namespace snapflow::transport {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::chrono::milliseconds first_retry_delay = 1ms;
+constexpr std::chrono::milliseconds max_retry_delay = 100ms;
+// EINTR from a dontwait call: try again at once, but not forever.
+constexpr int max_interrupted_retries = 16;
+
+class socket_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "snapflow.zmq_socket"; }
+  std::string message(int value) const override {
+    switch (static_cast<socket_errc>(value)) {
+      case socket_errc::multipart_message:
+        return "peer sent a multipart message; snapflow messages are one frame";
+    }
+    return "unknown zmq_socket error";
+  }
+};
+
+class zmq_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "zmq"; }
+  std::string message(int value) const override { return zmq_strerror(value); }
+};
+
+// ZeroMQ reports POSIX errno values plus a few of its own above ZMQ_HAUSNUMERO; the POSIX ones
+// go to generic_category so callers can compare with std::errc.
+std::error_code zmq_error(int value) {
+  if (value < ZMQ_HAUSNUMERO) return {value, std::generic_category()};
+  return {value, zmq_category()};
+}
+
+bool is_supported(zmq::socket_type type) {
+  return type == zmq::socket_type::router || type == zmq::socket_type::dealer ||
+         type == zmq::socket_type::pair || type == zmq::socket_type::push ||
+         type == zmq::socket_type::pull;
+}
+
+// The outcome of one dontwait attempt.
+struct attempt_result {
+  bool done = false;        // false: EAGAIN, wait and try again
+  std::error_code error;    // when done
+  bool committed = false;   // part of a multipart message is out: the rest must follow
+};
+
+attempt_result would_block(bool committed = false) { return {false, {}, committed}; }
+attempt_result finished(std::error_code error = {}) { return {true, error, false}; }
+
+}  // namespace
+
+const std::error_category& socket_category() {
+  static const socket_category_impl category;
+  return category;
+}
+
+const std::error_category& zmq_category() {
+  static const zmq_category_impl category;
+  return category;
+}
+
+std::error_code make_error_code(socket_errc code) {
+  return {static_cast<int>(code), socket_category()};
+}
+
+// One direction of the socket: the coroutine currently receiving, or the one sending.
+struct waiter {
+  short want = 0;       // ZMQ_POLLIN or ZMQ_POLLOUT
+  bool busy = false;    // an operation is in flight
+  bool parked = false;  // it waits on the descriptor
+};
+
+struct zmq_socket::state : std::enable_shared_from_this<state> {
+  state(const asio::any_io_executor& executor, zmq::context_t& context, zmq::socket_type t,
+        const socket_options& options)
+      : socket(context, t), descriptor(executor), retry_timer(executor), type(t) {
+    assert(is_supported(t));
+    assert(options.max_frame_bytes > 0);
+    assert(options.max_frame_bytes <=
+           static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()));
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_frame_bytes));
+    socket.set(zmq::sockopt::sndhwm, options.send_hwm);
+    socket.set(zmq::sockopt::rcvhwm, options.receive_hwm);
+    if (!options.routing_id.empty()) socket.set(zmq::sockopt::routing_id, options.routing_id);
+    if (t == zmq::socket_type::router) {
+      // Unknown peer: an error instead of a silent drop; full peer: EAGAIN instead of a drop.
+      socket.set(zmq::sockopt::router_mandatory, true);
+      // A worker that restarts under the same id takes over its old connection at once.
+      socket.set(zmq::sockopt::router_handover, true);
+    }
+    descriptor.assign(socket.get(zmq::sockopt::fd));
+  }
+
+  ~state() { close(); }
+
+  void close() {
+    if (!open) return;
+    open = false;
+    retry_timer.cancel();
+    // The descriptor belongs to ZeroMQ: hand it back instead of letting Asio close it.
+    // release() also ends the pending waits with operation_aborted.
+    descriptor.release();
+    socket.close();
+  }
+
+  // ZMQ_EVENTS; processes every pending command as a side effect (rule 2).
+  std::error_code poll_events(int& events) {
+    for (int i = 0; i < max_interrupted_retries; ++i) {
+      std::size_t size = sizeof events;
+      if (zmq_getsockopt(socket.handle(), ZMQ_EVENTS, &events, &size) == 0) return {};
+      if (zmq_errno() != EINTR) return zmq_error(zmq_errno());
+    }
+    return zmq_error(EINTR);
+  }
+
+  waiter& other_than(const waiter& w) { return &w == &reader ? writer : reader; }
+
+  // Rule 3, given fresh ZMQ_EVENTS.
+  void wake_other(const waiter& self, int events) {
+    waiter& other = other_than(self);
+    // Cancelling the descriptor only reaches the other direction: `self` is running, so it
+    // has no wait outstanding.
+    if (other.parked && (events & other.want)) descriptor.cancel();
+  }
+
+  // Rule 3 after a successful operation.
+  void after_operation(const waiter& self) {
+    if (!other_than(self).parked) return;
+    int events = 0;
+    if (poll_events(events)) return;  // the next operation will report it
+    wake_other(self, events);
+  }
+
+  void arm_retry_timer() {
+    retry_timer.expires_after(retry_delay);
+    retry_delay = std::min(retry_delay * 2, max_retry_delay);
+    retry_timer.async_wait([weak = weak_from_this()](const asio::error_code& error) {
+      if (error) return;
+      if (auto self = weak.lock(); self && self->open) self->descriptor.cancel();
+    });
+  }
+
+  zmq::socket_t socket;
+  asio::posix::stream_descriptor descriptor;
+  asio::steady_timer retry_timer;
+  zmq::socket_type type;
+  bool open = true;
+  waiter reader{ZMQ_POLLIN};
+  waiter writer{ZMQ_POLLOUT};
+  std::uint64_t send_waits = 0;
+  std::chrono::milliseconds retry_delay = first_retry_delay;
+};
+
+namespace {
+
+using state_ptr = std::shared_ptr<zmq_socket::state>;
+
+// Marks a direction busy for the length of one operation, even if the coroutine is destroyed
+// while suspended.
+class busy_guard {
+ public:
+  explicit busy_guard(waiter& w) : w_(w) {
+    assert(!w_.busy && "one receive and one send at a time per socket");
+    w_.busy = true;
+  }
+  ~busy_guard() {
+    w_.busy = false;
+    w_.parked = false;
+  }
+  busy_guard(const busy_guard&) = delete;
+  busy_guard& operator=(const busy_guard&) = delete;
+
+ private:
+  waiter& w_;
+};
+
+// Runs `attempt` until it is done, waiting on the descriptor in between by the rules above.
+template <typename Attempt>
+asio::awaitable<std::error_code> drive(state_ptr s, waiter& self, Attempt attempt) {
+  bool retried_while_ready = false;
+  bool counted_wait = false;
+  for (;;) {
+    if (!s->open) co_return asio::error::operation_aborted;
+    const attempt_result result = attempt();
+    if (result.done) {
+      if (!result.error) {
+        s->after_operation(self);
+        if (&self == &s->writer) s->retry_delay = first_retry_delay;
+      }
+      co_return result.error;
+    }
+
+    int events = 0;
+    if (auto error = s->poll_events(events)) co_return error;
+    s->wake_other(self, events);
+    const bool ready = (events & self.want) != 0;
+    if (ready && !retried_while_ready) {
+      retried_while_ready = true;
+      continue;
+    }
+    // Either not ready (the next command will make a fresh edge), or ready yet refused (a full
+    // ROUTER peer): then a timer bounds the wait as well.
+    if (ready) s->arm_retry_timer();
+    if (&self == &s->writer && !counted_wait) {
+      ++s->send_waits;
+      counted_wait = true;
+    }
+    self.parked = true;
+    asio::error_code wait_error;
+    co_await s->descriptor.async_wait(asio::posix::descriptor_base::wait_read,
+                                      asio::redirect_error(asio::use_awaitable, wait_error));
+    self.parked = false;
+    retried_while_ready = false;
+    if (ready) s->retry_timer.cancel();
+    if (!s->open) co_return asio::error::operation_aborted;
+    if (wait_error == asio::error::operation_aborted) {
+      // The other direction or the retry timer woke us, or our caller gave up. A half-sent
+      // multipart message cannot be abandoned, so only an uncommitted operation may stop here.
+      if (!result.committed) {
+        asio::cancellation_state cancel = co_await asio::this_coro::cancellation_state;
+        if (cancel.cancelled() != asio::cancellation_type::none)
+          co_return asio::error::operation_aborted;
+      }
+      continue;
+    }
+    if (wait_error) co_return wait_error;
+  }
+}
+
+// Receives one part with dontwait. EAGAIN (and EINTR) mean "wait".
+int receive_part(zmq::socket_t& socket, zmq::message_t& part) {
+  return zmq_msg_recv(part.handle(), socket.handle(), ZMQ_DONTWAIT);
+}
+
+bool would_block_errno(int e) { return e == EAGAIN || e == EINTR; }
+
+// The rest of a message whose first payload frame said "more": ZeroMQ delivers messages
+// whole, so the parts are all there.
+void discard_remaining_parts(zmq::socket_t& socket, zmq::message_t& last) {
+  while (last.more()) {
+    if (receive_part(socket, last) < 0) return;
+  }
+}
+
+asio::awaitable<received_frame> receive_on(state_ptr s) {
+  busy_guard busy(s->reader);
+  received_frame out;
+  const bool routed = s->type == zmq::socket_type::router;
+  auto attempt = [&]() -> attempt_result {
+    zmq::socket_t& socket = s->socket;
+    zmq::message_t first;
+    if (receive_part(socket, first) < 0) {
+      if (would_block_errno(zmq_errno())) return would_block();
+      return finished(zmq_error(zmq_errno()));
+    }
+    zmq::message_t payload;
+    if (routed) {
+      out.routing_id.assign(static_cast<const char*>(first.data()), first.size());
+      if (!first.more()) return finished(make_error_code(socket_errc::multipart_message));
+      if (receive_part(socket, payload) < 0) return finished(zmq_error(zmq_errno()));
+    } else {
+      payload = std::move(first);
+    }
+    if (payload.more()) {
+      discard_remaining_parts(socket, payload);
+      return finished(make_error_code(socket_errc::multipart_message));
+    }
+    out.payload.assign(static_cast<const char*>(payload.data()), payload.size());
+    return finished();
+  };
+  out.error = co_await drive(s, s->reader, attempt);
+  co_return out;
+}
+
+asio::awaitable<std::error_code> send_on(state_ptr s, std::string routing_id,
+                                         std::string payload) {
+  busy_guard busy(s->writer);
+  const bool routed = s->type == zmq::socket_type::router;
+  zmq::message_t id_frame(routing_id.data(), routing_id.size());
+  zmq::message_t payload_frame(payload.data(), payload.size());
+  bool id_sent = !routed;
+  auto attempt = [&]() -> attempt_result {
+    zmq::socket_t& socket = s->socket;
+    if (!id_sent) {
+      if (zmq_msg_send(id_frame.handle(), socket.handle(), ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
+        if (would_block_errno(zmq_errno())) return would_block();
+        return finished(zmq_error(zmq_errno()));
+      }
+      id_sent = true;
+    }
+    if (zmq_msg_send(payload_frame.handle(), socket.handle(), ZMQ_DONTWAIT) < 0) {
+      if (would_block_errno(zmq_errno())) return would_block(routed);
+      return finished(zmq_error(zmq_errno()));
+    }
+    return finished();
+  };
+  co_return co_await drive(s, s->writer, attempt);
+}
+
+}  // namespace
+
+zmq_socket::zmq_socket(const asio::any_io_executor& executor, zmq::context_t& context,
+                       zmq::socket_type type, const socket_options& options)
+    : state_(std::make_shared<state>(executor, context, type, options)) {}
+
+zmq_socket::~zmq_socket() { close(); }
+
+zmq_socket& zmq_socket::operator=(zmq_socket&& other) noexcept {
+  if (this != &other) {
+    close();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+std::error_code zmq_socket::bind(const std::string& endpoint) {
+  assert(state_ && state_->open);
+  if (zmq_bind(state_->socket.handle(), endpoint.c_str()) != 0) return zmq_error(zmq_errno());
+  return {};
+}
+
+std::error_code zmq_socket::connect(const std::string& endpoint) {
+  assert(state_ && state_->open);
+  if (zmq_connect(state_->socket.handle(), endpoint.c_str()) != 0)
+    return zmq_error(zmq_errno());
+  return {};
+}
+
+std::string zmq_socket::last_endpoint() const {
+  assert(state_ && state_->open);
+  return state_->socket.get(zmq::sockopt::last_endpoint);
+}
+
+asio::awaitable<received_frame> zmq_socket::receive() {
+  assert(state_);
+  return receive_on(state_);
+}
+
+asio::awaitable<std::error_code> zmq_socket::send(std::string payload) {
+  assert(state_);
+  assert(state_->type != zmq::socket_type::router && "a ROUTER send needs a routing id");
+  assert(state_->type != zmq::socket_type::pull);
+  return send_on(state_, std::string(), std::move(payload));
+}
+
+asio::awaitable<std::error_code> zmq_socket::send(std::string routing_id, std::string payload) {
+  assert(state_);
+  assert(state_->type == zmq::socket_type::router);
+  return send_on(state_, std::move(routing_id), std::move(payload));
+}
+
+void zmq_socket::close() {
+  if (state_) state_->close();
+}
+
+bool zmq_socket::is_open() const { return state_ && state_->open; }
+
+zmq::socket_type zmq_socket::type() const {
+  assert(state_);
+  return state_->type;
+}
+
+std::uint64_t zmq_socket::send_waits() const {
+  assert(state_);
+  return state_->send_waits;
+}
+
+zmq::socket_ref zmq_socket::native_handle() {
+  assert(state_ && state_->open);
+  return state_->socket;
+}
+
+}  // namespace snapflow::transport

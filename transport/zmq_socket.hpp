@@ -1,0 +1,104 @@
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <zmq.hpp>
+
+namespace snapflow::transport {
+
+inline constexpr std::size_t default_max_frame_bytes = std::size_t{16} << 20;
+
+struct socket_options {
+  // Larger inbound frames are refused by ZeroMQ itself (ZMQ_MAXMSGSIZE): the connection that
+  // sent one is dropped and the frame is never delivered.
+  std::size_t max_frame_bytes = default_max_frame_bytes;
+  int send_hwm = 1000;     // messages queued per peer before sends wait
+  int receive_hwm = 1000;  // messages queued per peer before the peer's sends wait
+  // DEALER: the routing id the ROUTER sees (snapflow: the worker id). Empty lets ZeroMQ pick.
+  std::string routing_id;
+};
+
+// Faults of the adapter itself; ZeroMQ's own errors come as std::generic_category (POSIX
+// errno values) or zmq_category() (ZeroMQ-only values such as ETERM).
+enum class socket_errc {
+  multipart_message = 1,  // the peer sent more than one payload frame; the message was dropped
+};
+
+const std::error_category& socket_category();
+const std::error_category& zmq_category();
+std::error_code make_error_code(socket_errc code);
+
+struct received_frame {
+  std::error_code error;
+  std::string routing_id;  // ROUTER only: who sent it, the id to answer to
+  std::string payload;
+};
+
+// Lets a C++20 coroutine co_await one message on a ZeroMQ socket without blocking its thread
+// and without missing a wake-up (ZMQ_FD is edge-triggered: see zmq_socket.cpp for the rules).
+//
+// Supports ROUTER, DEALER, PAIR, PUSH and PULL; each snapflow message is one payload frame
+// (ROUTER adds the peer's routing id in front). A socket belongs to one thread: create it and
+// call everything on it from the thread that runs `executor`. At most one receive and one send
+// may be in flight at a time (a second is a programmer error and asserts); a reader loop and a
+// writer loop may run concurrently.
+//
+// Operations report failures as values: closing the socket or cancelling the awaiting
+// coroutine (e.g. asio::experimental::awaitable_operators ||) ends a pending operation with
+// asio::error::operation_aborted; a ROUTER send to a peer that is not connected fails with
+// std::errc::host_unreachable. A send to a peer whose queue is full (the high-water mark)
+// waits until the peer drains it.
+//
+// Destroying the socket closes it. Pending operations may still resume afterwards (they keep
+// the internals alive) and then see operation_aborted. The zmq::context_t must outlive it.
+class zmq_socket {
+ public:
+  zmq_socket(const asio::any_io_executor& executor, zmq::context_t& context,
+             zmq::socket_type type, const socket_options& options = {});
+  ~zmq_socket();
+  zmq_socket(zmq_socket&&) noexcept = default;
+  zmq_socket& operator=(zmq_socket&&) noexcept;
+  zmq_socket(const zmq_socket&) = delete;
+  zmq_socket& operator=(const zmq_socket&) = delete;
+
+  std::error_code bind(const std::string& endpoint);
+  std::error_code connect(const std::string& endpoint);
+  // What bind resolved, e.g. the port chosen for "tcp://127.0.0.1:*".
+  std::string last_endpoint() const;
+
+  // The next message. For ROUTER, `routing_id` says who sent it.
+  asio::awaitable<received_frame> receive();
+  // DEALER, PAIR, PUSH: one payload frame.
+  asio::awaitable<std::error_code> send(std::string payload);
+  // ROUTER: one payload frame to the peer with `routing_id`.
+  asio::awaitable<std::error_code> send(std::string routing_id, std::string payload);
+
+  // Ends pending operations with operation_aborted and closes the ZeroMQ socket (linger 0:
+  // unsent messages are dropped). Idempotent.
+  void close();
+  bool is_open() const;
+
+  zmq::socket_type type() const;
+  // How many times a send had to wait for a full peer queue to drain (backpressure seen).
+  std::uint64_t send_waits() const;
+  // For setting options the adapter does not cover (before bind/connect). Never send or
+  // receive through it: that would bypass the wake-up bookkeeping.
+  zmq::socket_ref native_handle();
+
+ private:
+  struct state;
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace snapflow::transport
+
+template <>
+struct std::is_error_code_enum<snapflow::transport::socket_errc> : std::true_type {};
