@@ -48,10 +48,13 @@ std::string out_of_range(std::string_view setting, std::string_view range, T got
 }  // namespace
 
 std::optional<std::string> checkpoint_config::validate() const {
-  if (interval && *interval < min_interval)
-    return out_of_range("interval_ms", ">= 1", interval->count());
-  if (timeout.count() < 1) return out_of_range("timeout_ms", ">= 1", timeout.count());
-  if (min_pause.count() < 0) return out_of_range("min_pause_ms", ">= 0", min_pause.count());
+  // The upper bounds keep time arithmetic in microseconds far from overflow.
+  if (interval && (*interval < min_interval || *interval > max_duration))
+    return out_of_range("interval_ms", "between 1 and 2592000000 (30 days)", interval->count());
+  if (timeout.count() < 1 || timeout > max_duration)
+    return out_of_range("timeout_ms", "between 1 and 2592000000 (30 days)", timeout.count());
+  if (min_pause.count() < 0 || min_pause > max_duration)
+    return out_of_range("min_pause_ms", "between 0 and 2592000000 (30 days)", min_pause.count());
   if (max_concurrent < 1) return out_of_range("max_concurrent", ">= 1", max_concurrent);
   if (tolerable_failures < 0)
     return out_of_range("tolerable_failures", ">= 0", tolerable_failures);

@@ -48,6 +48,7 @@ struct checkpoint_config {
   std::string state_backend = "hashmap";
 
   static constexpr std::chrono::milliseconds min_interval{1};
+  static constexpr std::chrono::milliseconds max_duration{30LL * 24 * 3600 * 1000};
   static constexpr std::int32_t max_stats_history_size = 100'000;
   static constexpr std::int32_t max_retained = 10'000;
 

@@ -308,8 +308,9 @@ class job_file_parser {
       return fail("operator", line_of(*list),
                   "the job has no operators: declare them as [[operator]] tables");
     for (std::size_t i = 0; i < list->size(); ++i) {
-      const toml::node& node = *list->get(i);
-      const toml::table* table = table_at(node, index_key("operator", i), "an [[operator]] table");
+      const toml::node& element = *list->get(i);
+      const toml::table* table =
+          table_at(element, index_key("operator", i), "an [[operator]] table");
       if (table == nullptr || !parse_operator(*table, i)) return false;
     }
     return true;

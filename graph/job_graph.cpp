@@ -100,10 +100,16 @@ std::optional<std::string> validate(const job_graph& graph, const operator_regis
              " (parallelism " + std::to_string(dst->second->parallelism) +
              ") needs equal parallelism; use hash, rebalance or broadcast";
   }
+  // Adjacency once, so validating a large graph from the wire stays linear.
+  std::unordered_map<vertex_id, std::vector<const job_edge*>> inputs_by_vertex, outputs_by_vertex;
+  for (const auto& e : graph.edges) {
+    inputs_by_vertex[e.target].push_back(&e);
+    outputs_by_vertex[e.source].push_back(&e);
+  }
   for (const auto& v : graph.vertices) {
     const operator_kind* kind = registry.find(v.kind);
-    auto inputs = graph.inputs_of(v.id);
-    auto outputs = graph.outputs_of(v.id);
+    const auto& inputs = inputs_by_vertex[v.id];
+    const auto& outputs = outputs_by_vertex[v.id];
     if (kind->role == operator_role::source && !inputs.empty())
       return describe(v) + ": a source (" + v.kind + ") takes no inputs";
     if (kind->role != operator_role::source && inputs.empty())
@@ -129,7 +135,7 @@ std::optional<std::string> validate(const job_graph& graph, const operator_regis
     vertex_id id = ready.back();
     ready.pop_back();
     ++visited;
-    for (const auto* e : graph.outputs_of(id))
+    for (const auto* e : outputs_by_vertex[id])
       if (--indegree[e->target] == 0) ready.push_back(e->target);
   }
   if (visited != graph.vertices.size()) {
@@ -152,8 +158,10 @@ job_checkpointing_settings make_checkpointing_settings(const job_graph& graph,
                                                        const checkpoint_config& config) {
   job_checkpointing_settings s;
   s.config = config;
+  std::set<vertex_id> has_input;
+  for (const auto& e : graph.edges) has_input.insert(e.target);
   for (const auto& v : graph.vertices) {
-    if (graph.inputs_of(v.id).empty()) s.to_trigger.push_back(v.id);
+    if (!has_input.contains(v.id)) s.to_trigger.push_back(v.id);
     s.to_acknowledge.push_back(v.id);
     s.to_confirm.push_back(v.id);
   }

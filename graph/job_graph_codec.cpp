@@ -1,8 +1,12 @@
 #include "graph/job_graph_codec.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <optional>
 #include <unordered_set>
+#include <vector>
 
 namespace snapflow {
 
@@ -155,8 +159,8 @@ std::string_view type_name(msgpack::type::object_type type) {
   return "an unknown msgpack type";
 }
 
-// Walks an unpacked object and keeps the first problem. Paths are built only when something is
-// wrong, so decoding a good checkpoint config allocates nothing beyond the config itself.
+// Walks an unpacked object and keeps the first problem. Field paths are built only when
+// something is wrong, so decoding a good checkpoint config allocates nothing beyond the config.
 class reader {
  public:
   bool failed() const { return !error_.empty(); }
@@ -274,10 +278,10 @@ class reader {
       std::string name;
       std::string value;
       if (!read(kv.key, prefix, key, name)) return false;
-      if (!read(kv.val, path(prefix, key), name, value)) return false;
-      if (!out.emplace(std::move(name), std::move(value)).second)
-        return fail(prefix, key, "duplicate key '" + std::string(kv.key.via.str.ptr,
-                                                                  kv.key.via.str.size) + "'");
+      if (kv.val.type != msgpack::type::STR) return read(kv.val, path(prefix, key), name, value);
+      value.assign(kv.val.via.str.ptr, kv.val.via.str.size);
+      if (out.contains(name)) return fail(prefix, key, "duplicate key '" + name + "'");
+      out.emplace(std::move(name), std::move(value));
     }
     return true;
   }
@@ -288,9 +292,13 @@ class reader {
     out.clear();
     out.reserve(o.via.array.size);
     for (std::uint32_t i = 0; i < o.via.array.size; ++i) {
+      const msgpack::object& element = o.via.array.ptr[i];
       vertex_id id = 0;
-      if (!read(o.via.array.ptr[i], path(prefix, key) + index(i), "", id)) return false;
-      out.push_back(id);
+      const bool fits = element.type == msgpack::type::POSITIVE_INTEGER &&
+                        element.via.u64 <= std::numeric_limits<vertex_id>::max();
+      // Only a bad element pays for building its path.
+      if (!fits) return read(element, path(prefix, key) + index(i), "", id);
+      out.push_back(static_cast<vertex_id>(element.via.u64));
     }
     return true;
   }

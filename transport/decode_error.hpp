@@ -13,8 +13,8 @@ namespace snapflow::wire {
 // attacker's), never ours: the caller counts it, logs it rate-limited and carries on.
 enum class decode_errc {
   not_msgpack = 1,            // a byte that starts no msgpack value, or bytes after the envelope
-  truncated,                  // the frame ends inside a value
-  too_large_declared_length,  // a string/bin/array/map declares more than the whole frame holds
+  truncated,                  // the frame ends inside a value, or before a declared length
+  too_large_declared_length,  // a string/bin/array/map declares more than any frame may hold
   too_deep,                   // containers nested deeper than max_nesting_depth
   not_a_map,                  // the envelope is not a msgpack map
   missing_field,              // a required key is absent (or nil)

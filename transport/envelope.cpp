@@ -79,6 +79,7 @@ void describe(V& v, M& m) {
   v.optional("savepoint_dir", m.savepoint_dir);
   v.required("mode", m.mode);
   v.optional("unaligned", m.unaligned);
+  v.optional("target_location", m.target_location);
 }
 
 template <typename V, message_of<acknowledge_checkpoint> M>
@@ -331,6 +332,7 @@ class field_reader {
   }
 
   template <std::unsigned_integral T>
+    requires(!std::same_as<T, bool>)
   void read(std::string_view key, const msgpack::object& o, T& out) {
     if (o.type == msgpack::type::NEGATIVE_INTEGER) {
       fail(decode_errc::invalid_value, key, "negative, expected an unsigned integer");
@@ -471,9 +473,10 @@ std::string encode(const message& m) {
   return out;
 }
 
-decode_result decode(std::string_view frame) noexcept {
+decode_result decode(std::string_view frame, std::size_t max_frame_bytes) noexcept {
   try {
-    if (auto fault = check_msgpack_bounds(frame, max_nesting_depth)) return std::move(*fault);
+    if (auto fault = check_msgpack_bounds(frame, max_frame_bytes, max_nesting_depth))
+      return std::move(*fault);
 
     // Second fence: limits sized to the frame, so even a check that let something through
     // could not make unpack allocate beyond what the frame's bytes can describe.

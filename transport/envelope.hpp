@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "transport/decode_error.hpp"
+#include "transport/frame_limits.hpp"
 #include "transport/messages.hpp"
 
 // One message is one ZeroMQ frame: a msgpack map {"v": version, "t": type name, ...fields}.
@@ -49,7 +50,10 @@ std::string encode(const message& m);
 
 // Reads one frame from an untrusted peer. Never throws and never trusts a declared length:
 // every fault is a decode_error (see decode_errc), including frames from a newer protocol
-// version, which carry that version so the caller can say which one it met.
-decode_result decode(std::string_view frame) noexcept;
+// version, which carry that version so the caller can say which one it met. A length above
+// `max_frame_bytes` (the socket's limit) is called too large, one that merely overruns this
+// frame is called truncated; either way nothing is allocated for it.
+decode_result decode(std::string_view frame,
+                     std::size_t max_frame_bytes = transport::default_max_frame_bytes) noexcept;
 
 }  // namespace snapflow::wire

@@ -97,7 +97,8 @@ std::ostream& operator<<(std::ostream& os, const trigger_checkpoint& m) {
   return os << "trigger_checkpoint{job=" << m.job << ", attempt=" << m.attempt
             << ", id=" << m.checkpoint << ", ts_ms=" << m.timestamp_ms
             << ", savepoint=" << m.is_savepoint << ", dir=" << m.savepoint_dir
-            << ", mode=" << to_string(m.mode) << ", unaligned=" << m.unaligned << "}";
+            << ", mode=" << to_string(m.mode) << ", unaligned=" << m.unaligned
+            << ", target=" << m.target_location << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const acknowledge_checkpoint& m) {

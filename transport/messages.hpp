@@ -119,6 +119,9 @@ struct trigger_checkpoint {
   std::string savepoint_dir;
   checkpointing_mode mode = checkpointing_mode::exactly_once;
   bool unaligned = false;
+  // The folder this checkpoint's state files go to (chk-<id> or the savepoint's folder); the
+  // source passes it on in the barrier. Empty: the worker's configured default.
+  std::string target_location;
 
   bool operator==(const trigger_checkpoint&) const = default;
 };
@@ -132,9 +135,9 @@ struct acknowledge_checkpoint {
   checkpoint_id checkpoint = 0;
   std::vector<state_handle> state_handles;
   std::uint64_t state_size_bytes = 0;
-  std::uint64_t sync_duration_us = 0;
-  std::uint64_t async_duration_us = 0;
-  std::uint64_t alignment_duration_us = 0;
+  std::int64_t sync_duration_us = 0;
+  std::int64_t async_duration_us = 0;
+  std::int64_t alignment_duration_us = 0;
   std::uint64_t bytes_processed_during_alignment = 0;
 
   bool operator==(const acknowledge_checkpoint&) const = default;

@@ -140,7 +140,9 @@ std::string at(std::size_t offset) { return " at byte " + std::to_string(offset)
 
 }  // namespace
 
-std::optional<decode_error> check_msgpack_bounds(std::string_view frame, std::size_t max_depth) {
+std::optional<decode_error> check_msgpack_bounds(std::string_view frame,
+                                                 std::size_t max_frame_bytes,
+                                                 std::size_t max_depth) {
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(frame.data());
   const std::uint64_t size = frame.size();
   std::uint64_t pos = 0;
@@ -179,15 +181,18 @@ std::optional<decode_error> check_msgpack_bounds(std::string_view frame, std::si
       }
     }
 
-    // A declared size the whole frame could never hold is a lie, whatever follows; one that
-    // fits the frame but not what is left of it means the frame was cut short.
+    // A declared size no acceptable frame could hold is a lie, whatever follows; one that
+    // merely runs past the end of this frame means the frame was cut short.
     const std::uint64_t declared = h.container ? h.elements : h.payload_bytes;
-    if (declared > size)
+    const char* unit = h.container ? " elements" : " bytes";
+    if (declared > max_frame_bytes)
       return make(decode_errc::too_large_declared_length,
-                  "declares " + std::to_string(declared) + (h.container ? " elements" : " bytes") +
-                      " in a " + std::to_string(size) + "-byte frame" + at(start));
+                  "declares " + std::to_string(declared) + unit + ", above the " +
+                      std::to_string(max_frame_bytes) + "-byte frame limit" + at(start));
     if (declared > size - pos)
-      return make(decode_errc::truncated, "frame ends inside the value" + at(start));
+      return make(decode_errc::truncated, "declares " + std::to_string(declared) + unit +
+                                              ", frame has " + std::to_string(size - pos) +
+                                              " left" + at(start));
 
     if (h.container) {
       if (open.size() + 1 > max_depth)

@@ -9,14 +9,18 @@
 namespace snapflow::wire {
 
 // Walks the headers of the one msgpack value that must fill `frame` exactly, without
-// allocating or copying, and says what is wrong with it, if anything: a reserved byte, a frame
-// that ends inside a value, a length or element count larger than the whole frame (each element
-// takes at least one byte, so such a count can never be honest), containers nested deeper than
-// `max_depth`, or bytes after the value.
+// allocating or copying, and says what is wrong with it, if anything:
+//  - a reserved byte (0xc1), or bytes after the value: not_msgpack;
+//  - a length or element count above `max_frame_bytes` (each element takes at least one byte,
+//    so no acceptable frame could hold it: a lie, not an accident): too_large_declared_length;
+//  - a frame that ends inside a value, or a declared size that runs past its end: truncated;
+//  - containers nested deeper than `max_depth`: too_deep.
 //
 // It runs before msgpack::unpack so that a hostile length is refused by what it declares,
 // before any allocation, and so that each fault gets a precise error kind. unpack still runs
 // with limits of its own; this check is the first fence, not the only one.
-std::optional<decode_error> check_msgpack_bounds(std::string_view frame, std::size_t max_depth);
+std::optional<decode_error> check_msgpack_bounds(std::string_view frame,
+                                                 std::size_t max_frame_bytes,
+                                                 std::size_t max_depth);
 
 }  // namespace snapflow::wire

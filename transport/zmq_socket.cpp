@@ -104,6 +104,8 @@ std::error_code make_error_code(socket_errc code) {
   return {static_cast<int>(code), socket_category()};
 }
 
+namespace detail {
+
 // One direction of the socket: the coroutine currently receiving, or the one sending.
 struct waiter {
   short want = 0;       // ZMQ_POLLIN or ZMQ_POLLOUT
@@ -111,8 +113,8 @@ struct waiter {
   bool parked = false;  // it waits on the descriptor
 };
 
-struct zmq_socket::state : std::enable_shared_from_this<state> {
-  state(const asio::any_io_executor& executor, zmq::context_t& context, zmq::socket_type t,
+struct zmq_socket_state : std::enable_shared_from_this<zmq_socket_state> {
+  zmq_socket_state(const asio::any_io_executor& executor, zmq::context_t& context, zmq::socket_type t,
         const socket_options& options)
       : socket(context, t), descriptor(executor), retry_timer(executor), type(t) {
     assert(is_supported(t));
@@ -133,7 +135,7 @@ struct zmq_socket::state : std::enable_shared_from_this<state> {
     descriptor.assign(socket.get(zmq::sockopt::fd));
   }
 
-  ~state() { close(); }
+  ~zmq_socket_state() { close(); }
 
   void close() {
     if (!open) return;
@@ -155,22 +157,19 @@ struct zmq_socket::state : std::enable_shared_from_this<state> {
     return zmq_error(EINTR);
   }
 
-  waiter& other_than(const waiter& w) { return &w == &reader ? writer : reader; }
-
-  // Rule 3, given fresh ZMQ_EVENTS.
-  void wake_other(const waiter& self, int events) {
-    waiter& other = other_than(self);
-    // Cancelling the descriptor only reaches the other direction: `self` is running, so it
-    // has no wait outstanding.
-    if (other.parked && (events & other.want)) descriptor.cancel();
+  // Rule 3, given fresh ZMQ_EVENTS: wake each parked direction that can proceed. Cancelling
+  // the descriptor reaches only parked ones; whoever is running has no wait outstanding.
+  void wake_ready(int events) {
+    if ((reader.parked && (events & reader.want)) || (writer.parked && (events & writer.want)))
+      descriptor.cancel();
   }
 
-  // Rule 3 after a successful operation.
-  void after_operation(const waiter& self) {
-    if (!other_than(self).parked) return;
+  // Rule 3 after any zmq call that may have processed commands.
+  void recheck_parked() {
+    if (!open || (!reader.parked && !writer.parked)) return;
     int events = 0;
     if (poll_events(events)) return;  // the next operation will report it
-    wake_other(self, events);
+    wake_ready(events);
   }
 
   void arm_retry_timer() {
@@ -193,9 +192,12 @@ struct zmq_socket::state : std::enable_shared_from_this<state> {
   std::chrono::milliseconds retry_delay = first_retry_delay;
 };
 
+}  // namespace detail
+
 namespace {
 
-using state_ptr = std::shared_ptr<zmq_socket::state>;
+using detail::waiter;
+using state_ptr = std::shared_ptr<detail::zmq_socket_state>;
 
 // Marks a direction busy for the length of one operation, even if the coroutine is destroyed
 // while suspended.
@@ -225,16 +227,14 @@ asio::awaitable<std::error_code> drive(state_ptr s, waiter& self, Attempt attemp
     if (!s->open) co_return asio::error::operation_aborted;
     const attempt_result result = attempt();
     if (result.done) {
-      if (!result.error) {
-        s->after_operation(self);
-        if (&self == &s->writer) s->retry_delay = first_retry_delay;
-      }
+      s->recheck_parked();
+      if (&self == &s->writer) s->retry_delay = first_retry_delay;
       co_return result.error;
     }
 
     int events = 0;
     if (auto error = s->poll_events(events)) co_return error;
-    s->wake_other(self, events);
+    s->wake_ready(events);
     const bool ready = (events & self.want) != 0;
     if (ready && !retried_while_ready) {
       retried_while_ready = true;
@@ -343,7 +343,7 @@ asio::awaitable<std::error_code> send_on(state_ptr s, std::string routing_id,
 
 zmq_socket::zmq_socket(const asio::any_io_executor& executor, zmq::context_t& context,
                        zmq::socket_type type, const socket_options& options)
-    : state_(std::make_shared<state>(executor, context, type, options)) {}
+    : state_(std::make_shared<detail::zmq_socket_state>(executor, context, type, options)) {}
 
 zmq_socket::~zmq_socket() { close(); }
 
@@ -357,15 +357,19 @@ zmq_socket& zmq_socket::operator=(zmq_socket&& other) noexcept {
 
 std::error_code zmq_socket::bind(const std::string& endpoint) {
   assert(state_ && state_->open);
-  if (zmq_bind(state_->socket.handle(), endpoint.c_str()) != 0) return zmq_error(zmq_errno());
-  return {};
+  // bind and connect process pending commands too (rule 3).
+  const int rc = zmq_bind(state_->socket.handle(), endpoint.c_str());
+  const int error = zmq_errno();
+  state_->recheck_parked();
+  return rc == 0 ? std::error_code() : zmq_error(error);
 }
 
 std::error_code zmq_socket::connect(const std::string& endpoint) {
   assert(state_ && state_->open);
-  if (zmq_connect(state_->socket.handle(), endpoint.c_str()) != 0)
-    return zmq_error(zmq_errno());
-  return {};
+  const int rc = zmq_connect(state_->socket.handle(), endpoint.c_str());
+  const int error = zmq_errno();
+  state_->recheck_parked();
+  return rc == 0 ? std::error_code() : zmq_error(error);
 }
 
 std::string zmq_socket::last_endpoint() const {

@@ -12,9 +12,13 @@
 #include <type_traits>
 #include <zmq.hpp>
 
+#include "transport/frame_limits.hpp"
+
 namespace snapflow::transport {
 
-inline constexpr std::size_t default_max_frame_bytes = std::size_t{16} << 20;
+namespace detail {
+struct zmq_socket_state;
+}
 
 struct socket_options {
   // Larger inbound frames are refused by ZeroMQ itself (ZMQ_MAXMSGSIZE): the connection that
@@ -94,8 +98,9 @@ class zmq_socket {
   zmq::socket_ref native_handle();
 
  private:
-  struct state;
-  std::shared_ptr<state> state_;
+  // Shared with the coroutines of pending operations, so they can resume safely after the
+  // socket object is gone.
+  std::shared_ptr<detail::zmq_socket_state> state_;
 };
 
 }  // namespace snapflow::transport

@@ -52,7 +52,8 @@ class file_checkpoint_id_counter final : public checkpoint_id_counter {
  public:
   static constexpr const char* file_name = "checkpoint_id_counter";
 
-  // Creates the folder if needed; reads the file if it exists.
+  // Reads the file if it exists (a corrupt one is an error); the folder is created, durably, by
+  // the first write.
   static result<std::unique_ptr<file_checkpoint_id_counter>> open(std::filesystem::path folder,
                                                                   std::int64_t reserve_block = 64);
 

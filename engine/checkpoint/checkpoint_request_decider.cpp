@@ -130,8 +130,10 @@ void checkpoint_request_decider::choose(const coordinator_load& load, decision& 
   if (kind != checkpoint_trigger_kind::savepoint) {
     // Only a savepoint may pass a full house; the rest wait for a checkpoint to end.
     if (load.pending >= max_concurrent_) return;
-    if (kind == checkpoint_trigger_kind::periodic && load.last_completion_us &&
-        load.now_us - *load.last_completion_us < min_pause_us_) {
+    // No pause configured means none at all, even if a clock steps back behind the last
+    // completion.
+    if (kind == checkpoint_trigger_kind::periodic && min_pause_us_ > 0 &&
+        load.last_completion_us && load.now_us - *load.last_completion_us < min_pause_us_) {
       // Too early: fail it and tell the caller when the pause ends, instead of keeping it
       // queued; the next periodic trigger takes its place.
       const std::int64_t remaining_us = *load.last_completion_us + min_pause_us_ - load.now_us;

@@ -699,11 +699,11 @@ TEST_CASE("job file error: an invalid checkpoint setting names its key") {
 interval_ms = 100
 timeout_ms = 0
 )",
-              "checkpointing.timeout_ms", 3, "checkpoint timeout_ms must be >= 1 (got 0)");
+              "checkpointing.timeout_ms", 3, "checkpoint timeout_ms must be between 1 and 2592000000 (30 days) (got 0)");
   check_error(R"([checkpointing]
 interval_ms = 0
 )",
-              "checkpointing.interval_ms", 2, "checkpoint interval_ms must be >= 1 (got 0)");
+              "checkpointing.interval_ms", 2, "checkpoint interval_ms must be between 1 and 2592000000 (30 days) (got 0)");
   check_error(R"([checkpointing]
 mode = "at_least_once"
 unaligned = true

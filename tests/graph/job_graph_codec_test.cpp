@@ -444,3 +444,11 @@ TEST_CASE("a checkpoint config with a wrong field type is an error naming the fi
   REQUIRE_FALSE(top.ok());
   CHECK(top.err().message == "top-level value: expected a map, got an array");
 }
+
+TEST_CASE("a parameter map with a repeated key is an error naming the map") {
+  const std::string bytes = encode_job_graph(full_graph());
+  const std::string repeated = mutate(
+      bytes, {{"vertices", "[0]", "params", "count"},
+              [](packer& pk) { pk.pack(std::string("5")); }, true});
+  CHECK(decode_error_of(repeated) == "field 'vertices[0].params': duplicate key 'count'");
+}

@@ -1,0 +1,217 @@
+// The coordinator's Asio driver: the periodic trigger and timeouts as coroutines on a manual
+// clock, disk work on an "I/O executor" (the same io_context here, so every step is
+// deterministic), real files in a temporary folder.
+#include <fstream>
+
+#include <asio/io_context.hpp>
+
+#include "engine/checkpoint/checkpoint_coordinator.hpp"
+#include "engine/checkpoint/crc32c.hpp"
+#include "tests/engine/coordinator/coordinator_harness.hpp"
+#include "tests/engine/test_gateway.hpp"
+
+using namespace snapflow;
+using namespace snapflow::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+class value_hook : public master_hook {
+ public:
+  std::string name() const override { return "offsets"; }
+  void snapshot(checkpoint_id id, std::int64_t, std::function<void(result<std::string>)> done) override {
+    done("offset-at-" + std::to_string(id));
+  }
+  result<void> restore(checkpoint_id, std::string_view) override { return success(); }
+};
+
+struct driver_fixture {
+  asio::io_context io;
+  manual_clock clock;
+  temp_dir dir;
+  std::vector<std::unique_ptr<execution_vertex>> vertices;
+  std::shared_ptr<recording_gateway> gateway = std::make_shared<recording_gateway>();
+  std::shared_ptr<completed_checkpoint_store> store;
+  std::shared_ptr<checkpoint_coordinator> coordinator;
+  job_id job = "feedfacefeedfacefeedfacefeedface";
+  bool auto_ack = true;
+  int job_failures = 0;
+
+  explicit driver_fixture(checkpoint_config config,
+                          std::vector<std::shared_ptr<master_hook>> hooks = {}) {
+    for (std::uint32_t i = 0; i < 2; ++i)
+      vertices.push_back(std::make_unique<execution_vertex>(subtask_id{0, i}, 2, "source"));
+    for (std::uint32_t i = 0; i < 2; ++i)
+      vertices.push_back(std::make_unique<execution_vertex>(subtask_id{1, i}, 2, "sink"));
+    for (auto& v : vertices) v->set_state(execution_state::running);
+    store = std::make_shared<completed_checkpoint_store>(config.retained);
+    checkpoint_coordinator_setup s;
+    s.job = job;
+    s.config = config;
+    s.tasks_to_trigger = {vertices[0].get(), vertices[1].get()};
+    for (auto& v : vertices) {
+      s.tasks_to_acknowledge.push_back(v.get());
+      s.tasks_to_confirm.push_back(v.get());
+    }
+    s.job_dir = dir.path / job;
+    s.hooks = std::make_shared<master_hook_registry>();
+    for (auto& h : hooks) REQUIRE(s.hooks->add(h));
+    s.id_counter = std::make_shared<in_memory_checkpoint_id_counter>();
+    s.store = store;
+    s.stats = std::make_shared<checkpoint_stats_tracker>(10, config);
+    s.failure_manager = std::make_shared<checkpoint_failure_manager>(
+        config.tolerable_failures,
+        checkpoint_failure_manager::callbacks{
+            [this](const std::string&) { ++job_failures; },
+            [this](const std::string&, const execution_attempt_id&) { ++job_failures; }});
+    coordinator = std::make_shared<checkpoint_coordinator>(io.get_executor(), io.get_executor(),
+                                                           std::move(s), gateway);
+    // A stub task runtime: once both sources saw the trigger, every subtask writes a state
+    // file into the checkpoint folder and acks.
+    gateway->on_trigger = [this](const recording_gateway::trigger& t) {
+      if (!auto_ack || t.attempt.subtask.index != 1) return;
+      asio::post(io, [this, t] { ack_all(t.id, t.options.target_location); });
+    };
+  }
+
+  void ack_all(checkpoint_id id, const std::string& location) {
+    for (auto& v : vertices) {
+      auto path = std::filesystem::path(location) /
+                  ("state-" + std::to_string(v->id().vertex) + "-" + std::to_string(v->id().index));
+      std::filesystem::create_directories(path.parent_path());
+      std::string bytes = "state of " + path.filename().string();
+      std::ofstream(path) << bytes;
+      checkpoint_ack ack{job, v->current_attempt(), id, {}, {}};
+      ack.state.handles.push_back({path.string(), bytes.size(), crc32c(bytes)});
+      ack.state.state_size = bytes.size();
+      coordinator->receive_ack(ack);
+    }
+  }
+
+  void poll() {
+    for (int i = 0; i < 10; ++i) {
+      io.restart();
+      if (io.poll() == 0) return;
+    }
+  }
+  void advance(std::chrono::microseconds by) {
+    clock.advance(by);
+    poll();
+  }
+};
+
+checkpoint_config periodic(std::chrono::milliseconds interval) {
+  checkpoint_config c;
+  c.interval = interval;
+  c.timeout = 1s;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("driver: periodic checkpoints complete durably and notify every subtask") {
+  driver_fixture f(periodic(10ms));
+  f.coordinator->start_checkpoint_scheduler();
+  for (int i = 0; i < 35; ++i) f.advance(1ms);
+  const checkpoint_id latest = f.coordinator->core().latest_completed_id();
+  REQUIRE(latest >= 3);
+  auto from_disk = checkpoint_storage::read_metadata(f.store->latest()->location);
+  REQUIRE(from_disk);
+  CHECK(from_disk->id == latest);
+  CHECK(from_disk->subtask_states.size() == 4);
+  for (const auto& [_, state] : from_disk->subtask_states)
+    for (const auto& h : state.handles) CHECK(checkpoint_storage::verify_state(h));
+  CHECK(f.gateway->completes.size() == 4 * static_cast<std::size_t>(latest));
+  CHECK(f.coordinator->core().stats().counts().completed == latest);
+  CHECK(f.coordinator->armed_timeouts() == 0);
+}
+
+TEST_CASE("driver: with retained 1 the first checkpoint's folder is deleted once the second completes") {
+  driver_fixture f(periodic(10ms));
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  REQUIRE(f.store->latest());
+  const auto first = std::filesystem::path(f.store->latest()->location);
+  CHECK(std::filesystem::exists(first / "_metadata"));
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  REQUIRE(f.store->latest()->id == 2);
+  CHECK_FALSE(std::filesystem::exists(first));
+  CHECK(std::filesystem::exists(std::filesystem::path(f.store->latest()->location) / "_metadata"));
+}
+
+TEST_CASE("driver: a checkpoint nobody acks expires through its timeout coroutine") {
+  driver_fixture f(periodic(10ms));
+  f.auto_ack = false;
+  std::optional<request_finished> outcome;
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual, {},
+                                    [&](const request_finished& r) { outcome = r; });
+  f.poll();
+  CHECK(f.coordinator->armed_timeouts() == 1);
+  f.advance(999ms);
+  CHECK_FALSE(outcome);
+  f.advance(1ms);
+  REQUIRE(outcome);
+  CHECK(outcome->failure == checkpoint_failure_reason::checkpoint_expired);
+  CHECK(f.coordinator->armed_timeouts() == 0);
+  CHECK(f.gateway->aborts.size() == 4);
+  CHECK(f.job_failures == 1);
+}
+
+TEST_CASE("driver: master hooks run off the event thread and their state is in the metadata") {
+  driver_fixture f(periodic(10ms), {std::make_shared<value_hook>()});
+  std::optional<request_finished> outcome;
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual, {},
+                                    [&](const request_finished& r) { outcome = r; });
+  CHECK(f.gateway->triggers.empty());  // hooks first
+  f.poll();
+  REQUIRE(outcome);
+  CHECK_FALSE(outcome->failure);
+  auto meta = checkpoint_storage::read_metadata(outcome->location);
+  REQUIRE(meta);
+  CHECK(meta->master_states.at("offsets") == "offset-at-1");
+}
+
+TEST_CASE("driver: start, stop, start: ids increase, timestamps never go back, nothing while stopped") {
+  driver_fixture f(periodic(10ms));
+  f.coordinator->start_checkpoint_scheduler();
+  for (int i = 0; i < 25; ++i) f.advance(1ms);
+  const auto ticks = f.coordinator->periodic_ticks();
+  const auto triggers = f.gateway->triggers.size();
+  REQUIRE(ticks >= 2);
+  f.coordinator->stop_checkpoint_scheduler();
+  for (int i = 0; i < 50; ++i) f.advance(1ms);
+  CHECK(f.coordinator->periodic_ticks() == ticks);
+  CHECK(f.gateway->triggers.size() == triggers);
+  f.coordinator->start_checkpoint_scheduler();
+  for (int i = 0; i < 25; ++i) f.advance(1ms);
+  CHECK(f.coordinator->periodic_ticks() > ticks);
+  for (std::size_t i = 1; i < f.gateway->triggers.size(); ++i) {
+    CHECK(f.gateway->triggers[i].id >= f.gateway->triggers[i - 1].id);
+    CHECK(f.gateway->triggers[i].timestamp_us >= f.gateway->triggers[i - 1].timestamp_us);
+  }
+}
+
+TEST_CASE("driver: set_interval changes the period of a running trigger") {
+  driver_fixture f(periodic(100ms));
+  f.coordinator->start_checkpoint_scheduler();
+  for (int i = 0; i < 100; ++i) f.advance(1ms);
+  const auto ticks = f.coordinator->periodic_ticks();
+  f.coordinator->set_interval(5ms);
+  for (int i = 0; i < 50; ++i) f.advance(1ms);
+  CHECK(f.coordinator->periodic_ticks() >= ticks + 9);
+}
+
+TEST_CASE("driver: shutdown cancels timers and fails waiting requests") {
+  driver_fixture f(periodic(10ms));
+  f.auto_ack = false;
+  std::optional<request_finished> outcome;
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual, {},
+                                    [&](const request_finished& r) { outcome = r; });
+  f.poll();
+  f.coordinator->shutdown(job_status::canceled);
+  f.poll();
+  REQUIRE(outcome);
+  CHECK(outcome->failure == checkpoint_failure_reason::checkpoint_coordinator_shutdown);
+  CHECK(f.coordinator->armed_timeouts() == 0);
+}

@@ -1,0 +1,407 @@
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "tests/transport/frame_builder.hpp"
+#include "transport/envelope.hpp"
+
+using namespace snapflow;
+using namespace snapflow::wire;
+using snapflow::wire::testing::frame_builder;
+
+namespace {
+
+execution_attempt_id attempt_of(vertex_id vertex, std::uint32_t index, std::uint32_t n) {
+  return execution_attempt_id{subtask_id{vertex, index}, n};
+}
+
+std::string describe(const decode_result& r) {
+  std::ostringstream os;
+  if (r.ok())
+    os << "ok: " << r.value();
+  else
+    os << r.error();
+  return os.str();
+}
+
+template <typename M>
+void check_round_trip(const M& original) {
+  const std::string frame = encode(original);
+  const decode_result decoded = decode(frame);
+  INFO(describe(decoded));
+  REQUIRE(decoded.ok());
+  REQUIRE(std::holds_alternative<M>(decoded.value()));
+  CHECK(std::get<M>(decoded.value()) == original);
+  CHECK(type_name(decoded.value()) == M::wire_type);
+}
+
+decode_error error_of(std::string_view frame) {
+  const decode_result decoded = decode(frame);
+  INFO(describe(decoded));
+  REQUIRE_FALSE(decoded.ok());
+  return decoded.error();
+}
+
+const std::string job = "5f0e7a3c9b1d4e2f8a6c0b7d3e9f1a2c";
+
+}  // namespace
+
+// ---- round trips ----------------------------------------------------------------------------
+
+TEST_CASE("register_worker round-trips") {
+  check_round_trip(register_worker{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242});
+}
+
+TEST_CASE("register_ack round-trips, accepted and refused") {
+  check_round_trip(register_ack{true, "", 100, 1000});
+  check_round_trip(register_ack{false, "duplicate worker id", 0, 0});
+}
+
+TEST_CASE("heartbeat round-trips, including negative timestamps") {
+  check_round_trip(heartbeat{"worker-7", 1'733'000'000'123});
+  check_round_trip(heartbeat{"coordinator", -5});
+}
+
+TEST_CASE("deploy_task round-trips with and without restore state") {
+  std::string graph_bytes;
+  for (int i = 0; i < 300; ++i) graph_bytes.push_back(static_cast<char>(i));  // every byte value
+  check_round_trip(deploy_task{job, attempt_of(3, 1, 2), graph_bytes, std::nullopt, {}});
+  check_round_trip(deploy_task{job, attempt_of(0, 0, 0), graph_bytes, 17,
+                               {{"chk-17/v3-1.state", 4096, 0xdeadbeef}, {"chk-17/x", 0, 0}}});
+}
+
+TEST_CASE("cancel_task round-trips") { check_round_trip(cancel_task{job, attempt_of(9, 31, 4)}); }
+
+TEST_CASE("task_state_update round-trips for every state") {
+  for (auto state : {task_state::deploying, task_state::running, task_state::finished,
+                     task_state::failed, task_state::canceled})
+    check_round_trip(task_state_update{job, attempt_of(1, 2, 3), state,
+                                       state == task_state::failed ? "boom" : ""});
+}
+
+TEST_CASE("trigger_checkpoint round-trips for checkpoints and savepoints in both modes") {
+  check_round_trip(trigger_checkpoint{job, attempt_of(0, 0, 1), 42, 1'733'000'000'000, false, "",
+                                      checkpointing_mode::exactly_once, true, "/state/chk-42"});
+  check_round_trip(trigger_checkpoint{job, attempt_of(0, 3, 1), 43, 1, true, "/savepoints",
+                                      checkpointing_mode::at_least_once, false, ""});
+}
+
+TEST_CASE("acknowledge_checkpoint round-trips with every metric") {
+  check_round_trip(acknowledge_checkpoint{job, attempt_of(2, 0, 1), 42,
+                                          {{"chk-42/a", 10, 1}, {"chk-42/b", 20, 0xffffffff}},
+                                          30, 120, 4500, 17, 65536});
+  check_round_trip(acknowledge_checkpoint{job, attempt_of(2, 1, 1), 43, {}, 0, 0, 0, 0, 0});
+}
+
+TEST_CASE("decline_checkpoint round-trips") {
+  check_round_trip(decline_checkpoint{job, attempt_of(1, 1, 1), 44,
+                                      "checkpoint_declined_task_not_ready", "still deploying"});
+}
+
+TEST_CASE("notify_checkpoint_complete round-trips") {
+  check_round_trip(notify_checkpoint_complete{job, attempt_of(1, 0, 2), 45});
+}
+
+TEST_CASE("notify_checkpoint_aborted round-trips with and without a latest completed id") {
+  check_round_trip(notify_checkpoint_aborted{job, attempt_of(1, 0, 2), 46, 45});
+  check_round_trip(notify_checkpoint_aborted{job, attempt_of(1, 0, 2), 1, std::nullopt});
+}
+
+TEST_CASE("extreme integer values round-trip") {
+  check_round_trip(register_worker{"w", UINT32_MAX, "", UINT32_MAX, INT64_MIN});
+  check_round_trip(acknowledge_checkpoint{job, attempt_of(UINT32_MAX, UINT32_MAX, UINT32_MAX),
+                                          INT64_MAX, {{"p", UINT64_MAX, UINT32_MAX}},
+                                          UINT64_MAX, INT64_MAX, INT64_MIN, -1, UINT64_MAX});
+}
+
+TEST_CASE("every alternative of the message variant has a distinct wire type") {
+  std::vector<std::string_view> names;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (names.push_back(std::variant_alternative_t<I, message>::wire_type), ...);
+  }(std::make_index_sequence<std::variant_size_v<message>>{});
+  std::sort(names.begin(), names.end());
+  CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
+  CHECK(names.size() == 11);
+}
+
+// ---- what a peer may legitimately do --------------------------------------------------------
+
+TEST_CASE("unknown keys are ignored so fields can be added") {
+  frame_builder f;
+  f.envelope("heartbeat", 4);
+  f.str("future_field").map(1).str("nested").array(2).uint(1).str("x");
+  f.str("sender").str("worker-1");
+  f.str("timestamp_ms").sint(99);
+  f.uint(7).str("a non-string key is skipped too");
+  const decode_result r = decode(f.bytes());
+  INFO(describe(r));
+  REQUIRE(r.ok());
+  CHECK(std::get<heartbeat>(r.value()) == heartbeat{"worker-1", 99});
+}
+
+TEST_CASE("optional fields may be absent or nil") {
+  frame_builder f;
+  f.envelope("notify_checkpoint_aborted", 4);
+  f.str("job_id").str(job);
+  f.str("attempt").attempt(1, 2, 3);
+  f.str("checkpoint_id").uint(9);
+  f.str("latest_completed_checkpoint_id").nil();
+  const decode_result r = decode(f.bytes());
+  INFO(describe(r));
+  REQUIRE(r.ok());
+  CHECK(std::get<notify_checkpoint_aborted>(r.value()) ==
+        notify_checkpoint_aborted{job, attempt_of(1, 2, 3), 9, std::nullopt});
+
+  frame_builder g;
+  g.envelope("acknowledge_checkpoint", 3);
+  g.str("job_id").str(job);
+  g.str("attempt").attempt(1, 2, 3);
+  g.str("checkpoint_id").uint(9);
+  const decode_result s = decode(g.bytes());
+  INFO(describe(s));
+  REQUIRE(s.ok());
+  CHECK(std::get<acknowledge_checkpoint>(s.value()) ==
+        acknowledge_checkpoint{job, attempt_of(1, 2, 3), 9, {}, 0, 0, 0, 0, 0});
+}
+
+TEST_CASE("job graph bytes are accepted as str as well as bin") {
+  frame_builder f;
+  f.envelope("deploy_task", 3);
+  f.str("job_id").str(job);
+  f.str("attempt").attempt(0, 0, 0);
+  f.str("job_graph").str("graph-as-text");
+  const decode_result r = decode(f.bytes());
+  INFO(describe(r));
+  REQUIRE(r.ok());
+  CHECK(std::get<deploy_task>(r.value()).job_graph == "graph-as-text");
+}
+
+// ---- what a broken or hostile peer may send -------------------------------------------------
+
+TEST_CASE("garbage bytes are not msgpack") {
+  CHECK(error_of("\xc1").code == decode_errc::not_msgpack);
+  CHECK(error_of("\x92\x01\xc1").code == decode_errc::not_msgpack);
+  // 'h' is a msgpack positive fixint: one value, then bytes after it.
+  CHECK(error_of("hello world").code == decode_errc::not_msgpack);
+}
+
+TEST_CASE("an empty frame is truncated") {
+  const decode_error e = error_of("");
+  CHECK(e.code == decode_errc::truncated);
+  CHECK(e.detail == "empty frame");
+}
+
+TEST_CASE("every proper prefix of a valid frame is truncated") {
+  const std::string frame = encode(acknowledge_checkpoint{
+      job, attempt_of(2, 0, 1), 42, {{"chk-42/a", 10, 1}}, 30, 120, 4500, 17, 65536});
+  for (std::size_t n = 0; n < frame.size(); ++n) {
+    INFO("prefix of " << n << " of " << frame.size() << " bytes");
+    CHECK(error_of(std::string_view(frame).substr(0, n)).code == decode_errc::truncated);
+  }
+}
+
+TEST_CASE("a huge declared array length is refused before anything is allocated") {
+  frame_builder f;
+  f.envelope("acknowledge_checkpoint", 1);
+  f.str("state_handles").raw("\xdd\xff\xff\xff\xff");  // array 32 of 4 Gi elements
+  const decode_error e = error_of(f.bytes());
+  CHECK(e.code == decode_errc::too_large_declared_length);
+  CHECK_THAT(e.detail, Catch::Contains("4294967295 elements"));
+}
+
+TEST_CASE("a huge declared map length is refused") {
+  CHECK(error_of("\xdf\xff\xff\xff\xff").code == decode_errc::too_large_declared_length);
+}
+
+TEST_CASE("a huge declared string length is refused") {
+  frame_builder f;
+  f.map(2).str("v").uint(1).str("t").raw("\xdb\xff\xff\xff\xff" "abc");  // str 32 of 4 GiB
+  const decode_error e = error_of(f.bytes());
+  CHECK(e.code == decode_errc::too_large_declared_length);
+  CHECK_THAT(e.detail, Catch::Contains("4294967295 bytes"));
+}
+
+TEST_CASE("a huge declared bin or ext length is refused") {
+  CHECK(error_of("\xc6\xff\xff\xff\xff").code == decode_errc::too_large_declared_length);
+  CHECK(error_of("\xc9\x7f\xff\xff\xff\x01").code == decode_errc::too_large_declared_length);
+}
+
+TEST_CASE("a declared length within the limit but past the frame is truncated") {
+  CHECK(error_of("\xdb\x00\x01\x00\x00" "abc").code == decode_errc::truncated);
+  CHECK(error_of("\xdd\x00\x00\x10\x00\x01").code == decode_errc::truncated);
+}
+
+TEST_CASE("the too-large threshold is the frame limit the caller passes") {
+  const std::string frame = encode(heartbeat{std::string(100, 'w'), 1});
+  CHECK(decode(frame, 1000).ok());
+  CHECK(decode(frame, 50).error().code == decode_errc::too_large_declared_length);
+}
+
+TEST_CASE("nesting deeper than the limit is refused") {
+  frame_builder f;
+  f.envelope("heartbeat", 3);
+  f.str("sender").str("w");
+  f.str("timestamp_ms").uint(1);
+  f.str("deep");
+  for (std::size_t i = 0; i < max_nesting_depth + 8; ++i) f.array(1);
+  f.uint(0);
+  CHECK(error_of(f.bytes()).code == decode_errc::too_deep);
+}
+
+TEST_CASE("bytes after the envelope are refused") {
+  std::string frame = encode(heartbeat{"w", 1});
+  frame.push_back('\0');
+  CHECK(error_of(frame).code == decode_errc::not_msgpack);
+}
+
+TEST_CASE("an envelope that is not a map is refused") {
+  frame_builder f;
+  f.array(2).uint(1).str("heartbeat");
+  CHECK(error_of(f.bytes()).code == decode_errc::not_a_map);
+  CHECK(error_of("\x01").code == decode_errc::not_a_map);
+}
+
+TEST_CASE("a missing version, type or required field is named") {
+  frame_builder no_version;
+  no_version.map(1).str("t").str("heartbeat");
+  decode_error e = error_of(no_version.bytes());
+  CHECK(e.code == decode_errc::missing_field);
+  CHECK_THAT(e.detail, Catch::Contains("'v'"));
+
+  frame_builder no_type;
+  no_type.map(1).str("v").uint(1);
+  e = error_of(no_type.bytes());
+  CHECK(e.code == decode_errc::missing_field);
+  CHECK_THAT(e.detail, Catch::Contains("'t'"));
+
+  frame_builder no_timestamp;
+  no_timestamp.envelope("heartbeat", 1).str("sender").str("w");
+  e = error_of(no_timestamp.bytes());
+  CHECK(e.code == decode_errc::missing_field);
+  CHECK_THAT(e.detail, Catch::Contains("timestamp_ms"));
+
+  frame_builder no_subtask;
+  no_subtask.envelope("cancel_task", 2).str("job_id").str(job);
+  no_subtask.str("attempt").map(2).str("vertex").uint(1).str("attempt").uint(0);
+  e = error_of(no_subtask.bytes());
+  CHECK(e.code == decode_errc::missing_field);
+  CHECK_THAT(e.detail, Catch::Contains("attempt.subtask"));
+}
+
+TEST_CASE("a field of the wrong type is named") {
+  frame_builder f;
+  f.envelope("notify_checkpoint_complete", 3);
+  f.str("job_id").str(job);
+  f.str("attempt").attempt(1, 0, 0);
+  f.str("checkpoint_id").str("42");
+  decode_error e = error_of(f.bytes());
+  CHECK(e.code == decode_errc::wrong_type);
+  CHECK_THAT(e.detail, Catch::Contains("checkpoint_id") && Catch::Contains("got str"));
+
+  frame_builder nested;
+  nested.envelope("acknowledge_checkpoint", 4);
+  nested.str("job_id").str(job);
+  nested.str("attempt").attempt(1, 0, 0);
+  nested.str("checkpoint_id").uint(1);
+  nested.str("state_handles").array(2);
+  nested.map(3).str("path").str("a").str("size").uint(1).str("checksum").uint(1);
+  nested.map(3).str("path").uint(5).str("size").uint(1).str("checksum").uint(1);
+  e = error_of(nested.bytes());
+  CHECK(e.code == decode_errc::wrong_type);
+  CHECK_THAT(e.detail, Catch::Contains("state_handles[1].path"));
+
+  frame_builder version_as_text;
+  version_as_text.map(2).str("v").str("1").str("t").str("heartbeat");
+  CHECK(error_of(version_as_text.bytes()).code == decode_errc::wrong_type);
+}
+
+TEST_CASE("values out of range or unknown enum names are invalid") {
+  frame_builder too_many_slots;
+  too_many_slots.envelope("register_worker", 5);
+  too_many_slots.str("worker_id").str("w").str("slots").uint(std::uint64_t{1} << 40);
+  too_many_slots.str("data_endpoint").str("").str("protocol_version").uint(1);
+  too_many_slots.str("pid").uint(1);
+  CHECK(error_of(too_many_slots.bytes()).code == decode_errc::invalid_value);
+
+  frame_builder negative_slots;
+  negative_slots.envelope("register_worker", 5);
+  negative_slots.str("worker_id").str("w").str("slots").sint(-1);
+  negative_slots.str("data_endpoint").str("").str("protocol_version").uint(1);
+  negative_slots.str("pid").uint(1);
+  CHECK(error_of(negative_slots.bytes()).code == decode_errc::invalid_value);
+
+  frame_builder odd_state;
+  odd_state.envelope("task_state_update", 3);
+  odd_state.str("job_id").str(job).str("attempt").attempt(0, 0, 0);
+  odd_state.str("state").str("exploded");
+  const decode_error e = error_of(odd_state.bytes());
+  CHECK(e.code == decode_errc::invalid_value);
+  CHECK_THAT(e.detail, Catch::Contains("exploded"));
+}
+
+TEST_CASE("an unknown message type is named") {
+  frame_builder f;
+  f.envelope("launch_rockets", 0);
+  const decode_error e = error_of(f.bytes());
+  CHECK(e.code == decode_errc::unknown_type);
+  CHECK_THAT(e.detail, Catch::Contains("launch_rockets"));
+}
+
+TEST_CASE("a newer protocol version is unsupported and carries the version") {
+  // A newer peer may send types and fields this build has never heard of: only v matters.
+  frame_builder f;
+  f.envelope("hologram_checkpoint", 1, 2).str("anything").array(0);
+  const decode_error e = error_of(f.bytes());
+  CHECK(e.code == decode_errc::unsupported_version);
+  CHECK(e.version == 2);
+
+  frame_builder zero;
+  zero.envelope("heartbeat", 0, 0);
+  CHECK(error_of(zero.bytes()).code == decode_errc::unsupported_version);
+  CHECK(error_of(zero.bytes()).version == 0);
+}
+
+TEST_CASE("decode errors are std::error_codes with readable names") {
+  const std::error_code ec = decode_errc::unsupported_version;
+  CHECK(ec.category().name() == std::string("snapflow.wire.decode"));
+  CHECK(ec.message() == "unsupported_version");
+  std::ostringstream os;
+  os << decode_error{decode_errc::unsupported_version, "", 3};
+  CHECK(os.str() == "decode_error{unsupported_version, v=3}");
+}
+
+TEST_CASE("random and mutated frames never crash the decoder") {
+  // A small deterministic fuzz: the decoder must return, not crash, on anything (run it under
+  // ASan/UBSan to make "not crash" mean "no undefined behaviour" too).
+  std::mt19937_64 rng(20240601);
+  const std::vector<std::string> seeds = {
+      encode(register_worker{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242}),
+      encode(deploy_task{job, attempt_of(0, 0, 0), "graph", 17, {{"chk-17/a", 4096, 7}}}),
+      encode(acknowledge_checkpoint{job, attempt_of(2, 0, 1), 42, {{"a", 1, 2}}, 3, 4, 5, 6, 7}),
+  };
+  std::size_t ok = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string frame;
+    if (round % 2 == 0) {
+      frame.resize(rng() % 64);
+      for (auto& c : frame) c = static_cast<char>(rng());
+    } else {
+      frame = seeds[rng() % seeds.size()];
+      for (int flips = 1 + static_cast<int>(rng() % 4); flips > 0; --flips)
+        frame[rng() % frame.size()] = static_cast<char>(rng());
+    }
+    const decode_result r = decode(frame);
+    if (r.ok()) {
+      ++ok;
+      // Whatever decodes must encode again and decode to the same message.
+      const decode_result again = decode(encode(r.value()));
+      REQUIRE(again.ok());
+      CHECK(again.value() == r.value());
+    } else {
+      CHECK(static_cast<int>(r.error().code) >= 1);
+    }
+  }
+  CHECK(ok < 20000);
+}

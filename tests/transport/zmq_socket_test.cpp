@@ -1,0 +1,440 @@
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/transport/socket_test_support.hpp"
+#include "transport/zmq_socket.hpp"
+
+using namespace std::chrono_literals;
+using namespace snapflow::transport;
+using snapflow::transport::testing::bind_loopback;
+using snapflow::transport::testing::io_guard;
+using snapflow::transport::testing::rethrow;
+using snapflow::transport::testing::temp_folder;
+
+namespace {
+
+// Coroutines take what they use as parameters (pointers for results), never by capture: a
+// lambda coroutine's captures die with the lambda, before the coroutine is done.
+
+asio::awaitable<void> echo(zmq_socket* router, int count) {
+  for (int i = 0; i < count; ++i) {
+    received_frame in = co_await router->receive();
+    REQUIRE_FALSE(in.error);
+    const std::error_code sent =
+        co_await router->send(std::move(in.routing_id), std::move(in.payload));
+    REQUIRE_FALSE(sent);
+  }
+}
+
+asio::awaitable<void> ping_pong(zmq_socket* dealer, int count, int* answered) {
+  for (int i = 0; i < count; ++i) {
+    const std::error_code sent = co_await dealer->send(std::to_string(i));
+    REQUIRE_FALSE(sent);
+    const received_frame in = co_await dealer->receive();
+    REQUIRE_FALSE(in.error);
+    REQUIRE(in.payload == std::to_string(i));
+    ++*answered;
+  }
+}
+
+asio::awaitable<void> send_numbers(zmq_socket* dealer, int count, std::string prefix,
+                                   int* sent) {
+  for (int i = 0; i < count; ++i) {
+    const std::error_code error = co_await dealer->send(prefix + std::to_string(i));
+    REQUIRE_FALSE(error);
+    ++*sent;
+  }
+}
+
+asio::awaitable<void> expect_numbers(zmq_socket* dealer, int count, std::string prefix,
+                                     int* received) {
+  for (int i = 0; i < count; ++i) {
+    const received_frame in = co_await dealer->receive();
+    REQUIRE_FALSE(in.error);
+    REQUIRE(in.payload == prefix + std::to_string(i));
+    ++*received;
+  }
+}
+
+asio::awaitable<void> receive_into(zmq_socket* socket, std::vector<received_frame>* out,
+                                   int count) {
+  for (int i = 0; i < count; ++i) out->push_back(co_await socket->receive());
+}
+
+asio::awaitable<void> send_one(zmq_socket* socket, std::string payload, std::error_code* out) {
+  *out = co_await socket->send(std::move(payload));
+}
+
+asio::awaitable<void> send_routed(zmq_socket* router, std::string to, std::string payload,
+                                  std::error_code* out) {
+  *out = co_await router->send(std::move(to), std::move(payload));
+}
+
+// A payload that says which message it is and is big enough to fill socket buffers quickly.
+std::string numbered_block(int i, std::size_t size) {
+  std::string block = std::to_string(i) + ":";
+  block.resize(size, static_cast<char>('a' + i % 26));
+  return block;
+}
+
+asio::awaitable<void> send_blocks(zmq_socket* router, std::string to, int count,
+                                  std::size_t size, int* sent) {
+  for (int i = 0; i < count; ++i) {
+    const std::error_code error = co_await router->send(to, numbered_block(i, size));
+    REQUIRE_FALSE(error);
+    ++*sent;
+  }
+}
+
+asio::awaitable<void> expect_blocks(zmq_socket* dealer, int count, std::size_t size,
+                                    int* received) {
+  for (int i = 0; i < count; ++i) {
+    const received_frame in = co_await dealer->receive();
+    REQUIRE_FALSE(in.error);
+    REQUIRE(in.payload == numbered_block(i, size));
+    ++*received;
+  }
+}
+
+// Small queues and kernel buffers, so a few messages fill the path between two sockets.
+socket_options tight_options(std::string routing_id = {}) {
+  socket_options options;
+  options.send_hwm = 4;
+  options.receive_hwm = 4;
+  options.routing_id = std::move(routing_id);
+  return options;
+}
+
+void shrink_kernel_buffers(zmq_socket& socket) {
+  socket.native_handle().set(zmq::sockopt::sndbuf, 16 * 1024);
+  socket.native_handle().set(zmq::sockopt::rcvbuf, 16 * 1024);
+}
+
+// The next event from a socket monitor (blocking; ZMQ_RCVTIMEO bounds it).
+int next_monitor_event(zmq::socket_t& monitor) {
+  zmq::message_t event;
+  zmq::message_t address;
+  REQUIRE(monitor.recv(event));
+  REQUIRE(event.more());
+  REQUIRE(monitor.recv(address));
+  std::uint16_t id = 0;
+  std::memcpy(&id, event.data(), sizeof id);
+  return id;
+}
+
+}  // namespace
+
+TEST_CASE("a dealer and a router exchange 10000 strict ping-pong messages without a stall") {
+  // Strict ping-pong is where a missed wake-up shows: each side waits on the descriptor after
+  // every message, with exactly one message in flight.
+  constexpr int count = 10'000;
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket router(io.get_executor(), context, zmq::socket_type::router);
+  zmq_socket dealer(io.get_executor(), context, zmq::socket_type::dealer);
+  REQUIRE_FALSE(dealer.connect(bind_loopback(router)));
+
+  io_guard guard(io, 120s);
+  int answered = 0;
+  asio::co_spawn(io, echo(&router, count), rethrow);
+  asio::co_spawn(io, ping_pong(&dealer, count, &answered), rethrow);
+  guard.run_until([&] { return answered == count; });
+  CHECK(answered == count);
+}
+
+TEST_CASE("16 dealers each send 1000 messages to one router and every answer arrives") {
+  // Each dealer reads and writes from two coroutines at once, so one direction's zmq calls
+  // keep eating the other's wake-ups: the case that hides with many peers.
+  constexpr int peers = 16;
+  constexpr int per_peer = 1000;
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket router(io.get_executor(), context, zmq::socket_type::router);
+  const std::string endpoint = bind_loopback(router);
+  std::vector<zmq_socket> dealers;
+  for (int p = 0; p < peers; ++p) {
+    socket_options options;
+    options.routing_id = "worker-" + std::to_string(p);
+    dealers.emplace_back(io.get_executor(), context, zmq::socket_type::dealer, options);
+    REQUIRE_FALSE(dealers.back().connect(endpoint));
+  }
+
+  io_guard guard(io, 120s);
+  std::vector<int> sent(peers, 0);
+  std::vector<int> received(peers, 0);
+  asio::co_spawn(io, echo(&router, peers * per_peer), rethrow);
+  for (int p = 0; p < peers; ++p) {
+    const std::string prefix = "p" + std::to_string(p) + "-";
+    asio::co_spawn(io, expect_numbers(&dealers[p], per_peer, prefix, &received[p]), rethrow);
+    asio::co_spawn(io, send_numbers(&dealers[p], per_peer, prefix, &sent[p]), rethrow);
+  }
+  guard.run_until([&] {
+    for (int p = 0; p < peers; ++p)
+      if (received[p] < per_peer) return false;
+    return true;
+  });
+  for (int p = 0; p < peers; ++p) {
+    CHECK(sent[p] == per_peer);
+    CHECK(received[p] == per_peer);
+  }
+}
+
+TEST_CASE("a send that hits the high-water mark waits and resumes when the peer drains") {
+  constexpr int count = 1000;
+  constexpr std::size_t size = 16 * 1024;
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket router(io.get_executor(), context, zmq::socket_type::router, tight_options());
+  shrink_kernel_buffers(router);
+  const std::string endpoint = bind_loopback(router);
+  zmq_socket dealer(io.get_executor(), context, zmq::socket_type::dealer,
+                    tight_options("worker-1"));
+  shrink_kernel_buffers(dealer);
+  REQUIRE_FALSE(dealer.connect(endpoint));
+  io_guard guard(io, 120s);
+
+  // The router learns the peer from its first message.
+  std::vector<received_frame> hello;
+  std::error_code hello_sent;
+  asio::co_spawn(io, send_one(&dealer, "hello", &hello_sent), rethrow);
+  asio::co_spawn(io, receive_into(&router, &hello, 1), rethrow);
+  guard.run_until([&] { return hello.size() == 1; });
+  REQUIRE(hello[0].routing_id == "worker-1");
+
+  // Nobody reads: the router's sends fill the queues and then have to wait.
+  int sent = 0;
+  asio::co_spawn(io, send_blocks(&router, "worker-1", count, size, &sent), rethrow);
+  guard.run_until([&] { return router.send_waits() > 0 || sent == count; });
+  REQUIRE(router.send_waits() > 0);
+  REQUIRE(sent < count);
+
+  // The peer drains; the waiting send resumes and everything arrives, in order.
+  int received = 0;
+  asio::co_spawn(io, expect_blocks(&dealer, count, size, &received), rethrow);
+  guard.run_until([&] { return received == count && sent == count; });
+  CHECK(received == count);
+}
+
+TEST_CASE("a router send waiting on one full peer resumes while other peers stay writable") {
+  // POLLOUT on a ROUTER cannot say which peer has room: another peer's empty queue keeps it
+  // set while ours stays full. The send must neither spin nor sleep forever.
+  constexpr int count = 400;
+  constexpr std::size_t size = 16 * 1024;
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket router(io.get_executor(), context, zmq::socket_type::router, tight_options());
+  shrink_kernel_buffers(router);
+  const std::string endpoint = bind_loopback(router);
+  zmq_socket slow(io.get_executor(), context, zmq::socket_type::dealer, tight_options("slow"));
+  zmq_socket idle(io.get_executor(), context, zmq::socket_type::dealer, tight_options("idle"));
+  shrink_kernel_buffers(slow);
+  REQUIRE_FALSE(slow.connect(endpoint));
+  REQUIRE_FALSE(idle.connect(endpoint));
+  io_guard guard(io, 120s);
+
+  std::vector<received_frame> hellos;
+  std::error_code slow_hello;
+  std::error_code idle_hello;
+  asio::co_spawn(io, send_one(&slow, "hello", &slow_hello), rethrow);
+  asio::co_spawn(io, send_one(&idle, "hello", &idle_hello), rethrow);
+  asio::co_spawn(io, receive_into(&router, &hellos, 2), rethrow);
+  guard.run_until([&] { return hellos.size() == 2; });
+
+  int sent = 0;
+  asio::co_spawn(io, send_blocks(&router, "slow", count, size, &sent), rethrow);
+  guard.run_until([&] { return router.send_waits() > 0 || sent == count; });
+  REQUIRE(router.send_waits() > 0);
+
+  int received = 0;
+  asio::co_spawn(io, expect_blocks(&slow, count, size, &received), rethrow);
+  guard.run_until([&] { return received == count && sent == count; });
+  CHECK(received == count);
+}
+
+TEST_CASE("a frame over the maximum size is refused and the receiver keeps serving others") {
+  zmq::context_t context;
+  asio::io_context io;
+  socket_options limited;
+  limited.max_frame_bytes = 1024;
+  zmq_socket router(io.get_executor(), context, zmq::socket_type::router, limited);
+  const std::string endpoint = bind_loopback(router);
+
+  // Plain blocking sockets play the peers: they need no io_context.
+  zmq::socket_t big(context, zmq::socket_type::dealer);
+  big.set(zmq::sockopt::linger, 0);
+  big.set(zmq::sockopt::routing_id, "big");
+  big.set(zmq::sockopt::reconnect_ivl, 10);
+  zmq::socket_t small(context, zmq::socket_type::dealer);
+  small.set(zmq::sockopt::linger, 0);
+  small.set(zmq::sockopt::routing_id, "small");
+  REQUIRE(zmq_socket_monitor(big.handle(), "inproc://monitor-big",
+                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == 0);
+  zmq::socket_t monitor(context, zmq::socket_type::pair);
+  monitor.set(zmq::sockopt::linger, 0);
+  monitor.set(zmq::sockopt::rcvtimeo, 60'000);  // a bound, not a pace: events come in ms
+  monitor.connect("inproc://monitor-big");
+  big.connect(endpoint);
+  small.connect(endpoint);
+  REQUIRE(next_monitor_event(monitor) == ZMQ_EVENT_CONNECTED);
+
+  // The router's ZeroMQ refuses the oversize frame by dropping that connection; the peer
+  // notices and reconnects.
+  REQUIRE(big.send(zmq::buffer(std::string(4096, 'x'))));
+  REQUIRE(next_monitor_event(monitor) == ZMQ_EVENT_DISCONNECTED);
+  REQUIRE(next_monitor_event(monitor) == ZMQ_EVENT_CONNECTED);
+  REQUIRE(big.send(zmq::str_buffer("after")));
+  REQUIRE(small.send(zmq::str_buffer("hello")));
+
+  io_guard guard(io, 60s);
+  std::vector<received_frame> got;
+  asio::co_spawn(io, receive_into(&router, &got, 2), rethrow);
+  guard.run_until([&] { return got.size() == 2; });
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const auto& frame : got) {
+    CHECK_FALSE(frame.error);
+    seen.emplace(frame.routing_id, frame.payload);
+  }
+  CHECK(seen == std::set<std::pair<std::string, std::string>>{{"big", "after"},
+                                                                {"small", "hello"}});
+  // And nothing else is queued: the big frame was never delivered.
+  CHECK((router.native_handle().get(zmq::sockopt::events) & ZMQ_POLLIN) == 0);
+  zmq_socket_monitor(big.handle(), nullptr, 0);
+}
+
+TEST_CASE("a multipart message is reported and dropped, and the next message is received") {
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket router(io.get_executor(), context, zmq::socket_type::router);
+  zmq::socket_t peer(context, zmq::socket_type::dealer);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.set(zmq::sockopt::routing_id, "peer");
+  peer.connect(bind_loopback(router));
+  REQUIRE(peer.send(zmq::str_buffer("part-1"), zmq::send_flags::sndmore));
+  REQUIRE(peer.send(zmq::str_buffer("part-2"), zmq::send_flags::none));
+  REQUIRE(peer.send(zmq::str_buffer("single"), zmq::send_flags::none));
+
+  io_guard guard(io, 60s);
+  std::vector<received_frame> got;
+  asio::co_spawn(io, receive_into(&router, &got, 2), rethrow);
+  guard.run_until([&] { return got.size() == 2; });
+  CHECK(got[0].error == socket_errc::multipart_message);
+  CHECK(got[0].routing_id == "peer");
+  CHECK_FALSE(got[1].error);
+  CHECK(got[1].payload == "single");
+}
+
+TEST_CASE("a router send to an unknown peer fails with host_unreachable") {
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket router(io.get_executor(), context, zmq::socket_type::router);
+  bind_loopback(router);
+  io_guard guard(io, 60s);
+  std::error_code result;
+  bool done = false;
+  asio::co_spawn(io, send_routed(&router, "nobody", "x", &result),
+                 [&](std::exception_ptr e) {
+                   done = true;
+                   rethrow(e);
+                 });
+  guard.run_until([&] { return done; });
+  CHECK(result == std::errc::host_unreachable);
+}
+
+TEST_CASE("closing a socket ends its pending receive with operation_aborted") {
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket dealer(io.get_executor(), context, zmq::socket_type::dealer);
+  REQUIRE_FALSE(dealer.connect("tcp://127.0.0.1:1"));  // nobody there: nothing will arrive
+  io_guard guard(io, 60s);
+  std::vector<received_frame> got;
+  asio::co_spawn(io, receive_into(&dealer, &got, 1), rethrow);
+  io.poll();  // the receive starts, finds nothing and waits on the descriptor
+  REQUIRE(got.empty());
+  dealer.close();
+  CHECK_FALSE(dealer.is_open());
+  guard.run_until([&] { return got.size() == 1; });
+  CHECK(got[0].error == asio::error::operation_aborted);
+}
+
+namespace {
+
+asio::awaitable<void> give_up_then_receive(zmq_socket* socket, zmq_socket* peer,
+                                           std::vector<received_frame>* out, bool* lost_race) {
+  using namespace asio::experimental::awaitable_operators;
+  const auto executor = co_await asio::this_coro::executor;
+  // Nothing is queued, so the post wins and the receive is cancelled.
+  auto first = co_await (socket->receive() || asio::post(executor, asio::use_awaitable));
+  *lost_race = first.index() == 1;
+  const std::error_code sent = co_await peer->send("late");
+  REQUIRE_FALSE(sent);
+  out->push_back(co_await socket->receive());
+}
+
+}  // namespace
+
+TEST_CASE("a receive cancelled by its caller leaves the socket usable") {
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket a(io.get_executor(), context, zmq::socket_type::pair);
+  zmq_socket b(io.get_executor(), context, zmq::socket_type::pair);
+  REQUIRE_FALSE(b.connect(bind_loopback(a)));
+  io_guard guard(io, 60s);
+  std::vector<received_frame> got;
+  bool lost_race = false;
+  asio::co_spawn(io, give_up_then_receive(&a, &b, &got, &lost_race), rethrow);
+  guard.run_until([&] { return got.size() == 1; });
+  CHECK(lost_race);
+  CHECK_FALSE(got[0].error);
+  CHECK(got[0].payload == "late");
+}
+
+TEST_CASE("push, pull and pair sockets carry messages over ipc in a temporary folder") {
+  temp_folder folder;
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket pull(io.get_executor(), context, zmq::socket_type::pull);
+  zmq_socket push(io.get_executor(), context, zmq::socket_type::push);
+  REQUIRE_FALSE(pull.bind(folder.ipc("pipeline")));
+  REQUIRE_FALSE(push.connect(pull.last_endpoint()));
+  zmq_socket left(io.get_executor(), context, zmq::socket_type::pair);
+  zmq_socket right(io.get_executor(), context, zmq::socket_type::pair);
+  REQUIRE_FALSE(left.bind(folder.ipc("pair")));
+  REQUIRE_FALSE(right.connect(left.last_endpoint()));
+
+  io_guard guard(io, 60s);
+  int pushed = 0;
+  int pulled = 0;
+  int left_sent = 0;
+  int right_got = 0;
+  int right_sent = 0;
+  int left_got = 0;
+  asio::co_spawn(io, send_numbers(&push, 500, "n", &pushed), rethrow);
+  asio::co_spawn(io, expect_numbers(&pull, 500, "n", &pulled), rethrow);
+  asio::co_spawn(io, send_numbers(&left, 100, "l", &left_sent), rethrow);
+  asio::co_spawn(io, expect_numbers(&right, 100, "l", &right_got), rethrow);
+  asio::co_spawn(io, send_numbers(&right, 100, "r", &right_sent), rethrow);
+  asio::co_spawn(io, expect_numbers(&left, 100, "r", &left_got), rethrow);
+  guard.run_until([&] { return pulled == 500 && right_got == 100 && left_got == 100; });
+  CHECK(pushed == 500);
+}
+
+TEST_CASE("bind reports a bad endpoint as an error value") {
+  zmq::context_t context;
+  asio::io_context io;
+  zmq_socket socket(io.get_executor(), context, zmq::socket_type::router);
+  const std::error_code error = socket.bind("nonsense://where");
+  CHECK(error);
+  CHECK(error == std::errc::protocol_not_supported);
+}
