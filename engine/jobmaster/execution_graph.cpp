@@ -49,6 +49,12 @@ execution_job_vertex* execution_graph::find_job_vertex(vertex_id id) {
   return nullptr;
 }
 
+const execution_job_vertex* execution_graph::find_job_vertex(vertex_id id) const {
+  for (const auto& v : vertices_)
+    if (v->id() == id) return v.get();
+  return nullptr;
+}
+
 std::vector<execution_vertex*> execution_graph::all_execution_vertices() const {
   std::vector<execution_vertex*> out;
   for (const auto& v : vertices_)

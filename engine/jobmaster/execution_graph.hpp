@@ -51,6 +51,7 @@ class execution_graph : public std::enable_shared_from_this<execution_graph> {
   std::size_t num_job_status_listeners() const { return status_.listener_count(); }
 
   execution_job_vertex* find_job_vertex(vertex_id id);
+  const execution_job_vertex* find_job_vertex(vertex_id id) const;
   const std::vector<std::unique_ptr<execution_job_vertex>>& job_vertices() const {
     return vertices_;
   }
@@ -80,6 +81,7 @@ class execution_graph : public std::enable_shared_from_this<execution_graph> {
   std::shared_ptr<checkpoint_coordinator> checkpoint_coordinator_ptr() const { return coordinator_; }
   const std::optional<std::string>& state_backend_name() const { return state_backend_name_; }
   const checkpoint_failure_manager* failure_manager() const { return failure_manager_.get(); }
+  checkpoint_failure_manager* failure_manager() { return failure_manager_.get(); }
 
   void set_job_failure_handler(job_failure_handler handler) { on_job_failure_ = std::move(handler); }
   // The last cause a checkpoint failure gave for failing the job.

@@ -10,7 +10,7 @@
 #include <string>
 #include <system_error>
 
-#include "transport/zmq_socket.hpp"
+#include "transport/async_socket.hpp"
 
 namespace snapflow::transport::testing {
 
@@ -49,7 +49,7 @@ inline void rethrow(std::exception_ptr error) {
   if (error) std::rethrow_exception(error);
 }
 
-inline std::string bind_loopback(zmq_socket& socket) {
+inline std::string bind_loopback(async_socket& socket) {
   REQUIRE_FALSE(socket.bind("tcp://127.0.0.1:*"));
   return socket.last_endpoint();
 }

@@ -17,7 +17,7 @@
 namespace snapflow::transport {
 
 namespace detail {
-struct zmq_socket_state;
+struct async_socket_state;
 }
 
 struct socket_options {
@@ -47,7 +47,7 @@ struct received_frame {
 };
 
 // Lets a C++20 coroutine co_await one message on a ZeroMQ socket without blocking its thread
-// and without missing a wake-up (ZMQ_FD is edge-triggered: see zmq_socket.cpp for the rules).
+// and without missing a wake-up (ZMQ_FD is edge-triggered: see async_socket.cpp for the rules).
 //
 // Supports ROUTER, DEALER, PAIR, PUSH and PULL; each snapflow message is one payload frame
 // (ROUTER adds the peer's routing id in front). A socket belongs to one thread: create it and
@@ -63,15 +63,15 @@ struct received_frame {
 //
 // Destroying the socket closes it. Pending operations may still resume afterwards (they keep
 // the internals alive) and then see operation_aborted. The zmq::context_t must outlive it.
-class zmq_socket {
+class async_socket {
  public:
-  zmq_socket(const asio::any_io_executor& executor, zmq::context_t& context,
+  async_socket(const asio::any_io_executor& executor, zmq::context_t& context,
              zmq::socket_type type, const socket_options& options = {});
-  ~zmq_socket();
-  zmq_socket(zmq_socket&&) noexcept = default;
-  zmq_socket& operator=(zmq_socket&&) noexcept;
-  zmq_socket(const zmq_socket&) = delete;
-  zmq_socket& operator=(const zmq_socket&) = delete;
+  ~async_socket();
+  async_socket(async_socket&&) noexcept = default;
+  async_socket& operator=(async_socket&&) noexcept;
+  async_socket(const async_socket&) = delete;
+  async_socket& operator=(const async_socket&) = delete;
 
   std::error_code bind(const std::string& endpoint);
   std::error_code connect(const std::string& endpoint);
@@ -100,7 +100,7 @@ class zmq_socket {
  private:
   // Shared with the coroutines of pending operations, so they can resume safely after the
   // socket object is gone.
-  std::shared_ptr<detail::zmq_socket_state> state_;
+  std::shared_ptr<detail::async_socket_state> state_;
 };
 
 }  // namespace snapflow::transport

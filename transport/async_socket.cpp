@@ -1,4 +1,4 @@
-#include "transport/zmq_socket.hpp"
+#include "transport/async_socket.hpp"
 
 #include <algorithm>
 #include <asio/posix/stream_descriptor.hpp>
@@ -23,7 +23,8 @@
 //  1. Try the operation first (dontwait); wait only after it says EAGAIN.
 //  2. Before waiting, read ZMQ_EVENTS. It processes every pending command, so from then on any
 //     new command makes the descriptor readable again, a fresh edge that reaches our wait. If
-//     ZMQ_EVENTS already says "ready", try again instead of waiting.
+//     ZMQ_EVENTS already says "ready", try again instead of waiting. (A dontwait receive that
+//     says EAGAIN has just processed every command itself; a send has not, it throttles.)
 //  3. Any zmq call may eat the edge another coroutine is waiting for (the reader's send-side
 //     twin, or the other way round). So after each operation, if the other direction is
 //     parked, read ZMQ_EVENTS and wake it when it can proceed.
@@ -49,13 +50,13 @@ constexpr int max_interrupted_retries = 16;
 
 class socket_category_impl final : public std::error_category {
  public:
-  const char* name() const noexcept override { return "snapflow.zmq_socket"; }
+  const char* name() const noexcept override { return "snapflow.async_socket"; }
   std::string message(int value) const override {
     switch (static_cast<socket_errc>(value)) {
       case socket_errc::multipart_message:
         return "peer sent a multipart message; snapflow messages are one frame";
     }
-    return "unknown zmq_socket error";
+    return "unknown async_socket error";
   }
 };
 
@@ -80,13 +81,18 @@ bool is_supported(zmq::socket_type type) {
 
 // The outcome of one dontwait attempt.
 struct attempt_result {
-  bool done = false;        // false: EAGAIN, wait and try again
-  std::error_code error;    // when done
-  bool committed = false;   // part of a multipart message is out: the rest must follow
+  bool done = false;       // false: EAGAIN, wait and try again
+  std::error_code error;   // when done
+  bool committed = false;  // part of a multipart message is out: the rest must follow
+  // ZeroMQ processed every pending command right before it said EAGAIN (a dontwait receive
+  // does), so the refusal is current and waiting needs no ZMQ_EVENTS of its own.
+  bool drained = false;
 };
 
-attempt_result would_block(bool committed = false) { return {false, {}, committed}; }
-attempt_result finished(std::error_code error = {}) { return {true, error, false}; }
+attempt_result would_block(bool committed = false, bool drained = false) {
+  return {false, {}, committed, drained};
+}
+attempt_result finished(std::error_code error = {}) { return {true, error, false, false}; }
 
 }  // namespace
 
@@ -113,8 +119,8 @@ struct waiter {
   bool parked = false;  // it waits on the descriptor
 };
 
-struct zmq_socket_state : std::enable_shared_from_this<zmq_socket_state> {
-  zmq_socket_state(const asio::any_io_executor& executor, zmq::context_t& context, zmq::socket_type t,
+struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
+  async_socket_state(const asio::any_io_executor& executor, zmq::context_t& context, zmq::socket_type t,
         const socket_options& options)
       : socket(context, t), descriptor(executor), retry_timer(executor), type(t) {
     assert(is_supported(t));
@@ -135,7 +141,7 @@ struct zmq_socket_state : std::enable_shared_from_this<zmq_socket_state> {
     descriptor.assign(socket.get(zmq::sockopt::fd));
   }
 
-  ~zmq_socket_state() { close(); }
+  ~async_socket_state() { close(); }
 
   void close() {
     if (!open) return;
@@ -163,6 +169,8 @@ struct zmq_socket_state : std::enable_shared_from_this<zmq_socket_state> {
     if ((reader.parked && (events & reader.want)) || (writer.parked && (events & writer.want)))
       descriptor.cancel();
   }
+
+  waiter& other_than(const waiter& w) { return &w == &reader ? writer : reader; }
 
   // Rule 3 after any zmq call that may have processed commands.
   void recheck_parked() {
@@ -197,7 +205,7 @@ struct zmq_socket_state : std::enable_shared_from_this<zmq_socket_state> {
 namespace {
 
 using detail::waiter;
-using state_ptr = std::shared_ptr<detail::zmq_socket_state>;
+using state_ptr = std::shared_ptr<detail::async_socket_state>;
 
 // Marks a direction busy for the length of one operation, even if the coroutine is destroyed
 // while suspended.
@@ -232,13 +240,17 @@ asio::awaitable<std::error_code> drive(state_ptr s, waiter& self, Attempt attemp
       co_return result.error;
     }
 
-    int events = 0;
-    if (auto error = s->poll_events(events)) co_return error;
-    s->wake_ready(events);
-    const bool ready = (events & self.want) != 0;
-    if (ready && !retried_while_ready) {
-      retried_while_ready = true;
-      continue;
+    // Rule 2, unless the attempt itself ended with a full drain and nobody else needs rule 3.
+    bool ready = false;
+    if (!result.drained || s->other_than(self).parked) {
+      int events = 0;
+      if (auto error = s->poll_events(events)) co_return error;
+      s->wake_ready(events);
+      ready = (events & self.want) != 0;
+      if (ready && !retried_while_ready) {
+        retried_while_ready = true;
+        continue;
+      }
     }
     // Either not ready (the next command will make a fresh edge), or ready yet refused (a full
     // ROUTER peer): then a timer bounds the wait as well.
@@ -292,7 +304,9 @@ asio::awaitable<received_frame> receive_on(state_ptr s) {
     zmq::socket_t& socket = s->socket;
     zmq::message_t first;
     if (receive_part(socket, first) < 0) {
-      if (would_block_errno(zmq_errno())) return would_block();
+      // EAGAIN from a dontwait receive comes after a full command drain; EINTR does not.
+      if (zmq_errno() == EAGAIN) return would_block(false, true);
+      if (zmq_errno() == EINTR) return would_block();
       return finished(zmq_error(zmq_errno()));
     }
     zmq::message_t payload;
@@ -341,13 +355,13 @@ asio::awaitable<std::error_code> send_on(state_ptr s, std::string routing_id,
 
 }  // namespace
 
-zmq_socket::zmq_socket(const asio::any_io_executor& executor, zmq::context_t& context,
+async_socket::async_socket(const asio::any_io_executor& executor, zmq::context_t& context,
                        zmq::socket_type type, const socket_options& options)
-    : state_(std::make_shared<detail::zmq_socket_state>(executor, context, type, options)) {}
+    : state_(std::make_shared<detail::async_socket_state>(executor, context, type, options)) {}
 
-zmq_socket::~zmq_socket() { close(); }
+async_socket::~async_socket() { close(); }
 
-zmq_socket& zmq_socket::operator=(zmq_socket&& other) noexcept {
+async_socket& async_socket::operator=(async_socket&& other) noexcept {
   if (this != &other) {
     close();
     state_ = std::move(other.state_);
@@ -355,7 +369,7 @@ zmq_socket& zmq_socket::operator=(zmq_socket&& other) noexcept {
   return *this;
 }
 
-std::error_code zmq_socket::bind(const std::string& endpoint) {
+std::error_code async_socket::bind(const std::string& endpoint) {
   assert(state_ && state_->open);
   // bind and connect process pending commands too (rule 3).
   const int rc = zmq_bind(state_->socket.handle(), endpoint.c_str());
@@ -364,7 +378,7 @@ std::error_code zmq_socket::bind(const std::string& endpoint) {
   return rc == 0 ? std::error_code() : zmq_error(error);
 }
 
-std::error_code zmq_socket::connect(const std::string& endpoint) {
+std::error_code async_socket::connect(const std::string& endpoint) {
   assert(state_ && state_->open);
   const int rc = zmq_connect(state_->socket.handle(), endpoint.c_str());
   const int error = zmq_errno();
@@ -372,46 +386,46 @@ std::error_code zmq_socket::connect(const std::string& endpoint) {
   return rc == 0 ? std::error_code() : zmq_error(error);
 }
 
-std::string zmq_socket::last_endpoint() const {
+std::string async_socket::last_endpoint() const {
   assert(state_ && state_->open);
   return state_->socket.get(zmq::sockopt::last_endpoint);
 }
 
-asio::awaitable<received_frame> zmq_socket::receive() {
+asio::awaitable<received_frame> async_socket::receive() {
   assert(state_);
   return receive_on(state_);
 }
 
-asio::awaitable<std::error_code> zmq_socket::send(std::string payload) {
+asio::awaitable<std::error_code> async_socket::send(std::string payload) {
   assert(state_);
   assert(state_->type != zmq::socket_type::router && "a ROUTER send needs a routing id");
   assert(state_->type != zmq::socket_type::pull);
   return send_on(state_, std::string(), std::move(payload));
 }
 
-asio::awaitable<std::error_code> zmq_socket::send(std::string routing_id, std::string payload) {
+asio::awaitable<std::error_code> async_socket::send(std::string routing_id, std::string payload) {
   assert(state_);
   assert(state_->type == zmq::socket_type::router);
   return send_on(state_, std::move(routing_id), std::move(payload));
 }
 
-void zmq_socket::close() {
+void async_socket::close() {
   if (state_) state_->close();
 }
 
-bool zmq_socket::is_open() const { return state_ && state_->open; }
+bool async_socket::is_open() const { return state_ && state_->open; }
 
-zmq::socket_type zmq_socket::type() const {
+zmq::socket_type async_socket::type() const {
   assert(state_);
   return state_->type;
 }
 
-std::uint64_t zmq_socket::send_waits() const {
+std::uint64_t async_socket::send_waits() const {
   assert(state_);
   return state_->send_waits;
 }
 
-zmq::socket_ref zmq_socket::native_handle() {
+zmq::socket_ref async_socket::native_handle() {
   assert(state_ && state_->open);
   return state_->socket;
 }

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "tests/transport/socket_test_support.hpp"
-#include "transport/zmq_socket.hpp"
+#include "transport/async_socket.hpp"
 
 using namespace std::chrono_literals;
 using namespace snapflow::transport;
@@ -28,7 +28,7 @@ namespace {
 // Coroutines take what they use as parameters (pointers for results), never by capture: a
 // lambda coroutine's captures die with the lambda, before the coroutine is done.
 
-asio::awaitable<void> echo(zmq_socket* router, int count) {
+asio::awaitable<void> echo(async_socket* router, int count) {
   for (int i = 0; i < count; ++i) {
     received_frame in = co_await router->receive();
     REQUIRE_FALSE(in.error);
@@ -38,7 +38,7 @@ asio::awaitable<void> echo(zmq_socket* router, int count) {
   }
 }
 
-asio::awaitable<void> ping_pong(zmq_socket* dealer, int count, int* answered) {
+asio::awaitable<void> ping_pong(async_socket* dealer, int count, int* answered) {
   for (int i = 0; i < count; ++i) {
     const std::error_code sent = co_await dealer->send(std::to_string(i));
     REQUIRE_FALSE(sent);
@@ -49,7 +49,7 @@ asio::awaitable<void> ping_pong(zmq_socket* dealer, int count, int* answered) {
   }
 }
 
-asio::awaitable<void> send_numbers(zmq_socket* dealer, int count, std::string prefix,
+asio::awaitable<void> send_numbers(async_socket* dealer, int count, std::string prefix,
                                    int* sent) {
   for (int i = 0; i < count; ++i) {
     const std::error_code error = co_await dealer->send(prefix + std::to_string(i));
@@ -58,7 +58,7 @@ asio::awaitable<void> send_numbers(zmq_socket* dealer, int count, std::string pr
   }
 }
 
-asio::awaitable<void> expect_numbers(zmq_socket* dealer, int count, std::string prefix,
+asio::awaitable<void> expect_numbers(async_socket* dealer, int count, std::string prefix,
                                      int* received) {
   for (int i = 0; i < count; ++i) {
     const received_frame in = co_await dealer->receive();
@@ -68,16 +68,16 @@ asio::awaitable<void> expect_numbers(zmq_socket* dealer, int count, std::string 
   }
 }
 
-asio::awaitable<void> receive_into(zmq_socket* socket, std::vector<received_frame>* out,
+asio::awaitable<void> receive_into(async_socket* socket, std::vector<received_frame>* out,
                                    int count) {
   for (int i = 0; i < count; ++i) out->push_back(co_await socket->receive());
 }
 
-asio::awaitable<void> send_one(zmq_socket* socket, std::string payload, std::error_code* out) {
+asio::awaitable<void> send_one(async_socket* socket, std::string payload, std::error_code* out) {
   *out = co_await socket->send(std::move(payload));
 }
 
-asio::awaitable<void> send_routed(zmq_socket* router, std::string to, std::string payload,
+asio::awaitable<void> send_routed(async_socket* router, std::string to, std::string payload,
                                   std::error_code* out) {
   *out = co_await router->send(std::move(to), std::move(payload));
 }
@@ -89,7 +89,7 @@ std::string numbered_block(int i, std::size_t size) {
   return block;
 }
 
-asio::awaitable<void> send_blocks(zmq_socket* router, std::string to, int count,
+asio::awaitable<void> send_blocks(async_socket* router, std::string to, int count,
                                   std::size_t size, int* sent) {
   for (int i = 0; i < count; ++i) {
     const std::error_code error = co_await router->send(to, numbered_block(i, size));
@@ -98,7 +98,7 @@ asio::awaitable<void> send_blocks(zmq_socket* router, std::string to, int count,
   }
 }
 
-asio::awaitable<void> expect_blocks(zmq_socket* dealer, int count, std::size_t size,
+asio::awaitable<void> expect_blocks(async_socket* dealer, int count, std::size_t size,
                                     int* received) {
   for (int i = 0; i < count; ++i) {
     const received_frame in = co_await dealer->receive();
@@ -117,7 +117,7 @@ socket_options tight_options(std::string routing_id = {}) {
   return options;
 }
 
-void shrink_kernel_buffers(zmq_socket& socket) {
+void shrink_kernel_buffers(async_socket& socket) {
   socket.native_handle().set(zmq::sockopt::sndbuf, 16 * 1024);
   socket.native_handle().set(zmq::sockopt::rcvbuf, 16 * 1024);
 }
@@ -142,8 +142,8 @@ TEST_CASE("a dealer and a router exchange 10000 strict ping-pong messages withou
   constexpr int count = 10'000;
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket router(io.get_executor(), context, zmq::socket_type::router);
-  zmq_socket dealer(io.get_executor(), context, zmq::socket_type::dealer);
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
+  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer);
   REQUIRE_FALSE(dealer.connect(bind_loopback(router)));
 
   io_guard guard(io, 120s);
@@ -161,9 +161,9 @@ TEST_CASE("16 dealers each send 1000 messages to one router and every answer arr
   constexpr int per_peer = 1000;
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket router(io.get_executor(), context, zmq::socket_type::router);
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
   const std::string endpoint = bind_loopback(router);
-  std::vector<zmq_socket> dealers;
+  std::vector<async_socket> dealers;
   for (int p = 0; p < peers; ++p) {
     socket_options options;
     options.routing_id = "worker-" + std::to_string(p);
@@ -196,10 +196,10 @@ TEST_CASE("a send that hits the high-water mark waits and resumes when the peer 
   constexpr std::size_t size = 16 * 1024;
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket router(io.get_executor(), context, zmq::socket_type::router, tight_options());
+  async_socket router(io.get_executor(), context, zmq::socket_type::router, tight_options());
   shrink_kernel_buffers(router);
   const std::string endpoint = bind_loopback(router);
-  zmq_socket dealer(io.get_executor(), context, zmq::socket_type::dealer,
+  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer,
                     tight_options("worker-1"));
   shrink_kernel_buffers(dealer);
   REQUIRE_FALSE(dealer.connect(endpoint));
@@ -234,11 +234,11 @@ TEST_CASE("a router send waiting on one full peer resumes while other peers stay
   constexpr std::size_t size = 16 * 1024;
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket router(io.get_executor(), context, zmq::socket_type::router, tight_options());
+  async_socket router(io.get_executor(), context, zmq::socket_type::router, tight_options());
   shrink_kernel_buffers(router);
   const std::string endpoint = bind_loopback(router);
-  zmq_socket slow(io.get_executor(), context, zmq::socket_type::dealer, tight_options("slow"));
-  zmq_socket idle(io.get_executor(), context, zmq::socket_type::dealer, tight_options("idle"));
+  async_socket slow(io.get_executor(), context, zmq::socket_type::dealer, tight_options("slow"));
+  async_socket idle(io.get_executor(), context, zmq::socket_type::dealer, tight_options("idle"));
   shrink_kernel_buffers(slow);
   REQUIRE_FALSE(slow.connect(endpoint));
   REQUIRE_FALSE(idle.connect(endpoint));
@@ -268,7 +268,7 @@ TEST_CASE("a frame over the maximum size is refused and the receiver keeps servi
   asio::io_context io;
   socket_options limited;
   limited.max_frame_bytes = 1024;
-  zmq_socket router(io.get_executor(), context, zmq::socket_type::router, limited);
+  async_socket router(io.get_executor(), context, zmq::socket_type::router, limited);
   const std::string endpoint = bind_loopback(router);
 
   // Plain blocking sockets play the peers: they need no io_context.
@@ -316,7 +316,7 @@ TEST_CASE("a frame over the maximum size is refused and the receiver keeps servi
 TEST_CASE("a multipart message is reported and dropped, and the next message is received") {
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket router(io.get_executor(), context, zmq::socket_type::router);
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
   zmq::socket_t peer(context, zmq::socket_type::dealer);
   peer.set(zmq::sockopt::linger, 0);
   peer.set(zmq::sockopt::routing_id, "peer");
@@ -338,7 +338,7 @@ TEST_CASE("a multipart message is reported and dropped, and the next message is 
 TEST_CASE("a router send to an unknown peer fails with host_unreachable") {
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket router(io.get_executor(), context, zmq::socket_type::router);
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
   bind_loopback(router);
   io_guard guard(io, 60s);
   std::error_code result;
@@ -355,7 +355,7 @@ TEST_CASE("a router send to an unknown peer fails with host_unreachable") {
 TEST_CASE("closing a socket ends its pending receive with operation_aborted") {
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket dealer(io.get_executor(), context, zmq::socket_type::dealer);
+  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer);
   REQUIRE_FALSE(dealer.connect("tcp://127.0.0.1:1"));  // nobody there: nothing will arrive
   io_guard guard(io, 60s);
   std::vector<received_frame> got;
@@ -370,7 +370,7 @@ TEST_CASE("closing a socket ends its pending receive with operation_aborted") {
 
 namespace {
 
-asio::awaitable<void> give_up_then_receive(zmq_socket* socket, zmq_socket* peer,
+asio::awaitable<void> give_up_then_receive(async_socket* socket, async_socket* peer,
                                            std::vector<received_frame>* out, bool* lost_race) {
   using namespace asio::experimental::awaitable_operators;
   const auto executor = co_await asio::this_coro::executor;
@@ -387,8 +387,8 @@ asio::awaitable<void> give_up_then_receive(zmq_socket* socket, zmq_socket* peer,
 TEST_CASE("a receive cancelled by its caller leaves the socket usable") {
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket a(io.get_executor(), context, zmq::socket_type::pair);
-  zmq_socket b(io.get_executor(), context, zmq::socket_type::pair);
+  async_socket a(io.get_executor(), context, zmq::socket_type::pair);
+  async_socket b(io.get_executor(), context, zmq::socket_type::pair);
   REQUIRE_FALSE(b.connect(bind_loopback(a)));
   io_guard guard(io, 60s);
   std::vector<received_frame> got;
@@ -404,12 +404,12 @@ TEST_CASE("push, pull and pair sockets carry messages over ipc in a temporary fo
   temp_folder folder;
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket pull(io.get_executor(), context, zmq::socket_type::pull);
-  zmq_socket push(io.get_executor(), context, zmq::socket_type::push);
+  async_socket pull(io.get_executor(), context, zmq::socket_type::pull);
+  async_socket push(io.get_executor(), context, zmq::socket_type::push);
   REQUIRE_FALSE(pull.bind(folder.ipc("pipeline")));
   REQUIRE_FALSE(push.connect(pull.last_endpoint()));
-  zmq_socket left(io.get_executor(), context, zmq::socket_type::pair);
-  zmq_socket right(io.get_executor(), context, zmq::socket_type::pair);
+  async_socket left(io.get_executor(), context, zmq::socket_type::pair);
+  async_socket right(io.get_executor(), context, zmq::socket_type::pair);
   REQUIRE_FALSE(left.bind(folder.ipc("pair")));
   REQUIRE_FALSE(right.connect(left.last_endpoint()));
 
@@ -433,7 +433,7 @@ TEST_CASE("push, pull and pair sockets carry messages over ipc in a temporary fo
 TEST_CASE("bind reports a bad endpoint as an error value") {
   zmq::context_t context;
   asio::io_context io;
-  zmq_socket socket(io.get_executor(), context, zmq::socket_type::router);
+  async_socket socket(io.get_executor(), context, zmq::socket_type::router);
   const std::error_code error = socket.bind("nonsense://where");
   CHECK(error);
   CHECK(error == std::errc::protocol_not_supported);

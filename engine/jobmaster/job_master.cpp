@@ -1,0 +1,285 @@
+#include "engine/jobmaster/job_master.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <sstream>
+#include <utility>
+
+#include <asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "graph/job_graph_codec.hpp"
+
+namespace snapflow {
+
+result<std::shared_ptr<job_master>> job_master::create(
+    asio::any_io_executor executor, job_graph graph, std::shared_ptr<worker_registry> workers,
+    std::shared_ptr<task_deployment_gateway> deployer,
+    std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway, options opts) {
+  if (auto invalid = opts.restart.validate()) return error{*invalid};
+  auto built = build_execution_graph(graph, executor);
+  if (!built) return built.err();
+  std::shared_ptr<execution_graph> eg = std::move(*built);
+  if (graph.checkpointing) {
+    const auto& s = *graph.checkpointing;
+    const auto job_dir = opts.state_dir / graph.id;
+    auto counter = file_checkpoint_id_counter::open(job_dir);
+    if (!counter) return counter.err();
+    auto store = std::make_shared<completed_checkpoint_store>(s.config.retained);
+    auto recovered = checkpoint_storage(job_dir).recover();
+    for (const auto& warning : recovered.warnings)
+      spdlog::warn("job {}: skipping checkpoint: {}", graph.id, warning);
+    if (!recovered.checkpoints.empty()) {
+      // The counter never goes back behind what is on disk, even if its own file was lost.
+      if (auto advanced = (*counter)->advance_to(recovered.checkpoints.back().id + 1); !advanced)
+        return advanced.err();
+    }
+    store->recover(std::move(recovered.checkpoints));
+    auto enabled = eg->enable_checkpointing(
+        s.config, s.to_trigger, s.to_acknowledge, s.to_confirm, {},
+        std::shared_ptr<checkpoint_id_counter>(std::move(*counter)), std::move(store),
+        s.config.state_backend,
+        std::make_shared<checkpoint_stats_tracker>(s.config.stats_history_size, s.config),
+        checkpoint_runtime{opts.io_executor, std::move(checkpoint_gateway), opts.state_dir});
+    if (!enabled) return enabled.err();
+  }
+  auto master = std::shared_ptr<job_master>(new job_master(
+      std::move(executor), std::move(eg), std::move(workers), std::move(deployer), std::move(opts)));
+  std::weak_ptr<job_master> weak = master;
+  master->graph_->set_job_failure_handler(
+      [weak](const std::string& cause, std::optional<execution_attempt_id>) {
+        if (auto self = weak.lock()) self->fail("too many failed checkpoints: " + cause);
+      });
+  return master;
+}
+
+job_master::job_master(asio::any_io_executor executor, std::shared_ptr<execution_graph> graph,
+                       std::shared_ptr<worker_registry> workers,
+                       std::shared_ptr<task_deployment_gateway> deployer, options opts)
+    : executor_(std::move(executor)),
+      graph_(std::move(graph)),
+      workers_(std::move(workers)),
+      deployer_(std::move(deployer)),
+      options_(std::move(opts)),
+      restart_strategy_(options_.restart),
+      job_graph_bytes_(encode_job_graph(graph_->job())) {
+  for (const auto& v : graph_->job_vertices())
+    slots_needed_ = std::max(slots_needed_, v->parallelism());
+}
+
+void job_master::start() {
+  if (graph_->status() != job_status::created) return;
+  try_schedule();
+}
+
+void job_master::try_schedule() {
+  const job_status s = graph_->status();
+  if (s != job_status::created && s != job_status::restarting) return;
+  if (!slot_workers_.empty()) return;  // already placed
+  auto slots = workers_->allocate(slots_needed_);
+  if (!slots) {
+    if (!waiting_for_slots_)
+      spdlog::info("job {}: waiting for slots ({} needed, {} free)", id(), slots_needed_,
+                   workers_->total_free_slots());
+    waiting_for_slots_ = true;
+    return;
+  }
+  waiting_for_slots_ = false;
+  deploy_all(*slots);
+}
+
+void job_master::deploy_all(const std::vector<worker_id>& slots) {
+  slot_workers_ = slots;
+  placement_.clear();
+  std::map<subtask_id, std::string> endpoints;
+  for (const auto& v : graph_->job_vertices())
+    for (const auto& s : v->subtasks()) {
+      const worker_id& w = slot_workers_[s->id().index];
+      placement_[s->id()] = w;
+      const worker_info* info = workers_->find(w);
+      endpoints[s->id()] = info ? info->data_endpoint : std::string();
+    }
+
+  // Resume from the latest completed checkpoint, if any.
+  std::optional<completed_checkpoint> restore;
+  if (auto* coordinator = graph_->get_checkpoint_coordinator()) {
+    auto latest = coordinator->core().restore_latest_checkpoint(coordinator_clock::now_us());
+    if (!latest) {
+      spdlog::error("job {}: cannot restore: {}", id(), latest.err().message);
+      release_slots();
+      end(job_status::failed);
+      failure_cause_ = latest.err().message;
+      return;
+    }
+    restore = std::move(*latest);
+  }
+  restored_from_ = restore ? std::optional<checkpoint_id>(restore->id) : std::nullopt;
+
+  const std::string checkpoint_dir = (options_.state_dir / id()).string();
+  for (const auto& v : graph_->job_vertices()) {
+    std::map<std::uint32_t, subtask_state> vertex_states;
+    if (restore)
+      for (const auto& [sub, state] : restore->subtask_states)
+        if (sub.vertex == v->id()) vertex_states.emplace(sub.index, state);
+    for (const auto& s : v->subtasks()) {
+      task_deployment_descriptor d;
+      d.job = id();
+      d.attempt = s->current_attempt();
+      d.job_graph_bytes = job_graph_bytes_;
+      d.subtask_endpoints = endpoints;
+      if (restore) d.restore_checkpoint_id = restore->id;
+      d.restore_states = vertex_states;
+      d.checkpoint_dir = checkpoint_dir;
+      s->set_state(execution_state::deploying);
+      deployer_->deploy(placement_[s->id()], d);
+    }
+  }
+}
+
+execution_vertex* job_master::find_current(const execution_attempt_id& attempt) {
+  execution_job_vertex* v = graph_->find_job_vertex(attempt.subtask.vertex);
+  if (v == nullptr || attempt.subtask.index >= v->parallelism()) return nullptr;
+  execution_vertex& s = v->subtask(attempt.subtask.index);
+  return s.current_attempt() == attempt ? &s : nullptr;
+}
+
+std::optional<worker_id> job_master::worker_of(const execution_attempt_id& attempt) const {
+  const execution_job_vertex* v = std::as_const(*graph_).find_job_vertex(attempt.subtask.vertex);
+  if (v == nullptr || attempt.subtask.index >= v->parallelism() ||
+      v->subtask(attempt.subtask.index).current_attempt() != attempt)
+    return std::nullopt;
+  auto it = placement_.find(attempt.subtask);
+  if (it == placement_.end()) return std::nullopt;
+  return it->second;
+}
+
+void job_master::on_task_state(const execution_attempt_id& attempt, execution_state state,
+                               const std::string& message) {
+  execution_vertex* s = find_current(attempt);
+  if (s == nullptr || is_terminal(graph_->status())) return;  // a stale attempt: ignore
+  if (is_terminal(s->state())) return;
+  s->set_state(state);
+  const job_status status = graph_->status();
+  switch (state) {
+    case execution_state::running: {
+      if (status != job_status::created && status != job_status::restarting) return;
+      auto all = graph_->all_execution_vertices();
+      bool all_running = std::all_of(all.begin(), all.end(), [](const execution_vertex* v) {
+        return v->state() == execution_state::running || v->state() == execution_state::finished;
+      });
+      if (all_running) graph_->transition_to(job_status::running);
+      return;
+    }
+    case execution_state::finished: {
+      auto all = graph_->all_execution_vertices();
+      bool all_finished = std::all_of(all.begin(), all.end(), [](const execution_vertex* v) {
+        return v->state() == execution_state::finished;
+      });
+      if (all_finished && status == job_status::running) end(job_status::finished);
+      return;
+    }
+    case execution_state::failed: {
+      std::ostringstream os;
+      os << "task " << s->task_name() << " (" << attempt << ") failed: " << message;
+      fail(os.str());
+      return;
+    }
+    case execution_state::canceled:
+      if (status == job_status::running || status == job_status::created ||
+          status == job_status::restarting)
+        fail("task " + s->task_name() + " was canceled unexpectedly");
+      return;
+    default:
+      return;
+  }
+}
+
+void job_master::on_worker_lost(const worker_id& worker) {
+  bool hosted = std::find(slot_workers_.begin(), slot_workers_.end(), worker) != slot_workers_.end();
+  if (!hosted) return;
+  // The slots died with the worker: nothing to release there.
+  for (auto& w : slot_workers_)
+    if (w == worker) w.clear();
+  fail("worker " + worker + " was lost");
+}
+
+void job_master::on_slots_available() {
+  if (waiting_for_slots_) try_schedule();
+}
+
+void job_master::cancel_running_tasks() {
+  for (auto* v : graph_->all_execution_vertices()) {
+    if (is_terminal(v->state()) || v->state() == execution_state::created) continue;
+    auto it = placement_.find(v->id());
+    if (it != placement_.end() && !it->second.empty() && workers_->find(it->second))
+      deployer_->cancel(it->second, id(), v->current_attempt());
+    v->set_state(execution_state::canceled);
+  }
+}
+
+void job_master::release_slots() {
+  for (const auto& w : slot_workers_)
+    if (!w.empty()) workers_->release(w, 1);
+  slot_workers_.clear();
+  placement_.clear();
+}
+
+void job_master::fail(const std::string& cause) {
+  const job_status status = graph_->status();
+  if (is_terminal(status) || status == job_status::failing || status == job_status::cancelling)
+    return;
+  spdlog::warn("job {}: failing: {}", id(), cause);
+  failure_cause_ = cause;
+  if (restart_timer_) restart_timer_->cancel();
+  // Leaving RUNNING stops the periodic trigger and aborts pending checkpoints (listener).
+  graph_->transition_to(job_status::failing);
+  if (auto* coordinator = graph_->get_checkpoint_coordinator())
+    coordinator->abort_pending_checkpoints(checkpoint_failure_reason::job_failover, cause);
+  cancel_running_tasks();
+  release_slots();
+  auto delay_us = restart_strategy_.on_failure(coordinator_clock::now_us());
+  if (!delay_us) {
+    spdlog::error("job {}: restart strategy exhausted; the job FAILED: {}", id(), cause);
+    end(job_status::failed);
+    return;
+  }
+  graph_->transition_to(job_status::restarting);
+  restart_timer_ = std::make_shared<coordinator_timer>(executor_);
+  restart_timer_->expires_at(coordinator_clock::from_us(coordinator_clock::now_us() + *delay_us));
+  std::weak_ptr<job_master> weak = weak_from_this();
+  restart_timer_->async_wait([weak, timer = restart_timer_](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock(); self && self->restart_timer_ == timer) self->restart();
+  });
+}
+
+void job_master::restart() {
+  if (graph_->status() != job_status::restarting) return;
+  ++restarts_;
+  // A fresh start deserves a fresh streak of tolerable checkpoint failures.
+  if (auto* failures = graph_->failure_manager()) failures->reset();
+  for (auto* v : graph_->all_execution_vertices()) v->reset_for_new_attempt();
+  try_schedule();
+}
+
+void job_master::cancel() {
+  const job_status status = graph_->status();
+  if (is_terminal(status)) return;
+  if (restart_timer_) restart_timer_->cancel();
+  if (status == job_status::failing) graph_->transition_to(job_status::restarting);
+  graph_->transition_to(job_status::cancelling);
+  cancel_running_tasks();
+  release_slots();
+  end(job_status::canceled);
+}
+
+void job_master::end(job_status terminal) {
+  assert(is_globally_terminal(terminal));
+  if (terminal == job_status::finished) release_slots();
+  if (graph_->status() == job_status::running && terminal == job_status::failed)
+    graph_->transition_to(job_status::failing);
+  graph_->transition_to(terminal);
+  if (auto* coordinator = graph_->get_checkpoint_coordinator()) coordinator->shutdown(terminal);
+}
+
+}  // namespace snapflow

@@ -1,0 +1,97 @@
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/any_io_executor.hpp>
+
+#include "engine/clock.hpp"
+#include "engine/jobmaster/execution_graph.hpp"
+#include "engine/jobmaster/restart_strategy.hpp"
+#include "engine/jobmaster/task_deployment.hpp"
+#include "engine/jobmaster/worker_registry.hpp"
+
+namespace snapflow {
+
+// Runs one job (Flink's JobMaster + scheduler): places its subtasks on worker slots, deploys
+// them, follows their states, moves the job status, and fails over (restart strategy, restore
+// from the latest completed checkpoint, new attempt ids) when a task or a worker dies. Lives on
+// the coordinator's executor with the execution graph and the checkpoint coordinator.
+//
+// Placement uses slot sharing: slot k hosts subtask k of every vertex, so a job needs as many
+// slots as its largest parallelism, and a pipeline's stages sit together.
+class job_master : public std::enable_shared_from_this<job_master> {
+ public:
+  struct options {
+    std::filesystem::path state_dir;  // checkpoints under <state_dir>/<job-id>
+    asio::any_io_executor io_executor;
+    restart_strategy_config restart;
+  };
+
+  static result<std::shared_ptr<job_master>> create(
+      asio::any_io_executor executor, job_graph graph, std::shared_ptr<worker_registry> workers,
+      std::shared_ptr<task_deployment_gateway> deployer,
+      std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway, options opts);
+
+  // Schedules the job (now, or once enough slots exist). Resumes from the latest completed
+  // checkpoint in the state folder, if there is one (a restarted coordinator).
+  void start();
+  // A task reported a new state; reports from attempts other than the current one are ignored.
+  void on_task_state(const execution_attempt_id& attempt, execution_state state,
+                     const std::string& message = {});
+  // Every subtask that ran on the worker is lost.
+  void on_worker_lost(const worker_id& worker);
+  // New workers or freed slots: a job waiting for slots tries again.
+  void on_slots_available();
+  // Cancels every task; the job ends CANCELED.
+  void cancel();
+  // Fails the job over (or ends it FAILED when the restart strategy is exhausted).
+  void fail(const std::string& cause);
+
+  const job_id& id() const { return graph_->id(); }
+  job_status status() const { return graph_->status(); }
+  const execution_graph& graph() const { return *graph_; }
+  execution_graph& graph() { return *graph_; }
+  checkpoint_coordinator* coordinator() const { return graph_->get_checkpoint_coordinator(); }
+  std::optional<worker_id> worker_of(const execution_attempt_id& attempt) const;
+  bool waiting_for_slots() const { return waiting_for_slots_; }
+  std::uint32_t slots_needed() const { return slots_needed_; }
+  std::int32_t restarts() const { return restarts_; }
+  const std::optional<std::string>& failure_cause() const { return failure_cause_; }
+  std::optional<checkpoint_id> restored_from() const { return restored_from_; }
+
+ private:
+  job_master(asio::any_io_executor executor, std::shared_ptr<execution_graph> graph,
+             std::shared_ptr<worker_registry> workers,
+             std::shared_ptr<task_deployment_gateway> deployer, options opts);
+
+  void try_schedule();
+  void deploy_all(const std::vector<worker_id>& slots);
+  void release_slots();
+  void cancel_running_tasks();
+  void restart();
+  void end(job_status terminal);
+  execution_vertex* find_current(const execution_attempt_id& attempt);
+
+  asio::any_io_executor executor_;
+  std::shared_ptr<execution_graph> graph_;
+  std::shared_ptr<worker_registry> workers_;
+  std::shared_ptr<task_deployment_gateway> deployer_;
+  options options_;
+  restart_strategy restart_strategy_;
+  std::string job_graph_bytes_;
+  std::uint32_t slots_needed_ = 0;
+  std::vector<worker_id> slot_workers_;  // slot k -> worker; empty when nothing is placed
+  std::map<subtask_id, worker_id> placement_;
+  bool waiting_for_slots_ = false;
+  std::int32_t restarts_ = 0;
+  std::optional<std::string> failure_cause_;
+  std::optional<checkpoint_id> restored_from_;
+  std::shared_ptr<coordinator_timer> restart_timer_;
+};
+
+}  // namespace snapflow

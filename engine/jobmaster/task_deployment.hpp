@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "engine/checkpoint/completed_checkpoint.hpp"
+#include "graph/ids.hpp"
+
+namespace snapflow {
+
+using worker_id = std::string;
+
+// Everything a worker needs to run one subtask attempt (Flink's TaskDeploymentDescriptor).
+struct task_deployment_descriptor {
+  job_id job;
+  execution_attempt_id attempt;
+  // The whole job graph, msgpack-encoded (graph/job_graph_codec.hpp): a task needs its
+  // neighbours' parallelism and partitioning, and encoding once serves every subtask.
+  std::string job_graph_bytes;
+  // Where every subtask of the job runs: the data endpoint of its worker, so a task can connect
+  // its output channels.
+  std::map<subtask_id, std::string> subtask_endpoints;
+  // Set when the job resumes from a checkpoint: the state of every old subtask of this vertex
+  // (keyed by old subtask index), so state can be redistributed when parallelism changed.
+  std::optional<checkpoint_id> restore_checkpoint_id;
+  std::map<std::uint32_t, subtask_state> restore_states;
+  // Where the task writes state files for the checkpoints it takes (<state-dir>/<job-id>).
+  std::string checkpoint_dir;
+
+  bool operator==(const task_deployment_descriptor&) const = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const task_deployment_descriptor& d) {
+  os << "task_deployment{job=" << d.job << ", attempt=" << d.attempt << ", restore=";
+  if (d.restore_checkpoint_id)
+    os << *d.restore_checkpoint_id;
+  else
+    os << "none";
+  return os << "}";
+}
+
+// How the job master reaches workers. The transport implements it; tests record the calls.
+// Calls are made on the job master's executor and must not block it.
+class task_deployment_gateway {
+ public:
+  virtual ~task_deployment_gateway() = default;
+  virtual void deploy(const worker_id& worker, const task_deployment_descriptor& descriptor) = 0;
+  virtual void cancel(const worker_id& worker, const job_id& job,
+                      const execution_attempt_id& attempt) = 0;
+};
+
+}  // namespace snapflow

@@ -1,0 +1,257 @@
+// The job master over a recording deployment gateway and a manual clock: placement, status,
+// checkpoints, failover with new attempts restored from the latest checkpoint, slots, cancel.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include <asio/io_context.hpp>
+
+#include "engine/jobmaster/job_master.hpp"
+#include "graph/stream_environment.hpp"
+#include "tests/engine/test_gateway.hpp"
+
+using namespace snapflow;
+using namespace snapflow::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+class recording_deployer : public task_deployment_gateway {
+ public:
+  std::vector<std::pair<worker_id, task_deployment_descriptor>> deployed;
+  std::vector<std::pair<worker_id, execution_attempt_id>> canceled;
+  void deploy(const worker_id& w, const task_deployment_descriptor& d) override {
+    deployed.emplace_back(w, d);
+  }
+  void cancel(const worker_id& w, const job_id&, const execution_attempt_id& a) override {
+    canceled.emplace_back(w, a);
+  }
+};
+
+job_graph pipeline() {
+  stream_environment env;
+  env.set_parallelism(2).enable_checkpointing(10ms);
+  auto src = env.add_source("sequence_source", {{"count", "100"}});
+  src.uid("src");
+  src.key_by().sum().uid("sum").add_sink("print_sink").uid("sink");
+  return env.build_job_graph();
+}
+
+struct fixture {
+  asio::io_context io;
+  manual_clock clock;
+  std::filesystem::path state_dir = std::filesystem::temp_directory_path() /
+                                     ("snapflow-jm-" + std::to_string(std::random_device{}()));
+  std::shared_ptr<worker_registry> workers = std::make_shared<worker_registry>();
+  std::shared_ptr<recording_deployer> deployer = std::make_shared<recording_deployer>();
+  std::shared_ptr<recording_gateway> gateway = std::make_shared<recording_gateway>();
+  std::shared_ptr<job_master> master;
+  job_graph graph = pipeline();
+
+  explicit fixture(restart_strategy_config restart = {}) {
+    restart.type = restart_strategy_config::kind::fixed_delay;
+    restart.delay_ms = 100;
+    if (restart.max_attempts < 0) restart.max_attempts = 3;
+    auto created = job_master::create(io.get_executor(), graph, workers, deployer, gateway,
+                                      {state_dir, io.get_executor(), restart});
+    REQUIRE(created);
+    master = *created;
+  }
+  ~fixture() {
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir, ec);
+  }
+  void add_worker(const std::string& id, std::uint32_t slots = 2) {
+    REQUIRE(workers->register_worker(id, slots, "tcp://" + id, clock.now_us()));
+  }
+  void poll() {
+    for (int i = 0; i < 10; ++i) {
+      io.restart();
+      if (io.poll() == 0) return;
+    }
+  }
+  void advance(std::chrono::microseconds by) {
+    clock.advance(by);
+    poll();
+  }
+  // Every deployed task of the current attempt reports `state`.
+  void report_all(execution_state state) {
+    for (auto* v : master->graph().all_execution_vertices())
+      master->on_task_state(v->current_attempt(), state);
+    poll();
+  }
+  // Acks every trigger of checkpoint `id` from every current subtask.
+  void ack_all(checkpoint_id id) {
+    for (auto* v : master->graph().all_execution_vertices())
+      master->coordinator()->receive_ack({graph.id, v->current_attempt(), id, {}, {}});
+    poll();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("job master places subtask k of every vertex on slot k and deploys each once") {
+  fixture f;
+  f.add_worker("w1", 1);
+  f.add_worker("w2", 1);
+  f.master->start();
+  REQUIRE(f.deployer->deployed.size() == 6);
+  std::map<std::uint32_t, std::set<worker_id>> by_index;
+  for (const auto& [w, d] : f.deployer->deployed) {
+    by_index[d.attempt.subtask.index].insert(w);
+    CHECK(d.job == f.graph.id);
+    CHECK_FALSE(d.restore_checkpoint_id);
+    CHECK(d.subtask_endpoints.size() == 6);
+    CHECK_FALSE(d.job_graph_bytes.empty());
+  }
+  CHECK(by_index[0].size() == 1);
+  CHECK(by_index[1].size() == 1);
+  CHECK(*by_index[0].begin() != *by_index[1].begin());
+  CHECK(f.master->status() == job_status::created);
+  f.report_all(execution_state::running);
+  CHECK(f.master->status() == job_status::running);
+}
+
+TEST_CASE("job master waits for slots, then schedules when workers come") {
+  fixture f;
+  f.add_worker("w1", 1);
+  f.master->start();
+  CHECK(f.master->waiting_for_slots());
+  CHECK(f.deployer->deployed.empty());
+  f.add_worker("w2", 1);
+  f.master->on_slots_available();
+  CHECK_FALSE(f.master->waiting_for_slots());
+  CHECK(f.deployer->deployed.size() == 6);
+}
+
+TEST_CASE("job master runs periodic checkpoints once RUNNING and finishes when all tasks finish") {
+  fixture f;
+  f.add_worker("w1");
+  f.master->start();
+  f.report_all(execution_state::running);
+  for (int i = 0; i < 20 && f.gateway->triggers.empty(); ++i) f.advance(1ms);
+  REQUIRE_FALSE(f.gateway->triggers.empty());
+  f.ack_all(f.gateway->triggers.back().id);
+  CHECK(f.master->coordinator()->core().latest_completed_id() == 1);
+  f.report_all(execution_state::finished);
+  CHECK(f.master->status() == job_status::finished);
+  CHECK(f.workers->total_free_slots() == 2);
+}
+
+TEST_CASE("a failed task fails the job over: new attempts restored from the latest checkpoint") {
+  fixture f;
+  f.add_worker("w1");
+  f.master->start();
+  f.report_all(execution_state::running);
+  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  f.ack_all(1);
+  REQUIRE(f.master->coordinator()->core().latest_completed_id() == 1);
+  auto old_attempt = f.master->graph().find_job_vertex(1)->subtask(0).current_attempt();
+  f.deployer->deployed.clear();
+
+  f.master->on_task_state(old_attempt, execution_state::failed, "boom");
+  f.poll();
+  CHECK(f.master->status() == job_status::restarting);
+  CHECK_THAT(*f.master->failure_cause(), Catch::Contains("boom"));
+  CHECK(f.deployer->canceled.size() == 5);  // everyone else
+  f.advance(99ms);
+  CHECK(f.deployer->deployed.empty());
+  f.advance(1ms);
+  REQUIRE(f.deployer->deployed.size() == 6);
+  for (const auto& [_, d] : f.deployer->deployed) {
+    CHECK(d.attempt.attempt == 1);
+    REQUIRE(d.restore_checkpoint_id);
+    CHECK(*d.restore_checkpoint_id == 1);
+  }
+  // Reports from the old attempt are ignored.
+  f.master->on_task_state(old_attempt, execution_state::running);
+  CHECK(f.master->status() == job_status::restarting);
+  f.report_all(execution_state::running);
+  CHECK(f.master->status() == job_status::running);
+  CHECK(f.master->restarts() == 1);
+  CHECK(f.master->coordinator()->core().stats().counts().restored == 1);
+}
+
+TEST_CASE("a lost worker fails over every subtask it ran") {
+  fixture f;
+  f.add_worker("w1", 1);
+  f.add_worker("w2", 1);
+  f.master->start();
+  f.report_all(execution_state::running);
+  f.workers->remove("w2");
+  f.master->on_worker_lost("w2");
+  CHECK(f.master->status() == job_status::restarting);
+  f.deployer->deployed.clear();
+  f.advance(100ms);
+  CHECK(f.master->waiting_for_slots());  // one worker left, two slots needed
+  f.add_worker("w3", 1);
+  f.master->on_slots_available();
+  CHECK(f.deployer->deployed.size() == 6);
+  f.report_all(execution_state::running);
+  CHECK(f.master->status() == job_status::running);
+}
+
+TEST_CASE("an exhausted restart strategy ends the job FAILED with its cause") {
+  restart_strategy_config r;
+  r.max_attempts = 1;
+  fixture f(r);
+  f.add_worker("w1");
+  f.master->start();
+  f.report_all(execution_state::running);
+  auto fail_one = [&] {
+    f.master->on_task_state(f.master->graph().find_job_vertex(0)->subtask(0).current_attempt(),
+                            execution_state::failed, "disk full");
+    f.poll();
+  };
+  fail_one();
+  f.advance(100ms);
+  f.report_all(execution_state::running);
+  fail_one();
+  CHECK(f.master->status() == job_status::failed);
+  CHECK_THAT(*f.master->failure_cause(), Catch::Contains("disk full"));
+  CHECK(f.master->coordinator()->core().is_shutdown());
+}
+
+TEST_CASE("cancel ends the job CANCELED and cancels every task") {
+  fixture f;
+  f.add_worker("w1");
+  f.master->start();
+  f.report_all(execution_state::running);
+  f.master->cancel();
+  CHECK(f.master->status() == job_status::canceled);
+  CHECK(f.deployer->canceled.size() == 6);
+  CHECK(f.workers->total_free_slots() == 2);
+}
+
+TEST_CASE("a restarted coordinator resumes the job from the latest checkpoint on disk") {
+  fixture f;
+  f.add_worker("w1");
+  f.master->start();
+  f.report_all(execution_state::running);
+  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  f.ack_all(1);
+  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  f.ack_all(2);
+  REQUIRE(f.master->coordinator()->core().latest_completed_id() == 2);
+
+  // A new job master on the same state folder (the coordinator process restarted).
+  auto workers = std::make_shared<worker_registry>();
+  REQUIRE(workers->register_worker("w1", 2, "tcp://w1", f.clock.now_us()));
+  auto deployer = std::make_shared<recording_deployer>();
+  auto again = job_master::create(f.io.get_executor(), f.graph, workers, deployer, f.gateway,
+                                  {f.state_dir, f.io.get_executor(), {}});
+  REQUIRE(again);
+  (*again)->start();
+  REQUIRE(deployer->deployed.size() == 6);
+  CHECK(deployer->deployed[0].second.restore_checkpoint_id == std::optional<checkpoint_id>(2));
+  for (auto* v : (*again)->graph().all_execution_vertices())
+    (*again)->on_task_state(v->current_attempt(), execution_state::running);
+  CHECK((*again)->status() == job_status::running);
+  (*again)->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  REQUIRE_FALSE((*again)->coordinator()->core().pending_ids().empty());
+  CHECK((*again)->coordinator()->core().pending_ids()[0] > 2);
+}
