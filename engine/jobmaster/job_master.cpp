@@ -34,6 +34,11 @@ result<std::shared_ptr<job_master>> job_master::create(
       if (auto advanced = (*counter)->advance_to(recovered.checkpoints.back().id + 1); !advanced)
         return advanced.err();
     }
+    if (opts.restore_from) {
+      // Ids continue past the savepoint's, so a restored job never reuses one.
+      if (auto advanced = (*counter)->advance_to(opts.restore_from->id + 1); !advanced)
+        return advanced.err();
+    }
     store->recover(std::move(recovered.checkpoints));
     auto enabled = eg->enable_checkpointing(
         s.config, s.to_trigger, s.to_acknowledge, s.to_confirm, {},
@@ -112,6 +117,12 @@ void job_master::deploy_all(const std::vector<worker_id>& slots) {
       return;
     }
     restore = std::move(*latest);
+  }
+  if (!restore && options_.restore_from) {
+    restore = options_.restore_from;
+    if (auto* coordinator = graph_->get_checkpoint_coordinator())
+      coordinator->core().stats().report_restored(restore->id, coordinator_clock::now_us(),
+                                                  restore->location, restore->is_savepoint());
   }
   restored_from_ = restore ? std::optional<checkpoint_id>(restore->id) : std::nullopt;
 

@@ -30,6 +30,9 @@ class job_master : public std::enable_shared_from_this<job_master> {
     std::filesystem::path state_dir;  // checkpoints under <state_dir>/<job-id>
     asio::any_io_executor io_executor;
     restart_strategy_config restart;
+    // Start from this checkpoint or savepoint when the job's own store has nothing newer
+    // (submit --from-savepoint).
+    std::optional<completed_checkpoint> restore_from;
   };
 
   static result<std::shared_ptr<job_master>> create(

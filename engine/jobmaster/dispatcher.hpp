@@ -1,0 +1,86 @@
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/any_io_executor.hpp>
+
+#include "engine/jobmaster/job_master.hpp"
+
+namespace snapflow {
+
+// A one-line view of a job, for `list` and `status`.
+struct job_summary {
+  job_id id;
+  std::string name;
+  job_status status = job_status::created;
+  std::int64_t start_time_ms = 0;
+  std::int32_t restarts = 0;
+  std::size_t subtasks = 0;
+  bool waiting_for_slots = false;
+  std::string failure_cause;
+};
+
+// The coordinator's jobs (Flink's Dispatcher): accepts submissions, persists each submitted job
+// in the state folder so a restarted coordinator resumes every unfinished one, and routes
+// worker and task events to the right job master. Lives on the coordinator's executor.
+//
+// On disk: <state_dir>/jobs/<job-id>/job (the msgpack job graph, written durably before the
+// submission is acknowledged) and, once the job ended for good, <...>/terminal holding its
+// final status.
+class dispatcher : public std::enable_shared_from_this<dispatcher> {
+ public:
+  struct options {
+    std::filesystem::path state_dir;
+    asio::any_io_executor io_executor;
+    restart_strategy_config restart;
+  };
+  using submit_callback = std::function<void(result<job_id>)>;
+
+  dispatcher(asio::any_io_executor executor, std::shared_ptr<worker_registry> workers,
+             std::shared_ptr<task_deployment_gateway> deployer,
+             std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway, options opts);
+
+  // Validates, persists (on the I/O executor), then starts the job; `done` runs on the
+  // coordinator executor. With `savepoint`, the job starts from that savepoint's state.
+  void submit(job_graph graph, std::optional<std::filesystem::path> savepoint,
+              submit_callback done);
+  // Resumes every persisted job that has not ended. Blocking disk reads: call once at start,
+  // before serving. Returns the ids resumed.
+  std::vector<job_id> recover();
+
+  job_master* find(const job_id& id) const;
+  std::vector<job_summary> list() const;
+  std::optional<job_summary> summary(const job_id& id) const;
+  result<void> cancel(const job_id& id);
+
+  // Events from workers.
+  void on_worker_registered(const worker_id& worker, bool replaced_earlier_incarnation);
+  void on_worker_lost(const worker_id& worker);
+  void on_task_state(const job_id& job, const execution_attempt_id& attempt,
+                     execution_state state, const std::string& message);
+  // The worker currently running `attempt` of `job`, if any.
+  std::optional<worker_id> worker_of(const job_id& job, const execution_attempt_id& attempt) const;
+
+  const std::shared_ptr<worker_registry>& workers() const { return workers_; }
+  std::filesystem::path job_folder(const job_id& id) const;
+
+ private:
+  result<std::shared_ptr<job_master>> start_job(job_graph graph,
+                                                std::optional<completed_checkpoint> restore);
+  void persist_terminal(const job_id& id, job_status status);
+
+  asio::any_io_executor executor_;
+  std::shared_ptr<worker_registry> workers_;
+  std::shared_ptr<task_deployment_gateway> deployer_;
+  std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway_;
+  options options_;
+  std::map<job_id, std::shared_ptr<job_master>> jobs_;
+};
+
+}  // namespace snapflow

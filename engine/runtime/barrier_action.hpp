@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint_failure_reason.hpp"
+#include "engine/runtime/stream_element.hpp"
+
+namespace snapflow {
+
+// What a barrier handler (barrier_aligner, barrier_tracker) asks its task to do. The handlers
+// are sans-I/O: they only count and decide; the task snapshots, forwards and declines.
+
+// Every input delivered the barrier (or ended): forward it, snapshot, acknowledge.
+struct trigger_snapshot {
+  checkpoint_barrier barrier;
+  std::int64_t alignment_duration_us = 0;
+  std::uint64_t bytes_processed_during_alignment = 0;
+
+  bool operator==(const trigger_snapshot&) const = default;
+};
+
+// This subtask gives checkpoint `id` up: decline it with `reason`.
+struct abort_snapshot {
+  checkpoint_id id = 0;
+  checkpoint_failure_reason reason = checkpoint_failure_reason::checkpoint_declined;
+  std::string message;
+
+  bool operator==(const abort_snapshot&) const = default;
+};
+
+using barrier_action = std::variant<trigger_snapshot, abort_snapshot>;
+using barrier_actions = std::vector<barrier_action>;
+
+inline std::ostream& operator<<(std::ostream& os, const barrier_action& a) {
+  if (const auto* t = std::get_if<trigger_snapshot>(&a))
+    return os << "trigger_snapshot{id=" << t->barrier.id
+              << ", alignment_us=" << t->alignment_duration_us << "}";
+  const auto& ab = std::get<abort_snapshot>(a);
+  return os << "abort_snapshot{id=" << ab.id << ", reason=" << ab.reason << ", " << ab.message
+            << "}";
+}
+
+}  // namespace snapflow

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include "engine/runtime/stream_element.hpp"
+#include "engine/runtime/task_wakeup.hpp"
+
+namespace snapflow {
+
+// The two ends of a data channel between a producing and a consuming subtask. Elements travel
+// in order, in batches (record_writer does the batching). The consumer's buffer is bounded: a
+// producer whose consumer is full waits in send() (backpressure), so no queue grows without
+// bound. local_channel implements both ends in memory; a network transport implements the
+// producer end over a socket and the consumer end over a bounded receive buffer, with credit
+// flow or socket high-water marks standing in for the shared buffer.
+
+class output_channel {
+ public:
+  virtual ~output_channel() = default;
+  // Hands a batch to the consumer. Blocks while the consumer's buffer is full; returns false
+  // (dropping the batch) once the channel was cancelled.
+  virtual bool send(element_batch batch) = 0;
+  // Ends the channel for good: wakes a blocked send() and makes every later one fail. Any
+  // thread. Used when a job is torn down (a failed or cancelled task).
+  virtual void cancel() = 0;
+};
+
+class input_channel {
+ public:
+  virtual ~input_channel() = default;
+  // The oldest batch not yet taken, or nothing. Never blocks; taking a batch frees room for the
+  // producer.
+  virtual std::optional<element_batch> try_take() = 0;
+  // Called once before the consuming task starts: every batch that arrives (and a cancel)
+  // notifies `wakeup`.
+  virtual void set_wakeup(std::shared_ptr<task_wakeup> wakeup) = 0;
+  virtual void cancel() = 0;
+};
+
+}  // namespace snapflow

@@ -1,0 +1,71 @@
+#include "engine/runtime/local_channel.hpp"
+
+#include <cassert>
+
+namespace snapflow {
+
+local_channel::local_channel(std::size_t capacity_batches) : capacity_(capacity_batches) {
+  assert(capacity_ >= 1);
+}
+
+bool local_channel::send(element_batch batch) {
+  assert(!batch.empty());
+  std::shared_ptr<task_wakeup> wakeup;
+  {
+    std::unique_lock lock(mutex_);
+    not_full_.wait(lock, [&] { return cancelled_ || queue_.size() < capacity_; });
+    if (cancelled_) return false;
+    queue_.push_back(std::move(batch));
+    assert(queue_.size() <= capacity_);
+    if (queue_.size() > high_water_mark_) high_water_mark_ = queue_.size();
+    wakeup = wakeup_;
+  }
+  if (wakeup) wakeup->notify();
+  return true;
+}
+
+std::optional<element_batch> local_channel::try_take() {
+  std::optional<element_batch> out;
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_.empty()) return std::nullopt;
+    out = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  not_full_.notify_one();
+  return out;
+}
+
+void local_channel::set_wakeup(std::shared_ptr<task_wakeup> wakeup) {
+  std::lock_guard lock(mutex_);
+  wakeup_ = std::move(wakeup);
+}
+
+void local_channel::cancel() {
+  std::shared_ptr<task_wakeup> wakeup;
+  {
+    std::lock_guard lock(mutex_);
+    cancelled_ = true;
+    queue_.clear();
+    wakeup = wakeup_;
+  }
+  not_full_.notify_all();
+  if (wakeup) wakeup->notify();
+}
+
+std::size_t local_channel::queued_batches() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+std::size_t local_channel::high_water_mark() const {
+  std::lock_guard lock(mutex_);
+  return high_water_mark_;
+}
+
+bool local_channel::cancelled() const {
+  std::lock_guard lock(mutex_);
+  return cancelled_;
+}
+
+}  // namespace snapflow
