@@ -73,7 +73,7 @@ std::error_code zmq_error(int value) {
   return {value, zmq_category()};
 }
 
-bool is_supported(zmq::socket_type type) {
+[[maybe_unused]] bool is_supported(zmq::socket_type type) {
   return type == zmq::socket_type::router || type == zmq::socket_type::dealer ||
          type == zmq::socket_type::pair || type == zmq::socket_type::push ||
          type == zmq::socket_type::pull;
@@ -120,8 +120,8 @@ struct waiter {
 };
 
 struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
-  async_socket_state(const asio::any_io_executor& executor, zmq::context_t& context, zmq::socket_type t,
-        const socket_options& options)
+  async_socket_state(const asio::any_io_executor& executor, zmq::context_t& context,
+                     zmq::socket_type t, const socket_options& options)
       : socket(context, t), descriptor(executor), retry_timer(executor), type(t) {
     assert(is_supported(t));
     assert(options.max_frame_bytes > 0);

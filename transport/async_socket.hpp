@@ -5,9 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <ostream>
 #include <string>
-#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <zmq.hpp>
@@ -59,14 +57,15 @@ struct received_frame {
 // coroutine (e.g. asio::experimental::awaitable_operators ||) ends a pending operation with
 // asio::error::operation_aborted; a ROUTER send to a peer that is not connected fails with
 // std::errc::host_unreachable. A send to a peer whose queue is full (the high-water mark)
-// waits until the peer drains it.
+// waits until the peer drains it; on a ROUTER that holds up later sends to every peer, so a
+// caller that must not wait on a slow peer races the send with a timer and gives up.
 //
 // Destroying the socket closes it. Pending operations may still resume afterwards (they keep
 // the internals alive) and then see operation_aborted. The zmq::context_t must outlive it.
 class async_socket {
  public:
   async_socket(const asio::any_io_executor& executor, zmq::context_t& context,
-             zmq::socket_type type, const socket_options& options = {});
+               zmq::socket_type type, const socket_options& options = {});
   ~async_socket();
   async_socket(async_socket&&) noexcept = default;
   async_socket& operator=(async_socket&&) noexcept;

@@ -51,8 +51,10 @@ void describe(V& v, M& m) {
   v.required("job_id", m.job);
   v.required("attempt", m.attempt);
   v.bytes("job_graph", m.job_graph);
+  v.optional("subtask_endpoints", m.subtask_endpoints);
   v.optional("restore_checkpoint_id", m.restore_checkpoint_id);
-  v.optional("restore_state", m.restore_state);
+  v.optional("restore_states", m.restore_states);
+  v.optional("checkpoint_dir", m.checkpoint_dir);
 }
 
 template <typename V, message_of<cancel_task> M>
@@ -119,8 +121,8 @@ void describe(V& v, M& m) {
   v.optional("latest_completed_checkpoint_id", m.latest_completed_checkpoint_id);
 }
 
-// Nested values: an attempt id and a state handle are maps of their own, for the same reason
-// the envelope is (fields can be added).
+// Nested records are maps of their own, for the same reason the envelope is (fields can be
+// added).
 template <typename V, message_of<execution_attempt_id> M>
 void describe(V& v, M& m) {
   v.required("vertex", m.subtask.vertex);
@@ -135,10 +137,29 @@ void describe(V& v, M& m) {
   v.required("checksum", m.checksum);
 }
 
+template <typename V, message_of<subtask_endpoint> M>
+void describe(V& v, M& m) {
+  v.required("vertex", m.subtask.vertex);
+  v.required("subtask", m.subtask.index);
+  v.required("endpoint", m.endpoint);
+}
+
+template <typename V, message_of<subtask_restore_state> M>
+void describe(V& v, M& m) {
+  v.required("subtask", m.subtask);
+  v.optional("state_handles", m.state_handles);
+  v.optional("state_size", m.state_size_bytes);
+}
+
 template <typename T>
 struct is_optional : std::false_type {};
 template <typename T>
 struct is_optional<std::optional<T>> : std::true_type {};
+
+// A struct that travels as a nested map.
+template <typename T>
+concept record = std::same_as<T, execution_attempt_id> || std::same_as<T, state_handle> ||
+                 std::same_as<T, subtask_endpoint> || std::same_as<T, subtask_restore_state>;
 
 // ---------------------------------------------------------------------------------------------
 // Writing.
@@ -213,10 +234,14 @@ class field_writer {
   void write(std::int64_t i) { pk_.pack_int64(i); }
   void write(task_state s) { str(to_string(s)); }
   void write(checkpointing_mode mode) { str(to_string(mode)); }
-  void write(const execution_attempt_id& a) { map(a); }
-  void write(const std::vector<state_handle>& handles) {
-    pk_.pack_array(static_cast<std::uint32_t>(handles.size()));
-    for (const auto& h : handles) map(h);
+  template <record T>
+  void write(const T& r) {
+    map(r);
+  }
+  template <record T>
+  void write(const std::vector<T>& records) {
+    pk_.pack_array(static_cast<std::uint32_t>(records.size()));
+    for (const auto& r : records) map(r);
   }
 
   packer& pk_;
@@ -369,21 +394,25 @@ class field_reader {
     if (o.type != msgpack::type::STR) return wrong(key, "str", o);
     std::string_view text(o.via.str.ptr, o.via.str.size);
     auto parsed = parse_task_state(text);
-    if (!parsed) return fail(decode_errc::invalid_value, key, "unknown state '" + printable(text) + "'");
+    if (!parsed)
+      return fail(decode_errc::invalid_value, key, "unknown state '" + printable(text) + "'");
     out = *parsed;
   }
   void read(std::string_view key, const msgpack::object& o, checkpointing_mode& out) {
     if (o.type != msgpack::type::STR) return wrong(key, "str", o);
     std::string_view text(o.via.str.ptr, o.via.str.size);
     auto parsed = parse_checkpointing_mode(text);
-    if (!parsed) return fail(decode_errc::invalid_value, key, "unknown mode '" + printable(text) + "'");
+    if (!parsed)
+      return fail(decode_errc::invalid_value, key, "unknown mode '" + printable(text) + "'");
     out = *parsed;
   }
-  void read(std::string_view key, const msgpack::object& o, execution_attempt_id& out) {
+  template <record T>
+  void read(std::string_view key, const msgpack::object& o, T& out) {
     if (o.type != msgpack::type::MAP) return wrong(key, "map", o);
     nested(o.via.map, path_ + std::string(key) + ".", out);
   }
-  void read(std::string_view key, const msgpack::object& o, std::vector<state_handle>& out) {
+  template <record T>
+  void read(std::string_view key, const msgpack::object& o, std::vector<T>& out) {
     if (o.type != msgpack::type::ARRAY) return wrong(key, "array", o);
     out.clear();
     out.reserve(o.via.array.size);

@@ -20,9 +20,10 @@ std::ostream& operator<<(std::ostream& os, const std::optional<checkpoint_id>& i
   return os << *id;
 }
 
-std::ostream& operator<<(std::ostream& os, const std::vector<state_handle>& handles) {
+template <typename T>
+std::ostream& operator<<(std::ostream& os, const std::vector<T>& items) {
   os << '[';
-  for (std::size_t i = 0; i < handles.size(); ++i) os << (i ? ", " : "") << handles[i];
+  for (std::size_t i = 0; i < items.size(); ++i) os << (i ? ", " : "") << items[i];
   return os << ']';
 }
 
@@ -62,6 +63,15 @@ std::ostream& operator<<(std::ostream& os, const state_handle& h) {
             << "}";
 }
 
+std::ostream& operator<<(std::ostream& os, const subtask_endpoint& e) {
+  return os << e.subtask << "@" << e.endpoint;
+}
+
+std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r) {
+  return os << "restore{subtask=" << r.subtask << ", size=" << r.state_size_bytes
+            << ", handles=" << r.state_handles << "}";
+}
+
 std::ostream& operator<<(std::ostream& os, const register_worker& m) {
   return os << "register_worker{worker=" << m.worker_id << ", slots=" << m.slots
             << ", data=" << m.data_endpoint << ", version=" << m.protocol_version
@@ -81,7 +91,8 @@ std::ostream& operator<<(std::ostream& os, const heartbeat& m) {
 std::ostream& operator<<(std::ostream& os, const deploy_task& m) {
   return os << "deploy_task{job=" << m.job << ", attempt=" << m.attempt
             << ", graph=" << m.job_graph.size() << " bytes"
-            << ", restore=" << m.restore_checkpoint_id << ", state=" << m.restore_state << "}";
+            << ", endpoints=" << m.subtask_endpoints << ", restore=" << m.restore_checkpoint_id
+            << ", states=" << m.restore_states << ", dir=" << m.checkpoint_dir << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const cancel_task& m) {

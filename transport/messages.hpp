@@ -31,6 +31,24 @@ struct state_handle {
   bool operator==(const state_handle&) const = default;
 };
 
+// Where one subtask of a job runs: its worker's data endpoint, for the task's output channels.
+struct subtask_endpoint {
+  subtask_id subtask;
+  std::string endpoint;
+
+  bool operator==(const subtask_endpoint&) const = default;
+};
+
+// The state one subtask of the previous run left in the checkpoint being restored. Keyed by
+// that old subtask index, so state can be redistributed when the parallelism changed.
+struct subtask_restore_state {
+  std::uint32_t subtask = 0;
+  std::vector<state_handle> state_handles;
+  std::uint64_t state_size_bytes = 0;
+
+  bool operator==(const subtask_restore_state&) const = default;
+};
+
 // Lifecycle of one deployed subtask attempt as its worker reports it.
 enum class task_state : std::uint8_t { deploying, running, finished, failed, canceled };
 
@@ -78,9 +96,11 @@ struct deploy_task {
 
   job_id job;
   execution_attempt_id attempt;
-  std::string job_graph;  // serialized job graph (bytes)
+  std::string job_graph;  // the whole job graph, msgpack bytes (graph/job_graph_codec.hpp)
+  std::vector<subtask_endpoint> subtask_endpoints;  // every subtask of the job
   std::optional<checkpoint_id> restore_checkpoint_id;
-  std::vector<state_handle> restore_state;
+  std::vector<subtask_restore_state> restore_states;  // this vertex's old subtasks
+  std::string checkpoint_dir;  // where this attempt writes its checkpoints' state files
 
   bool operator==(const deploy_task&) const = default;
 };
@@ -159,7 +179,7 @@ struct decline_checkpoint {
   bool operator==(const decline_checkpoint&) const = default;
 };
 
-// coordinator -> worker: `checkpoint` is durable; commit what it pre-committed.
+// coordinator -> worker: `checkpoint` is durable (two-phase-commit sinks commit now).
 struct notify_checkpoint_complete {
   static constexpr std::string_view wire_type = "notify_checkpoint_complete";
 
@@ -170,7 +190,7 @@ struct notify_checkpoint_complete {
   bool operator==(const notify_checkpoint_complete&) const = default;
 };
 
-// coordinator -> worker: `checkpoint` will never complete; drop what it pre-committed.
+// coordinator -> worker: `checkpoint` will never complete.
 struct notify_checkpoint_aborted {
   static constexpr std::string_view wire_type = "notify_checkpoint_aborted";
 
@@ -192,6 +212,8 @@ std::string_view type_name(const message& m);
 
 std::ostream& operator<<(std::ostream& os, task_state state);
 std::ostream& operator<<(std::ostream& os, const state_handle& h);
+std::ostream& operator<<(std::ostream& os, const subtask_endpoint& e);
+std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r);
 std::ostream& operator<<(std::ostream& os, const register_worker& m);
 std::ostream& operator<<(std::ostream& os, const register_ack& m);
 std::ostream& operator<<(std::ostream& os, const heartbeat& m);

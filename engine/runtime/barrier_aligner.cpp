@@ -13,8 +13,10 @@ barrier_aligner::barrier_aligner(std::size_t num_inputs)
 barrier_actions barrier_aligner::on_barrier(std::size_t input, const checkpoint_barrier& barrier,
                                             std::int64_t now_us) {
   assert(input < blocked_.size());
-  assert(!ended_[input]);  // end-of-input is the last thing a channel carries
   barrier_actions out;
+  // End-of-input is the last thing a channel carries: anything after it (a broken peer) is
+  // ignored, as are stale barriers.
+  if (ended_[input]) return out;
   if (barrier.id <= last_handled_id_ || aborted_ahead_.contains(barrier.id)) return out;
   if (aligning_ && barrier.id < aligning_->id) return out;  // older than the one aligned
   if (aligning_ && barrier.id == aligning_->id) {

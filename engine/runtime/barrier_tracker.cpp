@@ -18,8 +18,8 @@ bool barrier_tracker::complete(const counting& c) const {
 barrier_actions barrier_tracker::on_barrier(std::size_t input, const checkpoint_barrier& barrier,
                                             std::int64_t now_us) {
   assert(input < ended_.size());
-  assert(!ended_[input]);
   barrier_actions out;
+  if (ended_[input]) return out;  // nothing may follow end-of-input
   if (barrier.id <= last_handled_id_ || aborted_.contains(barrier.id)) return out;
   auto it = pending_.find(barrier.id);
   if (it == pending_.end()) {
@@ -69,10 +69,9 @@ void barrier_tracker::trigger(std::map<checkpoint_id, counting>::iterator it, st
                               barrier_actions& out) {
   const checkpoint_id id = it->first;
   for (auto older = pending_.begin(); older != it; ++older)
-    out.push_back(abort_snapshot{older->first,
-                                 checkpoint_failure_reason::checkpoint_declined_subsumed,
-                                 "checkpoint " + std::to_string(id) +
-                                     " completed its barriers first"});
+    out.push_back(
+        abort_snapshot{older->first, checkpoint_failure_reason::checkpoint_declined_subsumed,
+                       "checkpoint " + std::to_string(id) + " completed its barriers first"});
   out.push_back(trigger_snapshot{it->second.barrier,
                                  std::max<std::int64_t>(0, now_us - it->second.first_us), 0});
   pending_.erase(pending_.begin(), std::next(it));

@@ -12,9 +12,7 @@ struct key_group_range {
 
   bool empty() const { return first > last; }
   std::uint32_t size() const { return empty() ? 0 : last - first + 1; }
-  bool contains(std::uint32_t key_group) const {
-    return key_group >= first && key_group <= last;
-  }
+  bool contains(std::uint32_t key_group) const { return key_group >= first && key_group <= last; }
 
   bool operator==(const key_group_range&) const = default;
 };

@@ -67,9 +67,17 @@ TEST_CASE("heartbeat round-trips, including negative timestamps") {
 TEST_CASE("deploy_task round-trips with and without restore state") {
   std::string graph_bytes;
   for (int i = 0; i < 300; ++i) graph_bytes.push_back(static_cast<char>(i));  // every byte value
-  check_round_trip(deploy_task{job, attempt_of(3, 1, 2), graph_bytes, std::nullopt, {}});
-  check_round_trip(deploy_task{job, attempt_of(0, 0, 0), graph_bytes, 17,
-                               {{"chk-17/v3-1.state", 4096, 0xdeadbeef}, {"chk-17/x", 0, 0}}});
+  const std::vector<subtask_endpoint> endpoints = {{{0, 0}, "tcp://10.0.0.7:7001"},
+                                                   {{3, 1}, "tcp://10.0.0.8:7001"}};
+  check_round_trip(deploy_task{job, attempt_of(3, 1, 2), graph_bytes, endpoints, std::nullopt,
+                               {}, "/state/" + job});
+  check_round_trip(deploy_task{
+      job, attempt_of(3, 1, 0), graph_bytes, endpoints, 17,
+      {{0, {{"chk-17/v3-0.state", 4096, 0xdeadbeef}}, 4096},
+       {1, {{"chk-17/v3-1.state", 10, 1}, {"chk-17/v3-1.extra", 0, 0}}, 10},
+       {2, {}, 0}},
+      "/state/" + job});
+  check_round_trip(deploy_task{job, attempt_of(0, 0, 0), "", {}, std::nullopt, {}, ""});
 }
 
 TEST_CASE("cancel_task round-trips") { check_round_trip(cancel_task{job, attempt_of(9, 31, 4)}); }
@@ -378,7 +386,8 @@ TEST_CASE("random and mutated frames never crash the decoder") {
   std::mt19937_64 rng(20240601);
   const std::vector<std::string> seeds = {
       encode(register_worker{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242}),
-      encode(deploy_task{job, attempt_of(0, 0, 0), "graph", 17, {{"chk-17/a", 4096, 7}}}),
+      encode(deploy_task{job, attempt_of(0, 0, 0), "graph", {{{1, 2}, "tcp://h:1"}}, 17,
+                         {{0, {{"chk-17/a", 4096, 7}}, 4096}}, "/state"}),
       encode(acknowledge_checkpoint{job, attempt_of(2, 0, 1), 42, {{"a", 1, 2}}, 3, 4, 5, 6, 7}),
   };
   std::size_t ok = 0;
@@ -404,4 +413,19 @@ TEST_CASE("random and mutated frames never crash the decoder") {
     }
   }
   CHECK(ok < 20000);
+}
+
+TEST_CASE("the heartbeat example in docs/protocol.md is what encode writes") {
+  // Keep in step with the example in docs/protocol.md.
+  const std::string expected_hex =
+      "84a17601a174a9686561727462656174a673656e646572a8776f726b65722d31"
+      "ac74696d657374616d705f6d73cf0000018bcfe56800";
+  const std::string frame = encode(heartbeat{"worker-1", 1'700'000'000'000});
+  std::string hex;
+  for (unsigned char c : frame) {
+    constexpr char digits[] = "0123456789abcdef";
+    hex += digits[c >> 4];
+    hex += digits[c & 0x0f];
+  }
+  CHECK(hex == expected_hex);
 }

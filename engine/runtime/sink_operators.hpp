@@ -1,0 +1,36 @@
+#pragma once
+
+#include <string>
+
+#include "engine/runtime/sink_file.hpp"
+#include "engine/runtime/stream_operator.hpp"
+
+namespace snapflow {
+
+// The line the file sinks write for a record: "key,seq,value", plus ",payload" when the
+// payload is not empty. For keyed_sum -> sink that is "key,seq,sum".
+std::string format_record_line(const record& r);
+
+// Prints each record's line to standard output (lines of concurrent subtasks never interleave
+// within a line).
+class print_sink final : public stream_operator {
+ public:
+  result<void> process(const record& r, record_output& out) override;
+};
+
+// At-least-once file sink: appends lines to "<path>/part-<uid>-<subtask>"; a barrier flushes,
+// and the file is fsynced before the checkpoint is acknowledged. After a restore the records
+// since the checkpoint are written again (duplicates, never losses).
+class file_sink final : public stream_operator {
+ public:
+  result<void> open(const operator_context& context,
+                    const std::vector<restored_operator_state>& restored) override;
+  result<void> process(const record& r, record_output& out) override;
+  result<operator_snapshot> snapshot(checkpoint_id id) override;
+  result<void> end_input(record_output& out) override;
+
+ private:
+  sink_file file_;
+};
+
+}  // namespace snapflow

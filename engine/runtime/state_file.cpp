@@ -1,0 +1,269 @@
+#include "engine/runtime/state_file.hpp"
+
+#include <cassert>
+#include <cstdio>
+#include <limits>
+
+#include "engine/checkpoint/checkpoint_storage.hpp"
+#include "engine/checkpoint/crc32c.hpp"
+
+namespace snapflow {
+
+namespace {
+
+constexpr std::size_t header_bytes = 12 + 4 + 8;
+constexpr std::size_t trailer_bytes = 4;
+// A state file of one subtask; far above anything the in-memory backend holds.
+constexpr std::uint64_t max_state_file_bytes = 4ull << 30;
+
+class writer {
+ public:
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
+  }
+  void i64(std::int64_t v) { u64(static_cast<std::uint64_t>(v)); }
+  void str(std::string_view s) {
+    assert(s.size() <= std::numeric_limits<std::uint32_t>::max());
+    u32(static_cast<std::uint32_t>(s.size()));
+    out_.append(s);
+  }
+  void count(std::size_t n) {
+    assert(n <= std::numeric_limits<std::uint32_t>::max());
+    u32(static_cast<std::uint32_t>(n));
+  }
+  std::string& bytes() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Reads with bounds checks: any short or inconsistent read sets failed() and yields zeros.
+class reader {
+ public:
+  explicit reader(std::string_view in) : in_(in) {}
+
+  std::uint32_t u32() {
+    if (!need(4)) return 0;
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+      v |= std::uint32_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
+    pos_ += 4;
+    return v;
+  }
+  std::uint64_t u64() {
+    if (!need(8)) return 0;
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+      v |= std::uint64_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
+    pos_ += 8;
+    return v;
+  }
+  std::int64_t i64() { return static_cast<std::int64_t>(u64()); }
+  std::string str() {
+    const std::uint32_t n = u32();
+    if (!need(n)) return {};
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  // An element count; each element takes at least `min_bytes`, so a forged count larger than
+  // the rest of the body fails here instead of driving a huge loop.
+  std::uint32_t count(std::size_t min_bytes) {
+    const std::uint32_t n = u32();
+    if (failed_ || std::uint64_t{n} * min_bytes > in_.size() - pos_) {
+      failed_ = true;
+      return 0;
+    }
+    return n;
+  }
+  bool failed() const { return failed_; }
+  bool at_end() const { return pos_ == in_.size(); }
+
+ private:
+  bool need(std::size_t n) {
+    if (failed_ || in_.size() - pos_ < n) {
+      failed_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  std::string_view in_;
+  std::size_t pos_ = 0;
+  bool failed_ = false;
+};
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
+}
+
+}  // namespace
+
+std::string file_safe_uid(std::string_view uid) {
+  std::string out;
+  out.reserve(uid.size() + 9);
+  for (char c : uid) {
+    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '_' || c == '-';
+    out.push_back(safe ? c : '_');
+  }
+  if (out.size() > 64) out.resize(64);
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", crc32c(uid));
+  out.push_back('-');
+  out.append(hex);
+  return out;
+}
+
+std::string state_file::file_name(std::string_view uid, std::uint32_t subtask_index,
+                                  std::uint32_t attempt) {
+  return file_safe_uid(uid) + "-" + std::to_string(subtask_index) + "-" + std::to_string(attempt) +
+         ".state";
+}
+
+std::string state_file::encode(const subtask_snapshot& s) {
+  writer w;
+  w.str(s.operator_uid);
+  w.u32(s.subtask_index);
+  w.u32(s.parallelism);
+  w.i64(s.checkpoint);
+  w.count(s.operator_state.size());
+  for (const auto& e : s.operator_state) {
+    w.str(e.name);
+    w.str(e.bytes);
+  }
+  w.u32(s.keyed.max_parallelism);
+  w.count(s.keyed.key_groups.size());
+  for (const auto& [group, state] : s.keyed.key_groups) {
+    w.u32(group);
+    w.count(state.values.size());
+    for (const auto& [name, keys] : state.values) {
+      w.str(name);
+      w.count(keys.size());
+      for (const auto& [key, value] : keys) {
+        w.u64(key);
+        w.i64(value);
+      }
+    }
+    w.count(state.maps.size());
+    for (const auto& [name, keys] : state.maps) {
+      w.str(name);
+      w.count(keys.size());
+      for (const auto& [key, entries] : keys) {
+        w.u64(key);
+        w.count(entries.size());
+        for (const auto& [map_key, value] : entries) {
+          w.str(map_key);
+          w.i64(value);
+        }
+      }
+    }
+  }
+  const std::string body = std::move(w.bytes());
+  std::string out;
+  out.reserve(header_bytes + body.size() + trailer_bytes);
+  out.append(magic);
+  put_u32(out, version);
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<char>((std::uint64_t{body.size()} >> (8 * i)) & 0xFFu));
+  out.append(body);
+  put_u32(out, crc32c(out));
+  return out;
+}
+
+result<subtask_snapshot> state_file::decode(std::string_view bytes) {
+  if (bytes.size() < header_bytes + trailer_bytes)
+    return error{"state file: " + std::to_string(bytes.size()) +
+                 " bytes is shorter than the header"};
+  if (bytes.substr(0, magic.size()) != magic)
+    return error{"state file: bad magic (not a snapflow state file)"};
+  reader header(bytes.substr(magic.size(), 12));
+  const std::uint32_t file_version = header.u32();
+  const std::uint64_t body_size = header.u64();
+  if (file_version != version)
+    return error{"state file: unsupported format version " + std::to_string(file_version)};
+  if (body_size != bytes.size() - header_bytes - trailer_bytes)
+    return error{"state file: body length does not match the file (torn write?)"};
+  reader trailer(bytes.substr(bytes.size() - trailer_bytes));
+  if (trailer.u32() != crc32c(bytes.substr(0, bytes.size() - trailer_bytes)))
+    return error{"state file: checksum mismatch"};
+
+  reader r(bytes.substr(header_bytes, body_size));
+  subtask_snapshot s;
+  s.operator_uid = r.str();
+  s.subtask_index = r.u32();
+  s.parallelism = r.u32();
+  s.checkpoint = r.i64();
+  const std::uint32_t n_ops = r.count(8);
+  for (std::uint32_t i = 0; i < n_ops && !r.failed(); ++i) {
+    operator_state_entry e;
+    e.name = r.str();
+    e.bytes = r.str();
+    s.operator_state.push_back(std::move(e));
+  }
+  s.keyed.max_parallelism = r.u32();
+  const std::uint32_t n_groups = r.count(12);
+  for (std::uint32_t g = 0; g < n_groups && !r.failed(); ++g) {
+    const std::uint32_t group = r.u32();
+    key_group_state state;
+    const std::uint32_t n_values = r.count(8);
+    for (std::uint32_t i = 0; i < n_values && !r.failed(); ++i) {
+      auto& keys = state.values[r.str()];
+      const std::uint32_t n_keys = r.count(16);
+      for (std::uint32_t k = 0; k < n_keys && !r.failed(); ++k) {
+        const std::uint64_t key = r.u64();
+        keys[key] = r.i64();
+      }
+    }
+    const std::uint32_t n_maps = r.count(8);
+    for (std::uint32_t i = 0; i < n_maps && !r.failed(); ++i) {
+      auto& keys = state.maps[r.str()];
+      const std::uint32_t n_keys = r.count(12);
+      for (std::uint32_t k = 0; k < n_keys && !r.failed(); ++k) {
+        auto& entries = keys[r.u64()];
+        const std::uint32_t n_entries = r.count(12);
+        for (std::uint32_t e = 0; e < n_entries && !r.failed(); ++e) {
+          std::string map_key = r.str();
+          entries[std::move(map_key)] = r.i64();
+        }
+      }
+    }
+    if (!s.keyed.key_groups.emplace(group, std::move(state)).second)
+      return error{"state file: key group " + std::to_string(group) + " appears twice"};
+  }
+  if (r.failed()) return error{"state file: truncated or malformed body"};
+  if (!r.at_end()) return error{"state file: trailing bytes after the body"};
+  if (s.parallelism == 0 || s.subtask_index >= s.parallelism)
+    return error{"state file: subtask " + std::to_string(s.subtask_index) + " of parallelism " +
+                 std::to_string(s.parallelism) + " is impossible"};
+  return s;
+}
+
+result<state_handle> state_file::write(const std::filesystem::path& file,
+                                       const subtask_snapshot& snapshot) {
+  const std::string bytes = encode(snapshot);
+  if (auto written = checkpoint_storage::write_file_durably(file, bytes); !written)
+    return written.err();
+  return state_handle{file.string(), bytes.size(), crc32c(bytes)};
+}
+
+result<subtask_snapshot> state_file::read(const state_handle& handle) {
+  if (auto verified = checkpoint_storage::verify_state(handle); !verified)
+    return error{"refusing corrupt state: " + verified.err().message};
+  if (handle.size > max_state_file_bytes)
+    return error{"state file " + handle.path + " is too large to load"};
+  auto bytes = checkpoint_storage::read_file(handle.path, handle.size);
+  if (!bytes) return bytes.err();
+  // Verified a moment ago; read again, so compare once more (the file may have changed).
+  if (bytes->size() != handle.size || crc32c(*bytes) != handle.checksum)
+    return error{"refusing corrupt state: state file " + handle.path +
+                 " changed while it was read"};
+  auto decoded = decode(*bytes);
+  if (!decoded) return error{decoded.err().message + " (" + handle.path + ")"};
+  return decoded;
+}
+
+}  // namespace snapflow

@@ -1,0 +1,74 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/checkpoint/completed_checkpoint.hpp"
+#include "engine/runtime/keyed_state_backend.hpp"
+#include "graph/ids.hpp"
+#include "graph/result.hpp"
+
+namespace snapflow {
+
+// Named non-keyed state of an operator (a source's offset, a sink's pending transactions).
+struct operator_state_entry {
+  std::string name;
+  std::string bytes;
+
+  bool operator==(const operator_state_entry&) const = default;
+};
+
+// Everything one subtask snapshotted for one checkpoint.
+struct subtask_snapshot {
+  std::string operator_uid;
+  std::uint32_t subtask_index = 0;
+  std::uint32_t parallelism = 1;
+  checkpoint_id checkpoint = 0;
+  std::vector<operator_state_entry> operator_state;
+  keyed_state_snapshot keyed;
+
+  bool empty() const { return operator_state.empty() && keyed.key_groups.empty(); }
+  bool operator==(const subtask_snapshot&) const = default;
+};
+
+// The state file of one subtask for one checkpoint, in the checkpoint's folder. Format
+// (integers little-endian, strings as u32 length + bytes):
+//   magic "SNAPFLOW-STA" | u32 version (1) | u64 body length | body | u32 CRC-32C of all before
+//   body: str uid | u32 subtask | u32 parallelism | i64 checkpoint id |
+//         u32 n, n x (str name, str bytes)                       -- operator state
+//         u32 max parallelism | u32 n, n x key group:            -- keyed state
+//           u32 key group | u32 n, n x (str state, u32 n, n x (u64 key, i64 value)) |
+//           u32 n, n x (str state, u32 n, n x (u64 key, u32 n, n x (str map key, i64 value)))
+// The handle's checksum (CRC-32C of the whole file, checkpoint_storage::verify_state) is checked
+// before a byte is decoded; the trailer and every length are checked again while decoding, so a
+// file that passes the handle's check but was produced by a bug still cannot crash a restore.
+class state_file {
+ public:
+  static constexpr std::string_view magic = "SNAPFLOW-STA";
+  static constexpr std::uint32_t version = 1;
+
+  // "<uid>-<subtask>-<attempt>.state", the uid reduced to file-name-safe characters plus a
+  // checksum of the original so two uids never share a name.
+  static std::string file_name(std::string_view uid, std::uint32_t subtask_index,
+                               std::uint32_t attempt);
+
+  static std::string encode(const subtask_snapshot& snapshot);
+  static result<subtask_snapshot> decode(std::string_view bytes);
+
+  // Writes durably (temp file, fsync, rename, fsync the folder) and returns the handle the
+  // acknowledgement carries.
+  static result<state_handle> write(const std::filesystem::path& file,
+                                    const subtask_snapshot& snapshot);
+  // Verifies the handle's size and checksum first: a corrupt or torn file is refused with an
+  // error naming it, never loaded.
+  static result<subtask_snapshot> read(const state_handle& handle);
+};
+
+// A uid reduced to [A-Za-z0-9_-] plus the hex CRC-32C of the original: safe in a file name,
+// and distinct for distinct uids.
+std::string file_safe_uid(std::string_view uid);
+
+}  // namespace snapflow

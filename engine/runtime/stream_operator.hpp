@@ -1,0 +1,107 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/keyed_state_backend.hpp"
+#include "engine/runtime/state_file.hpp"
+#include "graph/job_graph.hpp"
+#include "graph/record.hpp"
+#include "graph/result.hpp"
+
+namespace snapflow {
+
+// Where an operator's records go: the task partitions them over its output edges.
+class record_output {
+ public:
+  virtual ~record_output() = default;
+  virtual void emit(record r) = 0;
+};
+
+// Operator state of one old subtask, handed to open() on restore. Every new subtask sees the
+// state of every old subtask: the operator decides what to take (a sink the old subtasks whose
+// index maps to it, a source exactly its own index at unchanged parallelism).
+struct restored_operator_state {
+  std::uint32_t old_subtask_index = 0;
+  std::uint32_t old_parallelism = 1;
+  std::vector<operator_state_entry> entries;
+};
+
+// What an operator runs in: its vertex (kind, params, uid, callable), its place, its state.
+struct operator_context {
+  job_id job;
+  const job_vertex* vertex = nullptr;  // outlives the operator
+  std::uint32_t subtask_index = 0;
+  std::uint32_t parallelism = 1;
+  std::uint32_t attempt = 0;
+  keyed_state_backend* keyed_state = nullptr;  // set for keyed operators only
+  checkpoint_id restored_checkpoint = 0;       // 0 on a fresh start
+};
+
+// The operator's part of a checkpoint, taken on the task thread at the barrier.
+struct operator_snapshot {
+  std::vector<operator_state_entry> state;
+  // Work that must be done before the checkpoint is acknowledged but need not hold up the
+  // task thread (a sink fsyncing the file it just pre-committed). Runs on the snapshot writer.
+  std::function<result<void>()> async_part;
+};
+
+// One operator instance in one subtask. Every member runs on the task thread. Operational
+// failures (a disk, a bad file) are returned as errors and fail the task; a thrown exception
+// (from user code) fails it too.
+class stream_operator {
+ public:
+  virtual ~stream_operator() = default;
+
+  // Before the first record. `restored` is empty on a fresh start.
+  virtual result<void> open(const operator_context& context,
+                            const std::vector<restored_operator_state>& restored) {
+    (void)context;
+    (void)restored;
+    return success();
+  }
+  // Keyed operators find the record's key already set as the backend's current key.
+  virtual result<void> process(const record& r, record_output& out) = 0;
+  // Synchronous part of checkpoint `id`, at the barrier: copy what must be saved.
+  virtual result<operator_snapshot> snapshot(checkpoint_id id) {
+    (void)id;
+    return operator_snapshot{};
+  }
+  virtual result<void> notify_checkpoint_complete(checkpoint_id id) {
+    (void)id;
+    return success();
+  }
+  virtual result<void> notify_checkpoint_aborted(checkpoint_id id) {
+    (void)id;
+    return success();
+  }
+  // Every input ended; the last chance to emit.
+  virtual result<void> end_input(record_output& out) {
+    (void)out;
+    return success();
+  }
+};
+
+// A source: the task asks it for records between mailbox checks.
+class source_operator : public stream_operator {
+ public:
+  struct emit_result {
+    enum class status : std::uint8_t { more, wait, exhausted };
+    status state = status::more;
+    // For wait (a rate limit): when to ask again. The task sleeps until then unless a mailbox
+    // message wakes it.
+    std::chrono::steady_clock::time_point resume_at{};
+  };
+
+  // Emits at most `max_records` records.
+  virtual result<emit_result> emit(record_output& out, std::size_t max_records) = 0;
+
+  result<void> process(const record&, record_output&) final {
+    return error{"a source has no input"};
+  }
+};
+
+}  // namespace snapflow

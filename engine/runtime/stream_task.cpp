@@ -1,0 +1,518 @@
+#include "engine/runtime/stream_task.hpp"
+
+#include <cassert>
+#include <exception>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/runtime/key_groups.hpp"
+#include "engine/runtime/state_file.hpp"
+
+namespace snapflow {
+
+namespace {
+
+template <class... Ts>
+struct overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+overloaded(Ts...) -> overloaded<Ts...>;
+
+std::string describe(const execution_attempt_id& a, const job_vertex& v) {
+  std::ostringstream os;
+  os << (v.uid.empty() ? v.kind : v.uid) << " " << a;
+  return os.str();
+}
+
+// Roughly what a record costs to move: alignment metrics only.
+std::uint64_t approximate_bytes(const record& r) {
+  return sizeof(record) + r.payload.size();
+}
+
+}  // namespace
+
+// The operator's emit(): partitions over every output edge.
+class stream_task::task_output final : public record_output {
+ public:
+  explicit task_output(stream_task& task) : task_(task) {}
+  void emit(record r) override {
+    task_.records_out_.fetch_add(1, std::memory_order_relaxed);
+    auto& gates = task_.gates_;
+    if (gates.empty()) return;
+    for (std::size_t i = 0; i + 1 < gates.size(); ++i)
+      if (!gates[i].emit(r)) task_.outputs_cancelled_ = true;
+    if (!gates.back().emit(std::move(r))) task_.outputs_cancelled_ = true;
+  }
+
+ private:
+  stream_task& task_;
+};
+
+stream_task::stream_task(stream_task_config config)
+    : config_(std::move(config)),
+      wakeup_(config_.wakeup ? config_.wakeup : std::make_shared<task_wakeup>()),
+      mailbox_(wakeup_) {
+  assert(config_.responder);
+  assert(config_.listener);
+  assert(config_.writer);
+  assert(config_.batch_size >= 1);
+  assert(config_.attempt.subtask.index < config_.vertex.parallelism);
+  assert(config_.role == operator_role::source ? config_.inputs.empty() : !config_.inputs.empty());
+  for (auto& in : config_.inputs) in->set_wakeup(wakeup_);
+}
+
+stream_task::~stream_task() {
+  if (thread_.joinable()) {
+    cancel();
+    thread_.join();
+  }
+}
+
+void stream_task::start() {
+  assert(!thread_.joinable());
+  thread_ = std::thread([this] { run(); });
+}
+
+void stream_task::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void stream_task::trigger_checkpoint(checkpoint_id id, std::int64_t timestamp_us,
+                                     const checkpoint_options& options) {
+  mailbox_.post(trigger_message{id, timestamp_us, options});
+}
+
+void stream_task::notify_checkpoint_complete(checkpoint_id id, std::int64_t timestamp_us) {
+  mailbox_.post(complete_message{id, timestamp_us});
+}
+
+void stream_task::notify_checkpoint_aborted(checkpoint_id id, checkpoint_id latest_completed_id) {
+  mailbox_.post(abort_message{id, latest_completed_id});
+}
+
+void stream_task::finish_after_checkpoint(checkpoint_id id) {
+  mailbox_.post(finish_after_message{id});
+}
+
+void stream_task::cancel() {
+  cancel_requested_ = true;
+  cancel_channels();
+  wakeup_->notify();
+}
+
+void stream_task::fail(std::string cause) {
+  {
+    std::lock_guard lock(fail_mutex_);
+    if (fail_requested_) return;
+    fail_cause_ = std::move(cause);
+    fail_requested_ = true;
+  }
+  // A crashed task's channels break: neighbours blocked on them wake up.
+  cancel_channels();
+  wakeup_->notify();
+}
+
+void stream_task::cancel_channels() {
+  for (auto& in : config_.inputs) in->cancel();
+  for (auto& edge : config_.outputs)
+    for (auto& c : edge.channels) c->cancel();
+}
+
+bool stream_task::should_stop() const {
+  return cancel_requested_.load() || fail_requested_.load() || outputs_cancelled_;
+}
+
+std::int64_t stream_task::now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void stream_task::report(execution_state state, const std::string& message) {
+  config_.listener->on_task_state(config_.attempt, state, message);
+}
+
+void stream_task::run() {
+  result<void> outcome = success();
+  try {
+    report(execution_state::initializing);
+    outcome = initialize();
+    if (outcome) {
+      report(execution_state::running);
+      outcome = source_ ? run_source() : run_inputs();
+    }
+  } catch (const std::exception& e) {
+    // User callables may throw; the task thread is where that ends.
+    outcome = error{std::string("uncaught exception: ") + e.what()};
+  }
+  if (fail_requested_) {
+    std::string cause;
+    {
+      std::lock_guard lock(fail_mutex_);
+      cause = fail_cause_;
+    }
+    done_ = true;
+    report(execution_state::failed, cause);
+    return;
+  }
+  if (!outcome) {
+    spdlog::warn("task {} failed: {}", describe(config_.attempt, config_.vertex),
+                 outcome.err().message);
+    cancel_channels();
+    done_ = true;
+    report(execution_state::failed, outcome.err().message);
+    return;
+  }
+  done_ = true;
+  if (cancel_requested_ || outputs_cancelled_) {
+    report(execution_state::canceled);
+    return;
+  }
+  report(execution_state::finished);
+}
+
+result<void> stream_task::initialize() {
+  const auto& factory = config_.operators ? *config_.operators : operator_factory::builtin();
+  auto made = factory.create(config_.vertex);
+  if (!made) return made.err();
+  operator_ = std::move(made).value();
+  source_ = dynamic_cast<source_operator*>(operator_.get());
+  if ((source_ != nullptr) != (config_.role == operator_role::source))
+    return error{"operator kind '" + config_.vertex.kind +
+                 "' and its role disagree on being a source"};
+
+  const std::uint32_t index = config_.attempt.subtask.index;
+  const std::uint32_t parallelism = config_.vertex.parallelism;
+  if (config_.role == operator_role::keyed)
+    keyed_ = std::make_unique<keyed_state_backend>(
+        config_.vertex.max_parallelism,
+        key_groups::range_for_subtask(index, parallelism, config_.vertex.max_parallelism));
+
+  for (auto& edge : config_.outputs) {
+    partitioner part(edge.part, static_cast<std::uint32_t>(edge.channels.size()),
+                     edge.target_max_parallelism, index);
+    gates_.emplace_back(part, edge.channels, config_.batch_size);
+  }
+  output_ = std::make_unique<task_output>(*this);
+
+  if (!config_.inputs.empty()) {
+    cursors_.resize(config_.inputs.size());
+    if (config_.mode == checkpointing_mode::exactly_once)
+      handler_.emplace(std::in_place_type<barrier_aligner>, config_.inputs.size());
+    else
+      handler_.emplace(std::in_place_type<barrier_tracker>, config_.inputs.size());
+  }
+
+  // Restore: every old subtask's file is read (checksums first), keyed state keeps the key
+  // groups this subtask owns, operator state goes to the operator to choose from.
+  std::vector<restored_operator_state> restored;
+  checkpoint_id restored_id = 0;
+  if (config_.restore_checkpoint) {
+    restored_id = *config_.restore_checkpoint;
+    std::vector<keyed_state_snapshot> keyed_parts;
+    for (const auto& [old_index, state] : config_.restore_states) {
+      for (const auto& handle : state.handles) {
+        auto snapshot = state_file::read(handle);
+        if (!snapshot)
+          return error{"restoring checkpoint " + std::to_string(restored_id) + ": " +
+                       snapshot.err().message};
+        if (snapshot->subtask_index != old_index)
+          return error{"restoring checkpoint " + std::to_string(restored_id) + ": " + handle.path +
+                       " was written by subtask " + std::to_string(snapshot->subtask_index) +
+                       ", listed for subtask " + std::to_string(old_index)};
+        if (snapshot->operator_uid != config_.vertex.uid)
+          return error{"restoring checkpoint " + std::to_string(restored_id) + ": " + handle.path +
+                       " holds state of operator '" + snapshot->operator_uid + "', not '" +
+                       config_.vertex.uid + "'"};
+        if (!snapshot->keyed.key_groups.empty()) {
+          if (!keyed_)
+            return error{"restoring checkpoint " + std::to_string(restored_id) +
+                         ": keyed state for non-keyed operator '" + config_.vertex.uid + "'"};
+          keyed_parts.push_back(std::move(snapshot->keyed));
+        }
+        restored.push_back(
+            {snapshot->subtask_index, snapshot->parallelism, std::move(snapshot->operator_state)});
+      }
+    }
+    if (keyed_) {
+      if (auto r = keyed_->restore(keyed_parts); !r) return r;
+    }
+    last_barrier_ = restored_id;
+    latest_completed_ = restored_id;
+  }
+
+  operator_context context;
+  context.job = config_.job;
+  context.vertex = &config_.vertex;
+  context.subtask_index = index;
+  context.parallelism = parallelism;
+  context.attempt = config_.attempt.attempt;
+  context.keyed_state = keyed_.get();
+  context.restored_checkpoint = restored_id;
+  return operator_->open(context, restored);
+}
+
+result<void> stream_task::run_source() {
+  using clock = std::chrono::steady_clock;
+  for (;;) {
+    const std::uint64_t seen = wakeup_->generation();
+    if (auto r = process_mailbox(); !r) return r;
+    if (should_stop()) return success();
+    if (exhausted_) {
+      const bool may_finish =
+          !config_.final_checkpoint || (finish_after_ && latest_completed_ >= *finish_after_);
+      if (may_finish) {
+        if (!flush_outputs()) return success();
+        for (auto& gate : gates_)
+          if (!gate.broadcast(end_of_input{})) return success();
+        return success();
+      }
+      if (!flush_outputs()) return success();
+      wait_for_work(seen, clock::now() + std::chrono::seconds(1));
+      continue;
+    }
+    auto emitted = source_->emit(*output_, config_.batch_size);
+    if (!emitted) return emitted.err();
+    if (should_stop()) return success();
+    switch (emitted->state) {
+      case source_operator::emit_result::status::more:
+        break;
+      case source_operator::emit_result::status::wait:
+        if (!flush_outputs()) return success();
+        wait_for_work(seen, emitted->resume_at);
+        break;
+      case source_operator::emit_result::status::exhausted:
+        exhausted_ = true;
+        if (!flush_outputs()) return success();
+        if (config_.final_checkpoint)
+          config_.listener->on_source_exhausted(config_.attempt, last_barrier_);
+        break;
+    }
+  }
+}
+
+result<void> stream_task::run_inputs() {
+  assert(handler_);
+  const std::size_t n = config_.inputs.size();
+  for (;;) {
+    const std::uint64_t seen = wakeup_->generation();
+    if (auto r = process_mailbox(); !r) return r;
+    if (should_stop()) return success();
+    bool progress = false;
+    for (std::size_t k = 0; k < n && !should_stop(); ++k) {
+      const std::size_t i = (next_input_ + k) % n;
+      auto took = process_input(i);
+      if (!took) return took.err();
+      progress = progress || *took;
+    }
+    next_input_ = (next_input_ + 1) % n;
+    if (should_stop()) return success();
+    const bool all_ended = std::visit([](auto& h) { return h.all_ended(); }, *handler_);
+    if (all_ended) return finish_inputs();
+    if (!progress) {
+      if (!flush_outputs()) return success();
+      wait_for_work(seen, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    }
+  }
+}
+
+result<bool> stream_task::process_input(std::size_t i) {
+  auto& h = *handler_;
+  const auto blocked = [&] { return std::visit([i](auto& x) { return x.is_blocked(i); }, h); };
+  const auto ended = [&] { return std::visit([i](auto& x) { return x.has_ended(i); }, h); };
+  if (ended() || blocked()) return false;
+  input_cursor& cursor = cursors_[i];
+  if (cursor.next == cursor.batch.size()) {
+    auto batch = config_.inputs[i]->try_take();
+    if (!batch) return false;
+    cursor.batch = std::move(*batch);
+    cursor.next = 0;
+  }
+  while (cursor.next < cursor.batch.size()) {
+    stream_element& e = cursor.batch[cursor.next++];
+    if (auto* r = std::get_if<record>(&e)) {
+      records_in_.fetch_add(1, std::memory_order_relaxed);
+      if (auto* aligner = std::get_if<barrier_aligner>(&h))
+        aligner->on_bytes_processed(approximate_bytes(*r));
+      if (keyed_) keyed_->set_current_key(r->key);
+      if (auto p = operator_->process(*r, *output_); !p) return p.err();
+      if (should_stop()) return true;
+      continue;
+    }
+    if (auto* b = std::get_if<checkpoint_barrier>(&e)) {
+      const checkpoint_barrier barrier = *b;
+      auto actions = std::visit([&](auto& x) { return x.on_barrier(i, barrier, now_us()); }, h);
+      if (auto r = perform(actions); !r) return r.err();
+      if (blocked()) break;  // the rest of the batch waits until alignment ends
+      continue;
+    }
+    assert(std::holds_alternative<end_of_input>(e));
+    auto actions = std::visit([&](auto& x) { return x.on_end_of_input(i, now_us()); }, h);
+    if (auto r = perform(actions); !r) return r.err();
+    cursor.batch.clear();
+    cursor.next = 0;
+    break;
+  }
+  if (cursor.next == cursor.batch.size()) {
+    cursor.batch.clear();
+    cursor.next = 0;
+  }
+  return true;
+}
+
+result<void> stream_task::finish_inputs() {
+  if (auto r = operator_->end_input(*output_); !r) return r;
+  if (!flush_outputs()) return success();
+  for (auto& gate : gates_)
+    if (!gate.broadcast(end_of_input{})) return success();
+  return success();
+}
+
+result<void> stream_task::process_mailbox() {
+  for (auto& message : mailbox_.take_all()) {
+    result<void> r = std::visit(
+        overloaded{
+            [&](const trigger_message& m) -> result<void> {
+              if (!source_) {
+                spdlog::warn("task {}: trigger for checkpoint {} at a task that is no source",
+                             describe(config_.attempt, config_.vertex), m.id);
+                return success();
+              }
+              // Stale or duplicated (a delayed trigger overtaken by a newer one): the newer
+              // barrier already covers everything.
+              if (m.id <= last_barrier_) return success();
+              return perform(
+                  {trigger_snapshot{checkpoint_barrier{m.id, m.timestamp_us, m.options}, 0, 0}});
+            },
+            [&](const complete_message& m) -> result<void> {
+              if (m.id > latest_completed_) latest_completed_ = m.id;
+              return operator_->notify_checkpoint_complete(m.id);
+            },
+            [&](const abort_message& m) -> result<void> {
+              if (handler_) std::visit([&](auto& h) { h.on_checkpoint_aborted(m.id); }, *handler_);
+              return operator_->notify_checkpoint_aborted(m.id);
+            },
+            [&](const finish_after_message& m) -> result<void> {
+              finish_after_ = m.id;
+              return success();
+            },
+        },
+        message);
+    if (!r) return r;
+    if (should_stop()) return success();
+  }
+  return success();
+}
+
+result<void> stream_task::perform(const barrier_actions& actions) {
+  for (const auto& action : actions) {
+    if (const auto* t = std::get_if<trigger_snapshot>(&action)) {
+      if (auto r = take_snapshot(*t); !r) return r;
+    } else {
+      const auto& a = std::get<abort_snapshot>(action);
+      decline(a.id, a.reason, a.message);
+    }
+  }
+  return success();
+}
+
+result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
+  const checkpoint_barrier& barrier = t.barrier;
+  assert(barrier.id > 0);
+  if (barrier.id > last_barrier_) last_barrier_ = barrier.id;
+  // Forward first: downstream aligns while this subtask copies its state.
+  for (auto& gate : gates_)
+    if (!gate.broadcast(barrier)) return success();  // torn down meanwhile
+
+  const auto sync_start = std::chrono::steady_clock::now();
+  auto op_snapshot = operator_->snapshot(barrier.id);
+  if (!op_snapshot) {
+    decline(barrier.id, checkpoint_failure_reason::checkpoint_declined,
+            "snapshot failed: " + op_snapshot.err().message);
+    return success();
+  }
+  auto snapshot = std::make_shared<subtask_snapshot>();
+  snapshot->operator_uid = config_.vertex.uid;
+  snapshot->subtask_index = config_.attempt.subtask.index;
+  snapshot->parallelism = config_.vertex.parallelism;
+  snapshot->checkpoint = barrier.id;
+  snapshot->operator_state = std::move(op_snapshot->state);
+  if (keyed_) snapshot->keyed = keyed_->snapshot();
+  const auto sync_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - sync_start)
+                           .count();
+
+  checkpoint_ack ack;
+  ack.job = config_.job;
+  ack.attempt = config_.attempt;
+  ack.id = barrier.id;
+  ack.metrics.sync_duration_us = sync_us;
+  ack.metrics.alignment_duration_us = t.alignment_duration_us;
+  ack.metrics.bytes_processed_during_alignment = t.bytes_processed_during_alignment;
+  std::filesystem::path file;
+  if (!snapshot->empty()) {
+    if (barrier.options.target_location.empty()) {
+      decline(barrier.id, checkpoint_failure_reason::checkpoint_declined,
+              "the barrier names no location for state files");
+      return success();
+    }
+    file = std::filesystem::path(barrier.options.target_location) /
+           state_file::file_name(config_.vertex.uid, config_.attempt.subtask.index,
+                                 config_.attempt.attempt);
+  }
+  // Off the task thread: everything it needs is captured by value (the task may be gone when
+  // it runs).
+  config_.writer->submit([responder = config_.responder, ack = std::move(ack), snapshot,
+                          file = std::move(file),
+                          async_part = std::move(op_snapshot->async_part)]() mutable {
+    const auto async_start = std::chrono::steady_clock::now();
+    checkpoint_decline decline{
+        ack.job, ack.attempt, ack.id, checkpoint_failure_reason::checkpoint_async_exception, {}};
+    if (async_part) {
+      if (auto r = async_part(); !r) {
+        decline.message = r.err().message;
+        responder->decline(std::move(decline));
+        return;
+      }
+    }
+    if (!file.empty()) {
+      auto handle = state_file::write(file, *snapshot);
+      if (!handle) {
+        decline.message = handle.err().message;
+        responder->decline(std::move(decline));
+        return;
+      }
+      ack.state.state_size = handle->size;
+      ack.state.handles.push_back(std::move(handle).value());
+    }
+    ack.metrics.async_duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::steady_clock::now() - async_start)
+                                        .count();
+    responder->acknowledge(std::move(ack));
+  });
+  return success();
+}
+
+void stream_task::decline(checkpoint_id id, checkpoint_failure_reason reason,
+                          const std::string& message) {
+  config_.responder->decline(checkpoint_decline{config_.job, config_.attempt, id, reason, message});
+}
+
+bool stream_task::flush_outputs() {
+  for (auto& gate : gates_)
+    if (!gate.flush()) {
+      outputs_cancelled_ = true;
+      return false;
+    }
+  return true;
+}
+
+void stream_task::wait_for_work(std::uint64_t seen,
+                                std::chrono::steady_clock::time_point deadline) {
+  if (should_stop()) return;
+  wakeup_->wait(seen, deadline);
+}
+
+}  // namespace snapflow

@@ -1,0 +1,163 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "engine/checkpoint/completed_checkpoint.hpp"
+#include "engine/runtime/barrier_aligner.hpp"
+#include "engine/runtime/barrier_tracker.hpp"
+#include "engine/runtime/channel.hpp"
+#include "engine/runtime/checkpoint_responder.hpp"
+#include "engine/runtime/keyed_state_backend.hpp"
+#include "engine/runtime/operator_factory.hpp"
+#include "engine/runtime/output_gate.hpp"
+#include "engine/runtime/snapshot_writer.hpp"
+#include "engine/runtime/stream_operator.hpp"
+#include "engine/runtime/task_mailbox.hpp"
+#include "engine/runtime/task_status_listener.hpp"
+#include "graph/checkpoint_config.hpp"
+#include "graph/job_graph.hpp"
+#include "graph/operator_registry.hpp"
+
+namespace snapflow {
+
+// The producing side of one outgoing job edge of a subtask.
+struct output_edge {
+  partitioning part = partitioning::forward;
+  std::uint32_t target_max_parallelism = 128;  // the target's key groups (hash edges)
+  // Indexed by target subtask; exactly one for a forward edge.
+  std::vector<std::shared_ptr<output_channel>> channels;
+};
+
+// Everything one subtask attempt needs. The worker fills it from a task deployment descriptor
+// and its transport's channels; local_cluster from the execution graph and local channels.
+struct stream_task_config {
+  job_id job;
+  execution_attempt_id attempt;
+  job_vertex vertex;  // kind, params, uid, parallelism, max parallelism, callable
+  operator_role role = operator_role::transform;
+  // Every input channel of every incoming edge, in a fixed order (the barrier handler counts
+  // them by index).
+  std::vector<std::shared_ptr<input_channel>> inputs;
+  std::vector<output_edge> outputs;
+  checkpointing_mode mode = checkpointing_mode::exactly_once;
+  // Sources stay alive after their last record until a checkpoint taken after it completed
+  // (see task_status_listener::on_source_exhausted). Off: they end at once (no checkpointing).
+  bool final_checkpoint = true;
+  // Restore: the checkpoint and the state of every old subtask of this vertex, by old index
+  // (task_deployment_descriptor's shape).
+  std::optional<checkpoint_id> restore_checkpoint;
+  std::map<std::uint32_t, subtask_state> restore_states;
+  std::size_t batch_size = 256;
+  std::shared_ptr<const operator_factory> operators;  // builtin() when null
+  std::shared_ptr<checkpoint_responder> responder;
+  std::shared_ptr<task_status_listener> listener;
+  std::shared_ptr<snapshot_writer> writer;
+  // The task thread's wakeup; made by the task when null. A transport that delivers into the
+  // task's input channels may share it.
+  std::shared_ptr<task_wakeup> wakeup;
+};
+
+// One subtask (Flink's StreamTask): one operator on its own thread, reading its input channels,
+// writing its output gates, and taking its part in checkpoints.
+//
+// Threading: run() is the task thread; it owns the operator, the keyed state and the barrier
+// handler, so they need no locks. Other threads talk to it only through the mailbox (triggers
+// and notifications: trigger_checkpoint & co. never block), cancel() and fail(). Snapshots are
+// copied on the task thread at the barrier and written and acknowledged on the snapshot writer.
+//
+// Sources emit a batch of records between mailbox checks, so a trigger is served within one
+// batch (or one blocked send, under backpressure). Other tasks take one batch per unblocked
+// input per round, and flush their outputs before they wait for more input, so a trickle of
+// records is never held back for a full batch.
+class stream_task {
+ public:
+  explicit stream_task(stream_task_config config);
+  ~stream_task();  // cancels and joins if still running
+  stream_task(const stream_task&) = delete;
+  stream_task& operator=(const stream_task&) = delete;
+
+  void start();
+  void join();
+
+  // --- from any thread; never blocks ---
+  void trigger_checkpoint(checkpoint_id id, std::int64_t timestamp_us,
+                          const checkpoint_options& options);
+  void notify_checkpoint_complete(checkpoint_id id, std::int64_t timestamp_us);
+  void notify_checkpoint_aborted(checkpoint_id id, checkpoint_id latest_completed_id);
+  void finish_after_checkpoint(checkpoint_id id);
+  // Stops the task; it reports CANCELED.
+  void cancel();
+  // Simulates a crash: the task stops where it is (no flush, no commit) and reports FAILED.
+  void fail(std::string cause);
+
+  const execution_attempt_id& attempt() const { return config_.attempt; }
+  const stream_task_config& config() const { return config_; }
+  std::uint64_t records_in() const { return records_in_.load(std::memory_order_relaxed); }
+  std::uint64_t records_out() const { return records_out_.load(std::memory_order_relaxed); }
+  bool done() const { return done_.load(); }
+
+ private:
+  class task_output;
+  struct input_cursor {
+    element_batch batch;
+    std::size_t next = 0;
+  };
+  using barrier_handler = std::variant<barrier_aligner, barrier_tracker>;
+
+  void run();
+  result<void> initialize();
+  result<void> run_source();
+  result<void> run_inputs();
+  result<void> process_mailbox();
+  result<bool> process_input(std::size_t input);
+  result<void> perform(const barrier_actions& actions);
+  result<void> take_snapshot(const trigger_snapshot& t);
+  void decline(checkpoint_id id, checkpoint_failure_reason reason, const std::string& message);
+  result<void> finish_inputs();
+  bool should_stop() const;
+  bool flush_outputs();
+  void cancel_channels();
+  void report(execution_state state, const std::string& message = {});
+  void wait_for_work(std::uint64_t seen, std::chrono::steady_clock::time_point deadline);
+  static std::int64_t now_us();
+
+  stream_task_config config_;
+  std::shared_ptr<task_wakeup> wakeup_;
+  task_mailbox mailbox_;
+  std::thread thread_;
+
+  // Task thread only.
+  std::unique_ptr<stream_operator> operator_;
+  source_operator* source_ = nullptr;
+  std::unique_ptr<keyed_state_backend> keyed_;
+  std::vector<output_gate> gates_;
+  std::unique_ptr<task_output> output_;
+  std::optional<barrier_handler> handler_;
+  std::vector<input_cursor> cursors_;
+  std::size_t next_input_ = 0;
+  checkpoint_id last_barrier_ = 0;      // newest barrier injected (source) or handled
+  checkpoint_id latest_completed_ = 0;  // newest notify-complete seen
+  std::optional<checkpoint_id> finish_after_;
+  bool exhausted_ = false;
+  bool outputs_cancelled_ = false;
+
+  std::atomic<bool> cancel_requested_{false};
+  std::atomic<bool> fail_requested_{false};
+  std::mutex fail_mutex_;
+  std::string fail_cause_;
+  std::atomic<bool> done_{false};
+  std::atomic<std::uint64_t> records_in_{0};
+  std::atomic<std::uint64_t> records_out_{0};
+};
+
+}  // namespace snapflow

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/checkpoint/checkpoint_messages.hpp"
+#include "engine/jobmaster/task_deployment.hpp"
+#include "graph/execution_vertex.hpp"
+
+namespace snapflow {
+
+// How tasks running in a worker talk back to the coordinator. The worker endpoint implements
+// it; every member is thread-safe (tasks call it from their own threads) and must not block.
+class task_executor_listener {
+ public:
+  virtual ~task_executor_listener() = default;
+  virtual void task_state_changed(const job_id& job, const execution_attempt_id& attempt,
+                                  execution_state state, const std::string& message) = 0;
+  virtual void acknowledge_checkpoint(const checkpoint_ack& ack) = 0;
+  virtual void decline_checkpoint(const checkpoint_decline& decline) = 0;
+};
+
+// What a worker endpoint drives: the tasks of one worker process. Called on the worker's
+// control thread; implementations hand work to task threads and return at once.
+class task_executor {
+ public:
+  virtual ~task_executor() = default;
+  virtual void deploy(const task_deployment_descriptor& descriptor) = 0;
+  virtual void cancel(const job_id& job, const execution_attempt_id& attempt) = 0;
+  virtual void trigger_checkpoint(const job_id& job, const execution_attempt_id& attempt,
+                                  checkpoint_id id, std::int64_t timestamp_us,
+                                  const checkpoint_options& options) = 0;
+  virtual void notify_checkpoint_complete(const job_id& job, const execution_attempt_id& attempt,
+                                          checkpoint_id id) = 0;
+  virtual void notify_checkpoint_aborted(const job_id& job, const execution_attempt_id& attempt,
+                                         checkpoint_id id, checkpoint_id latest_completed) = 0;
+  // The coordinator is gone or the process exits: stop every task.
+  virtual void cancel_all() = 0;
+  // Where this worker's data channels accept connections (reported at registration).
+  virtual std::string data_endpoint() const = 0;
+};
+
+}  // namespace snapflow

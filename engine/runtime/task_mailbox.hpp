@@ -1,0 +1,89 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <variant>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint_messages.hpp"
+#include "engine/runtime/task_wakeup.hpp"
+
+namespace snapflow {
+
+// Control messages for a task, posted from other threads (the worker's control-plane thread,
+// the coordinator's executor in local_cluster) and run on the task thread between records
+// (Flink's mailbox). Posting never blocks.
+struct trigger_message {
+  checkpoint_id id = 0;
+  std::int64_t timestamp_us = 0;
+  checkpoint_options options;
+};
+struct complete_message {
+  checkpoint_id id = 0;
+  std::int64_t timestamp_us = 0;
+};
+struct abort_message {
+  checkpoint_id id = 0;
+  checkpoint_id latest_completed_id = 0;
+};
+// A source may end once checkpoint `id` or a later one completed (the final-checkpoint rule).
+struct finish_after_message {
+  checkpoint_id id = 0;
+};
+
+using task_message =
+    std::variant<trigger_message, complete_message, abort_message, finish_after_message>;
+
+class task_mailbox {
+ public:
+  // Far more than the coordinator ever has in flight for one task: only a task that stopped
+  // taking its mail reaches it, and then new messages are dropped (and counted) rather than
+  // kept: every message is either a trigger (a lost one expires its checkpoint) or a
+  // notification that a later one subsumes.
+  static constexpr std::size_t capacity = 4096;
+
+  explicit task_mailbox(std::shared_ptr<task_wakeup> wakeup) : wakeup_(std::move(wakeup)) {}
+
+  // false when the message was dropped.
+  bool post(task_message message) {
+    {
+      std::lock_guard lock(mutex_);
+      if (queue_.size() >= capacity) {
+        ++dropped_;
+        return false;
+      }
+      queue_.push_back(std::move(message));
+    }
+    wakeup_->notify();
+    return true;
+  }
+
+  std::vector<task_message> take_all() {
+    std::vector<task_message> out;
+    std::lock_guard lock(mutex_);
+    out.reserve(queue_.size());
+    for (auto& m : queue_) out.push_back(std::move(m));
+    queue_.clear();
+    return out;
+  }
+
+  bool empty() const {
+    std::lock_guard lock(mutex_);
+    return queue_.empty();
+  }
+  std::uint64_t dropped() const {
+    std::lock_guard lock(mutex_);
+    return dropped_;
+  }
+
+ private:
+  std::shared_ptr<task_wakeup> wakeup_;
+  mutable std::mutex mutex_;
+  std::deque<task_message> queue_;
+  std::uint64_t dropped_ = 0;
+};
+
+}  // namespace snapflow

@@ -1,0 +1,244 @@
+#include "engine/runtime/two_phase_commit_file_sink.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <charconv>
+
+#include "engine/runtime/operator_factory.hpp"
+#include "engine/runtime/sink_operators.hpp"
+
+namespace snapflow {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view transactions_state = "pre_committed";
+
+void put_string(std::string& out, std::string_view s) {
+  out.append(std::to_string(s.size()));
+  out.push_back(':');
+  out.append(s);
+}
+
+bool get_number(std::string_view& in, char end, std::int64_t& out) {
+  const auto stop = in.find(end);
+  if (stop == std::string_view::npos || stop == 0) return false;
+  auto [ptr, ec] = std::from_chars(in.data(), in.data() + stop, out);
+  if (ec != std::errc() || ptr != in.data() + stop) return false;
+  in.remove_prefix(stop + 1);
+  return true;
+}
+
+bool get_string(std::string_view& in, std::string& out) {
+  std::int64_t n = 0;
+  if (!get_number(in, ':', n) || n < 0 || static_cast<std::uint64_t>(n) > in.size()) return false;
+  out.assign(in.substr(0, static_cast<std::size_t>(n)));
+  in.remove_prefix(static_cast<std::size_t>(n));
+  return true;
+}
+
+// A staging subfolder name is a subtask index: decimal, no sign.
+std::optional<std::uint32_t> parse_index(const std::string& name) {
+  std::uint32_t v = 0;
+  auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), v);
+  if (name.empty() || ec != std::errc() || ptr != name.data() + name.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::string two_phase_commit_file_sink::encode_transactions(const std::vector<transaction>& txns) {
+  // "<id> <len>:<staging><len>:<committed>\n" per transaction: any bytes in names survive.
+  std::string out;
+  for (const auto& t : txns) {
+    out.append(std::to_string(t.id));
+    out.push_back(' ');
+    put_string(out, t.staging);
+    put_string(out, t.committed);
+    out.push_back('\n');
+  }
+  return out;
+}
+
+result<std::vector<two_phase_commit_file_sink::transaction>>
+two_phase_commit_file_sink::decode_transactions(std::string_view in) {
+  std::vector<transaction> out;
+  while (!in.empty()) {
+    transaction t;
+    if (!get_number(in, ' ', t.id) || !get_string(in, t.staging) || !get_string(in, t.committed) ||
+        in.empty() || in.front() != '\n')
+      return error{"two_phase_commit_file_sink state: malformed transaction list"};
+    in.remove_prefix(1);
+    // Names come from a state file: never let one point outside the output folder.
+    if (t.committed.find('/') != std::string::npos || t.committed.empty() ||
+        t.staging.find("..") != std::string::npos || t.staging.empty() || t.staging[0] == '/')
+      return error{"two_phase_commit_file_sink state: suspicious file name"};
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+fs::path two_phase_commit_file_sink::staging_folder_of(std::uint32_t subtask) const {
+  return output_ / staging_folder_name / file_safe_uid(uid_) / std::to_string(subtask);
+}
+
+result<void> two_phase_commit_file_sink::open(
+    const operator_context& context, const std::vector<restored_operator_state>& restored) {
+  auto path = string_param(*context.vertex, "path");
+  if (!path) return path.err();
+  if (path->empty()) return error{"two_phase_commit_file_sink: path must not be blank"};
+  output_ = *path;
+  uid_ = context.vertex->uid;
+  subtask_ = context.subtask_index;
+  parallelism_ = context.parallelism;
+  attempt_ = context.attempt;
+  std::error_code ec;
+  fs::create_directories(staging_folder_of(subtask_), ec);
+  if (ec)
+    return error{"two_phase_commit_file_sink: create " + staging_folder_of(subtask_).string() +
+                 ": " + ec.message()};
+
+  // Commit what the restored checkpoint pre-committed for the old subtasks this one owns.
+  std::vector<transaction> to_commit;
+  for (const auto& old : restored) {
+    if (old.old_subtask_index % parallelism_ != subtask_) continue;
+    for (const auto& e : old.entries) {
+      if (e.name != transactions_state) continue;
+      auto txns = decode_transactions(e.bytes);
+      if (!txns) return txns.err();
+      for (auto& t : *txns) {
+        if (t.id > context.restored_checkpoint)
+          return error{"two_phase_commit_file_sink state of checkpoint " +
+                       std::to_string(context.restored_checkpoint) + " lists transaction " +
+                       std::to_string(t.id) + " from its future"};
+        to_commit.push_back(std::move(t));
+      }
+    }
+  }
+  for (const auto& t : to_commit)
+    if (auto r = commit(t); !r) return r;
+  if (!to_commit.empty()) {
+    if (auto r = fsync_folder(output_); !r) return r;
+  }
+  // Everything else staged by the owned old subtasks is newer than the restored checkpoint (or
+  // was never pre-committed): its records will be replayed.
+  return clean_owned_staging();
+}
+
+result<void> two_phase_commit_file_sink::clean_owned_staging() {
+  const fs::path root = output_ / staging_folder_name / file_safe_uid(uid_);
+  std::error_code ec;
+  fs::directory_iterator it(root, ec);
+  if (ec) return error{"two_phase_commit_file_sink: list " + root.string() + ": " + ec.message()};
+  std::vector<fs::path> doomed;
+  for (const fs::directory_iterator end; it != end; it.increment(ec)) {
+    if (ec) break;
+    const auto index = parse_index(it->path().filename().string());
+    if (!index || *index % parallelism_ != subtask_) continue;
+    std::error_code list_ec;
+    for (fs::directory_iterator f(it->path(), list_ec), fend; !list_ec && f != fend;
+         f.increment(list_ec))
+      doomed.push_back(f->path());
+  }
+  if (ec) return error{"two_phase_commit_file_sink: list " + root.string() + ": " + ec.message()};
+  for (const auto& p : doomed) {
+    fs::remove(p, ec);
+    if (ec) return error{"two_phase_commit_file_sink: remove " + p.string() + ": " + ec.message()};
+  }
+  return success();
+}
+
+result<void> two_phase_commit_file_sink::process(const record& r, record_output&) {
+  if (!current_.is_open()) {
+    current_relative_ =
+        (fs::path(staging_folder_name) / file_safe_uid(uid_) / std::to_string(subtask_) /
+         (".txn-a" + std::to_string(attempt_) + "-" + std::to_string(next_txn_++) +
+          std::string(pending_suffix)))
+            .string();
+    if (auto opened = current_.open(output_ / current_relative_, /*append=*/false); !opened)
+      return opened;
+  }
+  return current_.append(format_record_line(r));
+}
+
+result<operator_snapshot> two_phase_commit_file_sink::snapshot(checkpoint_id id) {
+  assert(id > last_barrier_);
+  last_barrier_ = id;
+  if (current_.is_open()) {
+    if (auto closed = current_.close(); !closed) return closed.err();
+    pre_committed_.push_back({id, current_relative_,
+                              "part-" + file_safe_uid(uid_) + "-" + std::to_string(subtask_) + "-" +
+                                  std::to_string(id)});
+  }
+  operator_snapshot s;
+  s.state.push_back({std::string(transactions_state), encode_transactions(pre_committed_)});
+  if (pre_committed_.empty()) return s;
+  // Every listed file, not only the newest: an aborted checkpoint's fsync may still be queued
+  // or may have failed, and its transaction is committed with this checkpoint. A listed file
+  // may meanwhile have been committed (renamed) by the notification of an older checkpoint
+  // that overtook this write: then the committed file is fsynced instead.
+  std::vector<std::pair<fs::path, fs::path>> files;
+  for (const auto& t : pre_committed_)
+    files.emplace_back(output_ / t.staging, output_ / t.committed);
+  s.async_part = [files = std::move(files), folder = staging_folder_of(subtask_)]() {
+    for (const auto& [staging, committed] : files) {
+      auto synced = fsync_file(staging);
+      if (!synced && !fsync_file(committed)) return synced;
+    }
+    return fsync_folder(folder);
+  };
+  return s;
+}
+
+result<void> two_phase_commit_file_sink::commit(const transaction& t) {
+  const fs::path from = output_ / t.staging;
+  const fs::path to = output_ / t.committed;
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (!ec) return success();
+  // Renamed already (a commit that ran before a crash or a restart): nothing to do.
+  std::error_code from_ec;
+  std::error_code to_ec;
+  if (!fs::exists(from, from_ec) && fs::exists(to, to_ec)) return success();
+  return error{"two_phase_commit_file_sink: commit " + from.string() + " -> " + to.string() + ": " +
+               ec.message()};
+}
+
+result<void> two_phase_commit_file_sink::commit_up_to(checkpoint_id id) {
+  auto first_newer = std::stable_partition(pre_committed_.begin(), pre_committed_.end(),
+                                           [id](const transaction& t) { return t.id <= id; });
+  if (first_newer == pre_committed_.begin()) return success();
+  for (auto it = pre_committed_.begin(); it != first_newer; ++it)
+    if (auto r = commit(*it); !r) return r;
+  pre_committed_.erase(pre_committed_.begin(), first_newer);
+  return fsync_folder(output_);
+}
+
+result<void> two_phase_commit_file_sink::notify_checkpoint_complete(checkpoint_id id) {
+  return commit_up_to(id);
+}
+
+result<void> two_phase_commit_file_sink::notify_checkpoint_aborted(checkpoint_id) {
+  // Carried over to the next checkpoint's commit; see the class comment.
+  return success();
+}
+
+result<void> two_phase_commit_file_sink::end_input(record_output&) {
+  if (current_.is_open()) {
+    if (auto closed = current_.close(); !closed) return closed;
+    pre_committed_.push_back({last_barrier_, current_relative_,
+                              "part-" + file_safe_uid(uid_) + "-" + std::to_string(subtask_) +
+                                  "-end-a" + std::to_string(attempt_)});
+  }
+  if (pre_committed_.empty()) return success();
+  for (const auto& t : pre_committed_)
+    if (auto synced = fsync_file(output_ / t.staging); !synced) return synced;
+  if (auto synced = fsync_folder(staging_folder_of(subtask_)); !synced) return synced;
+  for (const auto& t : pre_committed_)
+    if (auto r = commit(t); !r) return r;
+  pre_committed_.clear();
+  return fsync_folder(output_);
+}
+
+}  // namespace snapflow

@@ -1,0 +1,258 @@
+// One stream_task at a time on its own thread, wired to local channels the test reads and
+// writes: barrier injection at a source, alignment at a two-input task, restore failures.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "engine/runtime/local_channel.hpp"
+#include "engine/runtime/stream_task.hpp"
+#include "tests/engine/runtime/runtime_test_support.hpp"
+
+using namespace snapflow;
+using namespace snapflow::runtime_test;
+
+namespace {
+
+struct task_fixture {
+  temp_folder dir;
+  std::shared_ptr<recording_responder> responder = std::make_shared<recording_responder>();
+  std::shared_ptr<recording_listener> listener = std::make_shared<recording_listener>();
+  std::shared_ptr<snapshot_writer> writer = std::make_shared<snapshot_writer>(1);
+
+  stream_task_config config(job_vertex v, operator_role role, std::uint32_t index = 0) {
+    stream_task_config c;
+    c.job = "job";
+    c.attempt = {{v.id, index}, 0};
+    c.vertex = std::move(v);
+    c.role = role;
+    c.responder = responder;
+    c.listener = listener;
+    c.writer = writer;
+    return c;
+  }
+
+  checkpoint_options options(checkpoint_id id) {
+    checkpoint_options o;
+    o.target_location = (dir.path() / ("chk-" + std::to_string(id))).string();
+    return o;
+  }
+};
+
+// Takes elements from `c` until `done` says stop (bounded by rounds; waits on the wakeup).
+template <typename Done>
+std::vector<stream_element> take_until(local_channel& c, task_wakeup& wakeup, Done done) {
+  std::vector<stream_element> got;
+  for (int rounds = 0; rounds < 100'000 && !done(got); ++rounds) {
+    const auto seen = wakeup.generation();
+    auto b = c.try_take();
+    if (!b) {
+      wakeup.wait(seen, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+      continue;
+    }
+    for (auto& e : *b) got.push_back(std::move(e));
+  }
+  return got;
+}
+
+bool has_end(const std::vector<stream_element>& got) {
+  return !got.empty() && std::holds_alternative<end_of_input>(got.back());
+}
+
+}  // namespace
+
+TEST_CASE("stream task: a source injects the barrier between records and acks the offset there") {
+  task_fixture f;
+  auto out = std::make_shared<local_channel>(2);  // small: the source is soon backpressured
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  auto c = f.config(make_vertex("sequence_source", {{"count", "5000"}, {"keys", "4"}}),
+                    operator_role::source);
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  c.batch_size = 10;
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::running));
+  task.trigger_checkpoint(1, 111, f.options(1));
+
+  auto got = take_until(*out, *wakeup, [](const auto& g) {
+    return !g.empty() && std::holds_alternative<checkpoint_barrier>(g.back());
+  });
+  REQUIRE_FALSE(got.empty());
+  const auto barrier = std::get<checkpoint_barrier>(got.back());
+  CHECK(barrier.id == 1);
+  CHECK(barrier.timestamp_us == 111);
+  const auto before = static_cast<std::int64_t>(got.size() - 1);
+  for (std::int64_t i = 0; i < before; ++i) CHECK(std::get<record>(got[i]).seq == i);
+  REQUIRE(f.responder->wait_for(1));
+  const auto ack = f.responder->acks().at(0);
+  CHECK(ack.id == 1);
+  CHECK(ack.job == "job");
+  REQUIRE(ack.state.handles.size() == 1);
+  auto snapshot = state_file::read(ack.state.handles[0]);
+  REQUIRE(snapshot);
+  // The offset in the snapshot is exactly the first record after the barrier.
+  REQUIRE(snapshot->operator_state.size() == 1);
+  CHECK(snapshot->operator_state[0].bytes == std::to_string(before));
+  CHECK(ack.state.state_size == ack.state.handles[0].size);
+
+  // The rest of the records, then the source waits (final checkpoint) until told to finish.
+  auto rest = take_until(*out, *wakeup, [&](const auto& g) {
+    return static_cast<std::int64_t>(g.size()) >= 5000 - before;
+  });
+  CHECK(std::get<record>(rest.at(0)).seq == before);
+  REQUIRE(f.listener->wait_for_exhausted());
+  CHECK(f.listener->exhausted() == 1);
+  task.trigger_checkpoint(2, 222, f.options(2));
+  task.finish_after_checkpoint(2);
+  task.notify_checkpoint_complete(2, 222);
+  auto tail = take_until(*out, *wakeup, has_end);
+  REQUIRE(tail.size() == 2);
+  CHECK(std::get<checkpoint_barrier>(tail[0]).id == 2);
+  REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+  CHECK(f.listener->states() == std::vector<execution_state>{execution_state::initializing,
+                                                             execution_state::running,
+                                                             execution_state::finished});
+}
+
+TEST_CASE("stream task: two inputs are aligned before the barrier goes on") {
+  task_fixture f;
+  auto in0 = std::make_shared<local_channel>(8);
+  auto in1 = std::make_shared<local_channel>(8);
+  auto out = std::make_shared<local_channel>(8);
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  auto c = f.config(make_vertex("map_identity"), operator_role::transform);
+  c.inputs = {in0, in1};
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  stream_task task(std::move(c));
+  task.start();
+  checkpoint_barrier b{1, 10, f.options(1)};
+  REQUIRE(in0->send({record{0, 0, 0, {}}, b, record{0, 2, 0, {}}}));
+  REQUIRE(in1->send({record{0, 1, 0, {}}, record{0, 3, 0, {}}}));
+  // Records 0, 1, 3 reach the output; 2 waits behind input 0's barrier.
+  auto first = take_until(*out, *wakeup, [](const auto& g) { return g.size() >= 3; });
+  REQUIRE(first.size() == 3);
+  for (const auto& e : first) CHECK(std::get<record>(e).seq != 2);
+  CHECK(f.responder->acks().empty());
+  REQUIRE(in1->send({b, end_of_input{}}));
+  REQUIRE(in0->send({end_of_input{}}));
+  auto rest = take_until(*out, *wakeup, has_end);
+  REQUIRE(rest.size() == 3);
+  CHECK(std::get<checkpoint_barrier>(rest[0]).id == 1);
+  CHECK(std::get<record>(rest[1]).seq == 2);
+  REQUIRE(f.responder->wait_for(1));
+  const auto ack = f.responder->acks().at(0);
+  CHECK(ack.state.handles.empty());  // a stateless operator writes no file
+  CHECK(ack.metrics.alignment_duration_us >= 0);
+  REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+}
+
+TEST_CASE("stream task: at-least-once never blocks an input that delivered its barrier") {
+  task_fixture f;
+  auto in0 = std::make_shared<local_channel>(8);
+  auto in1 = std::make_shared<local_channel>(8);
+  auto out = std::make_shared<local_channel>(8);
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  auto c = f.config(make_vertex("map_identity"), operator_role::transform);
+  c.inputs = {in0, in1};
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  c.mode = checkpointing_mode::at_least_once;
+  stream_task task(std::move(c));
+  task.start();
+  checkpoint_barrier b{1, 10, f.options(1)};
+  REQUIRE(in0->send({record{0, 0, 0, {}}, b, record{0, 2, 0, {}}}));
+  // Record 2 came after input 0's barrier and still goes through before input 1's barrier.
+  auto first = take_until(*out, *wakeup, [](const auto& g) { return g.size() >= 2; });
+  REQUIRE(first.size() == 2);
+  CHECK(std::get<record>(first[1]).seq == 2);
+  CHECK(f.responder->acks().empty());
+  REQUIRE(in1->send({b, end_of_input{}}));
+  REQUIRE(in0->send({end_of_input{}}));
+  auto rest = take_until(*out, *wakeup, has_end);
+  REQUIRE(rest.size() == 2);
+  CHECK(std::get<checkpoint_barrier>(rest[0]).id == 1);
+  REQUIRE(f.responder->wait_for(1));
+  REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+}
+
+TEST_CASE("stream task: a newer barrier while aligning declines the older checkpoint") {
+  task_fixture f;
+  auto in0 = std::make_shared<local_channel>(8);
+  auto in1 = std::make_shared<local_channel>(8);
+  auto out = std::make_shared<local_channel>(8);
+  auto c = f.config(make_vertex("map_identity"), operator_role::transform);
+  c.inputs = {in0, in1};
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(in0->send({checkpoint_barrier{1, 1, f.options(1)}}));
+  REQUIRE(in1->send({checkpoint_barrier{2, 2, f.options(2)}}));
+  REQUIRE(f.responder->wait_for(0, 1));
+  const auto d = f.responder->declines().at(0);
+  CHECK(d.id == 1);
+  CHECK(d.reason == checkpoint_failure_reason::checkpoint_declined_subsumed);
+  REQUIRE(in0->send({checkpoint_barrier{2, 2, f.options(2)}}));
+  REQUIRE(f.responder->wait_for(1, 1));
+  CHECK(f.responder->acks().at(0).id == 2);
+  task.cancel();
+  task.join();
+  CHECK(f.listener->wait_for_state(execution_state::canceled));
+}
+
+TEST_CASE("stream task: restoring from a corrupt state file fails the task with a clear error") {
+  task_fixture f;
+  // A real snapshot of a keyed_sum subtask, then damaged on disk.
+  subtask_snapshot s;
+  s.operator_uid = "keyed_sum";
+  s.subtask_index = 0;
+  s.parallelism = 1;
+  s.checkpoint = 4;
+  s.keyed.max_parallelism = 128;
+  s.keyed.key_groups[3].values["sum"][7] = 70;
+  const auto file = f.dir.path() / "chk-4" / "sum.state";
+  auto handle = state_file::write(file, s);
+  REQUIRE(handle);
+  {
+    std::fstream damaged(file, std::ios::in | std::ios::out | std::ios::binary);
+    damaged.seekp(20);
+    damaged.put('X');
+  }
+  auto in = std::make_shared<local_channel>(4);
+  auto c = f.config(make_vertex("keyed_sum"), operator_role::keyed);
+  c.inputs = {in};
+  c.restore_checkpoint = 4;
+  c.restore_states[0].handles.push_back(*handle);
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::failed));
+  task.join();
+  CHECK_THAT(f.listener->failure(), Catch::Contains("checkpoint 4"));
+  CHECK_THAT(f.listener->failure(), Catch::Contains("checksum"));
+  CHECK_THAT(f.listener->failure(), Catch::Contains(file.string()));
+  const auto states = f.listener->states();
+  CHECK(std::find(states.begin(), states.end(), execution_state::running) == states.end());
+}
+
+TEST_CASE("stream task: an operator whose state belongs to another uid is refused") {
+  task_fixture f;
+  subtask_snapshot s;
+  s.operator_uid = "someone-else";
+  s.parallelism = 1;
+  s.checkpoint = 2;
+  auto handle = state_file::write(f.dir.path() / "x.state", s);
+  REQUIRE(handle);
+  auto in = std::make_shared<local_channel>(4);
+  auto c = f.config(make_vertex("map_identity"), operator_role::transform);
+  c.inputs = {in};
+  c.restore_checkpoint = 2;
+  c.restore_states[0].handles.push_back(*handle);
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::failed));
+  task.join();
+  CHECK_THAT(f.listener->failure(), Catch::Contains("someone-else"));
+}

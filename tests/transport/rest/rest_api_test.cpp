@@ -1,0 +1,210 @@
+// The coordinator REST API: called directly on its executor, and over HTTP on loopback.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include <asio/io_context.hpp>
+#include <httplib.h>
+
+#include "engine/runtime/task_executor.hpp"
+#include "tests/engine/test_gateway.hpp"
+#include "transport/rest/rest_server.hpp"
+
+using namespace snapflow;
+using namespace snapflow::rest;
+using nlohmann::json;
+
+namespace {
+
+class null_deployer : public task_deployment_gateway {
+ public:
+  std::vector<task_deployment_descriptor> deployed;
+  void deploy(const worker_id&, const task_deployment_descriptor& d) override { deployed.push_back(d); }
+  void cancel(const worker_id&, const job_id&, const execution_attempt_id&) override {}
+};
+
+const char* job_text = R"(
+[job]
+name = "rest test"
+parallelism = 1
+
+[checkpointing]
+interval_ms = 50
+timeout_ms = 5000
+
+[[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 10 }
+
+[[operator]]
+uid = "sink"
+kind = "print_sink"
+input = "src"
+)";
+
+struct fixture {
+  // A manual clock keeps the periodic trigger still, so only the checkpoints a test triggers
+  // exist; the HTTP test runs the io_context for real and does without.
+  std::optional<manual_clock> clock;
+  asio::io_context io;
+  std::filesystem::path state_dir = std::filesystem::temp_directory_path() /
+                                     ("snapflow-rest-" + std::to_string(std::random_device{}()));
+  std::shared_ptr<null_deployer> deployer = std::make_shared<null_deployer>();
+  std::shared_ptr<test::recording_gateway> gateway = std::make_shared<test::recording_gateway>();
+  std::shared_ptr<dispatcher> jobs;
+  std::shared_ptr<coordinator_rest_api> api;
+
+  explicit fixture(bool manual_time = true) {
+    if (manual_time) clock.emplace();
+    auto workers = std::make_shared<worker_registry>();
+    REQUIRE(workers->register_worker("w1", 2, "tcp://w1", 0));
+    jobs = std::make_shared<dispatcher>(io.get_executor(), workers, deployer, gateway,
+                                        dispatcher::options{state_dir, io.get_executor(), {}});
+    api = std::make_shared<coordinator_rest_api>(jobs);
+  }
+  ~fixture() {
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir, ec);
+  }
+  void poll() {
+    for (int i = 0; i < 10; ++i) {
+      io.restart();
+      if (io.poll() == 0) return;
+    }
+  }
+  json call(std::string method, std::string path, std::string body = {}, int expect = 200,
+            std::map<std::string, std::string> query = {}) {
+    auto r = api->handle({std::move(method), std::move(path), std::move(query), std::move(body)});
+    INFO(r.body);
+    CHECK(r.status == expect);
+    poll();
+    return json::parse(r.body);
+  }
+  job_id submit_and_run() {
+    auto submitted = call("POST", "/jobs", job_text, 202);
+    job_id id = submitted["jobid"];
+    for (auto& d : deployer->deployed) jobs->on_task_state(id, d.attempt, execution_state::running, "");
+    poll();
+    return id;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("REST: submit a job file, list it, see its details") {
+  fixture f;
+  job_id id = f.submit_and_run();
+  auto list = f.call("GET", "/jobs");
+  REQUIRE(list["jobs"].size() == 1);
+  CHECK(list["jobs"][0]["id"] == id);
+  CHECK(list["jobs"][0]["status"] == "RUNNING");
+  auto details = f.call("GET", "/jobs/" + id);
+  CHECK(details["name"] == "rest test");
+  CHECK(details["vertices"].size() == 2);
+  CHECK(details["vertices"][0]["subtasks"][0]["worker"] == "w1");
+}
+
+TEST_CASE("REST: a bad job file is a 400 naming file, key and line") {
+  fixture f;
+  auto r = f.call("POST", "/jobs", "[job]\nname = 1\n", 400);
+  CHECK_THAT(r["errors"][0].get<std::string>(), Catch::Contains("job file:2"));
+  f.call("GET", "/jobs/ffff", {}, 404);
+  f.call("GET", "/nothing-here", {}, 404);
+}
+
+TEST_CASE("REST: trigger a checkpoint, poll its outcome, read stats and details") {
+  fixture f;
+  job_id id = f.submit_and_run();
+  auto trig = f.call("POST", "/jobs/" + id + "/checkpoints", {}, 202);
+  std::string request = trig["request-id"];
+  CHECK(f.call("GET", "/jobs/" + id + "/checkpoints/" + request)["status"]["id"] == "IN_PROGRESS");
+  auto* master = f.jobs->find(id);
+  for (auto* v : master->graph().all_execution_vertices())
+    master->coordinator()->receive_ack({id, v->current_attempt(), 1, {}, {1, 2, 3, 0}});
+  f.poll();
+  auto done = f.call("GET", "/jobs/" + id + "/checkpoints/" + request);
+  CHECK(done["status"]["id"] == "COMPLETED");
+  CHECK(done["operation"]["checkpointId"] == 1);
+  CHECK_THAT(done["operation"]["location"].get<std::string>(), Catch::Contains("chk-1"));
+
+  auto stats = f.call("GET", "/jobs/" + id + "/checkpoints");
+  CHECK(stats["counts"]["completed"] == 1);
+  CHECK(stats["latest"]["completed"]["id"] == 1);
+  CHECK(stats["history"].size() == 1);
+  for (auto key : {"min", "max", "avg", "p50", "p90", "p95", "p99", "p999"})
+    CHECK(stats["summary"]["end_to_end_duration"].contains(key));
+  auto details = f.call("GET", "/jobs/" + id + "/checkpoints/details/1");
+  REQUIRE(details["subtasks"].size() == 2);
+  CHECK(details["subtasks"][0]["checkpoint"]["sync_us"] == 1);
+  CHECK(details["subtasks"][0]["alignment"]["duration_us"] == 3);
+  f.call("GET", "/jobs/" + id + "/checkpoints/details/99", {}, 404);
+  f.call("GET", "/jobs/" + id + "/checkpoints/details/x", {}, 400);
+}
+
+TEST_CASE("REST: checkpoint config and changing the interval of a running job") {
+  fixture f;
+  job_id id = f.submit_and_run();
+  auto cfg = f.call("GET", "/jobs/" + id + "/checkpoints/config");
+  CHECK(cfg["interval"] == 50);
+  CHECK(cfg["mode"] == "exactly_once");
+  f.call("PATCH", "/jobs/" + id + "/checkpoints/config", R"({"interval": 20})");
+  CHECK(f.call("GET", "/jobs/" + id + "/checkpoints/config")["interval"] == 20);
+  f.call("PATCH", "/jobs/" + id + "/checkpoints/config", R"({"interval": 0})", 400);
+  f.call("PATCH", "/jobs/" + id + "/checkpoints/config", "nonsense", 400);
+}
+
+TEST_CASE("REST: savepoint with cancel, then the job is canceled") {
+  fixture f;
+  job_id id = f.submit_and_run();
+  auto trig = f.call("POST", "/jobs/" + id + "/savepoints",
+                     json{{"target-directory", (f.state_dir / "sp").string()}, {"cancel-job", true}}.dump(),
+                     202);
+  auto* master = f.jobs->find(id);
+  for (auto* v : master->graph().all_execution_vertices())
+    master->coordinator()->receive_ack({id, v->current_attempt(), 1, {}, {}});
+  f.poll();
+  auto done = f.call("GET", "/jobs/" + id + "/savepoints/" + trig["request-id"].get<std::string>());
+  CHECK_THAT(done["operation"]["location"].get<std::string>(), Catch::Contains("savepoint-"));
+  CHECK(f.call("GET", "/jobs/" + id)["state"] == "CANCELED");
+  f.call("PATCH", "/jobs/" + id, {}, 409);
+}
+
+TEST_CASE("REST: metrics use Flink's checkpoint metric names") {
+  fixture f;
+  f.submit_and_run();
+  auto r = f.api->handle({"GET", "/metrics", {}, {}});
+  CHECK(r.status == 200);
+  for (auto name : {"totalNumberOfCheckpoints", "numberOfInProgressCheckpoints",
+                    "numberOfCompletedCheckpoints", "numberOfFailedCheckpoints",
+                    "lastCheckpointDuration", "lastCheckpointSize", "lastCompletedCheckpointId",
+                    "lastCheckpointRestoreTimestamp", "snapflow_seconds_since_last_completed_checkpoint"})
+    CHECK_THAT(r.body, Catch::Contains(name));
+}
+
+TEST_CASE("REST: the HTTP server answers on loopback and serves the web page") {
+  fixture f(false);
+  rest_server server(f.io.get_executor(), f.api);
+  int port = server.start("127.0.0.1", 0);
+  REQUIRE(port > 0);
+  // The coordinator thread: the io_context runs while the client waits.
+  auto guard = asio::make_work_guard(f.io);
+  std::thread coordinator([&] { f.io.run(); });
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(5, 0);
+  auto page = client.Get("/");
+  REQUIRE(page);
+  CHECK(page->status == 200);
+  CHECK_THAT(page->body, Catch::Contains("snapflow"));
+  auto jobs = client.Get("/jobs");
+  REQUIRE(jobs);
+  CHECK(jobs->status == 200);
+  CHECK(json::parse(jobs->body)["jobs"].empty());
+  auto missing = client.Get("/jobs/none");
+  REQUIRE(missing);
+  CHECK(missing->status == 404);
+  guard.reset();
+  f.io.stop();
+  coordinator.join();
+  server.stop();
+}

@@ -1,0 +1,481 @@
+#include "transport/rest/coordinator_rest_api.hpp"
+
+#include <charconv>
+#include <sstream>
+
+#include "engine/clock.hpp"
+#include "graph/job_file.hpp"
+
+namespace snapflow::rest {
+
+using nlohmann::json;
+
+rest_response json_response(int status, const json& body) {
+  return {status, "application/json", body.dump()};
+}
+
+rest_response error_response(int status, const std::string& message) {
+  return json_response(status, json{{"errors", json::array({message})}});
+}
+
+namespace {
+
+std::int64_t ms(std::int64_t us) { return us / 1000; }
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::string current;
+  for (char c : path) {
+    if (c == '/') {
+      if (!current.empty()) parts.push_back(std::move(current));
+      current.clear();
+    } else {
+      current.push_back(c);
+    }
+  }
+  if (!current.empty()) parts.push_back(std::move(current));
+  return parts;
+}
+
+json summary_json(const stats_summary& s, double scale = 1.0) {
+  return json{{"min", s.min * scale}, {"max", s.max * scale}, {"avg", s.avg * scale},
+              {"p50", s.p50 * scale}, {"p90", s.p90 * scale}, {"p95", s.p95 * scale},
+              {"p99", s.p99 * scale}, {"p999", s.p999 * scale}, {"count", s.count}};
+}
+
+std::string status_name(checkpoint_stats_status s) {
+  switch (s) {
+    case checkpoint_stats_status::in_progress:
+      return "IN_PROGRESS";
+    case checkpoint_stats_status::completed:
+      return "COMPLETED";
+    case checkpoint_stats_status::failed:
+      return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+json checkpoint_json(const checkpoint_stats& c) {
+  json j{{"id", c.id},
+         {"status", status_name(c.status)},
+         {"is_savepoint", c.kind == checkpoint_trigger_kind::savepoint},
+         {"checkpoint_type", c.kind == checkpoint_trigger_kind::savepoint ? "SAVEPOINT"
+                                                                         : "CHECKPOINT"},
+         {"trigger_kind", std::string(to_string(c.kind))},
+         {"trigger_timestamp", ms(c.trigger_timestamp_us)},
+         {"latest_ack_timestamp", ms(c.latest_ack_timestamp_us)},
+         {"state_size", c.state_size},
+         {"checkpointed_size", c.state_size},
+         {"end_to_end_duration", ms(c.end_to_end_duration_us)},
+         {"end_to_end_duration_us", c.end_to_end_duration_us},
+         {"alignment_buffered", 0},
+         {"max_alignment_duration_us", c.max_alignment_duration_us},
+         {"num_subtasks", c.num_subtasks},
+         {"num_acknowledged_subtasks", c.num_acknowledged},
+         {"external_path", c.external_path}};
+  if (c.end_timestamp_us) j["end_timestamp"] = ms(*c.end_timestamp_us);
+  if (c.failure_reason) {
+    j["failure_timestamp"] = c.end_timestamp_us ? ms(*c.end_timestamp_us) : 0;
+    j["failure_message"] = std::string(to_string(*c.failure_reason)) + ": " + c.failure_message;
+  }
+  return j;
+}
+
+std::string vertex_status(const execution_job_vertex& v) {
+  bool all_running = true, any_failed = false, all_finished = true;
+  for (const auto& s : v.subtasks()) {
+    all_running &= s->state() == execution_state::running;
+    all_finished &= s->state() == execution_state::finished;
+    any_failed |= s->state() == execution_state::failed;
+  }
+  if (any_failed) return "FAILED";
+  if (all_finished) return "FINISHED";
+  if (all_running) return "RUNNING";
+  return std::string(to_string(v.subtasks().front()->state()));
+}
+
+}  // namespace
+
+coordinator_rest_api::coordinator_rest_api(std::shared_ptr<dispatcher> jobs)
+    : jobs_(std::move(jobs)) {}
+
+rest_response coordinator_rest_api::handle(const rest_request& r) {
+  const auto p = split_path(r.path);
+  const bool get = r.method == "GET", post = r.method == "POST", patch = r.method == "PATCH";
+  if (p.empty() || (p.size() == 1 && p[0] == "overview")) {
+    if (get) return overview();
+  } else if (p[0] == "metrics" && p.size() == 1) {
+    if (get) return {200, "text/plain; version=0.0.4", metrics_text()};
+  } else if (p[0] == "jobs") {
+    if (p.size() == 1) {
+      if (get) return jobs_list();
+      if (post) return submit(r);
+    } else if (p.size() == 2) {
+      if (get) return job_details(p[1]);
+      if (patch) {
+        auto mode = r.query.find("mode");
+        if (mode != r.query.end() && mode->second != "cancel")
+          return error_response(400, "unknown mode '" + mode->second + "'; use mode=cancel");
+        return cancel(p[1]);
+      }
+    } else if (p[2] == "checkpoints") {
+      if (p.size() == 3) {
+        if (get) return checkpoints(p[1]);
+        if (post) return trigger(p[1], false, r.body);
+      } else if (p.size() == 4 && p[3] == "config") {
+        if (get) return checkpoint_config(p[1]);
+        if (patch) return set_checkpoint_config(p[1], r.body);
+      } else if (p.size() == 5 && p[3] == "details") {
+        if (get) return checkpoint_details(p[1], p[4]);
+      } else if (p.size() == 4) {
+        if (get) return operation_status(p[1], p[3]);
+      }
+    } else if (p[2] == "savepoints") {
+      if (p.size() == 3 && post) return trigger(p[1], true, r.body);
+      if (p.size() == 4 && get) return operation_status(p[1], p[3]);
+    }
+  }
+  if (get || post || patch) return error_response(404, "no such resource: " + r.method + " " + r.path);
+  return error_response(405, "method " + r.method + " is not allowed");
+}
+
+rest_response coordinator_rest_api::overview() const {
+  std::map<std::string, int> by_status;
+  for (const auto& j : jobs_->list()) ++by_status[std::string(to_string(j.status))];
+  std::uint32_t slots = 0, free_slots = 0;
+  for (const auto& [_, w] : jobs_->workers()->workers()) {
+    slots += w.slots;
+    free_slots += w.free_slots();
+  }
+  return json_response(
+      200, json{{"taskmanagers", jobs_->workers()->workers().size()},
+                {"slots-total", slots},
+                {"slots-available", free_slots},
+                {"jobs-running", by_status["RUNNING"]},
+                {"jobs-finished", by_status["FINISHED"]},
+                {"jobs-cancelled", by_status["CANCELED"]},
+                {"jobs-failed", by_status["FAILED"]},
+                {"frames-received", counters_.frames_received},
+                {"bad-frames", counters_.bad_frames},
+                {"refused-messages", counters_.refused_messages}});
+}
+
+rest_response coordinator_rest_api::jobs_list() const {
+  json jobs = json::array();
+  for (const auto& j : jobs_->list())
+    jobs.push_back({{"id", j.id}, {"name", j.name}, {"status", std::string(to_string(j.status))}});
+  return json_response(200, json{{"jobs", jobs}});
+}
+
+rest_response coordinator_rest_api::submit(const rest_request& r) {
+  if (r.body.empty()) return error_response(400, "the request body must be a TOML job file");
+  auto name = r.query.count("name") ? r.query.at("name") : std::string("job file");
+  auto parsed = parse_job_file(r.body, name);
+  if (!parsed) return error_response(400, parsed.error().what());
+  std::optional<std::filesystem::path> savepoint;
+  if (auto it = r.query.find("fromSavepoint"); it != r.query.end() && !it->second.empty())
+    savepoint = it->second;
+  // Submission completes asynchronously (the job file is persisted on the I/O executor): the
+  // answer is the job id; its status is at /jobs/:id.
+  auto graph = std::move(parsed).value();
+  const job_id id = graph.id;
+  jobs_->submit(std::move(graph), savepoint,
+                [failed = failed_submissions_, id](result<job_id> r) {
+                  if (!r) (*failed)[id] = r.err().message;
+                });
+  return json_response(202, json{{"jobid", id}});
+}
+
+rest_response coordinator_rest_api::job_details(const job_id& id) const {
+  job_master* m = jobs_->find(id);
+  if (m == nullptr) {
+    if (auto it = failed_submissions_->find(id); it != failed_submissions_->end())
+      return error_response(422, "job " + id + " was not started: " + it->second);
+    return error_response(404, "no job " + id);
+  }
+  const auto& eg = m->graph();
+  json vertices = json::array();
+  for (const auto& v : eg.job_vertices()) {
+    json subtasks = json::array();
+    for (const auto& s : v->subtasks()) {
+      auto worker = m->worker_of(s->current_attempt());
+      subtasks.push_back({{"subtask", s->id().index},
+                          {"attempt", s->current_attempt().attempt},
+                          {"status", std::string(to_string(s->state()))},
+                          {"worker", worker.value_or("")}});
+    }
+    vertices.push_back({{"id", v->id()},
+                        {"uid", v->vertex().uid},
+                        {"name", v->vertex().name},
+                        {"kind", v->vertex().kind},
+                        {"parallelism", v->parallelism()},
+                        {"maxParallelism", v->vertex().max_parallelism},
+                        {"status", vertex_status(*v)},
+                        {"subtasks", subtasks}});
+  }
+  auto s = *jobs_->summary(id);
+  json j{{"jid", id},
+         {"name", s.name},
+         {"state", std::string(to_string(s.status))},
+         {"start-time", 0},
+         {"restarts", s.restarts},
+         {"waiting-for-slots", s.waiting_for_slots},
+         {"slots-needed", m->slots_needed()},
+         {"vertices", vertices}};
+  if (!s.failure_cause.empty()) j["failure-cause"] = s.failure_cause;
+  if (auto restored = m->restored_from()) j["restored-from-checkpoint"] = *restored;
+  if (auto* c = m->coordinator()) j["last-completed-checkpoint"] = c->core().latest_completed_id();
+  return json_response(200, j);
+}
+
+rest_response coordinator_rest_api::cancel(const job_id& id) {
+  if (jobs_->find(id) == nullptr) return error_response(404, "no job " + id);
+  auto r = jobs_->cancel(id);
+  if (!r) return error_response(409, r.err().message);
+  return json_response(202, json::object());
+}
+
+rest_response coordinator_rest_api::checkpoints(const job_id& id) const {
+  job_master* m = jobs_->find(id);
+  if (m == nullptr) return error_response(404, "no job " + id);
+  auto* c = m->coordinator();
+  if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
+  const auto& stats = c->core().stats();
+  const auto counts = stats.counts();
+  json latest{{"completed", nullptr}, {"savepoint", nullptr}, {"failed", nullptr},
+              {"restored", nullptr}};
+  if (auto* l = stats.latest_completed()) latest["completed"] = checkpoint_json(*l);
+  if (auto* l = stats.latest_savepoint()) latest["savepoint"] = checkpoint_json(*l);
+  if (auto* l = stats.latest_failed()) latest["failed"] = checkpoint_json(*l);
+  if (auto r = stats.latest_restored())
+    latest["restored"] = {{"id", r->id},
+                          {"restore_timestamp", ms(r->restore_us)},
+                          {"is_savepoint", r->savepoint},
+                          {"external_path", r->external_path}};
+  json history = json::array();
+  for (const auto& h : stats.history()) history.push_back(checkpoint_json(h));
+  json j{{"counts",
+          {{"restored", counts.restored},
+           {"total", counts.triggered},
+           {"in_progress", counts.in_progress},
+           {"completed", counts.completed},
+           {"failed", counts.failed}}},
+         {"summary",
+          {{"end_to_end_duration", summary_json(stats.end_to_end_duration_us(), 0.001)},
+           {"end_to_end_duration_us", summary_json(stats.end_to_end_duration_us())},
+           {"state_size", summary_json(stats.state_size())},
+           {"checkpointed_size", summary_json(stats.state_size())},
+           {"alignment_duration", summary_json(stats.alignment_duration_us(), 0.001)},
+           {"alignment_duration_us", summary_json(stats.alignment_duration_us())}}},
+         {"latest", latest},
+         {"history", history}};
+  return json_response(200, j);
+}
+
+rest_response coordinator_rest_api::checkpoint_config(const job_id& id) const {
+  job_master* m = jobs_->find(id);
+  if (m == nullptr) return error_response(404, "no job " + id);
+  auto* c = m->coordinator();
+  if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
+  const auto& cfg = c->core().config();
+  json j{{"mode", cfg.mode == checkpointing_mode::exactly_once ? "exactly_once" : "at_least_once"},
+         {"interval", cfg.interval ? cfg.interval->count() : -1},
+         {"timeout", cfg.timeout.count()},
+         {"min_pause", cfg.min_pause.count()},
+         {"max_concurrent", cfg.max_concurrent},
+         {"tolerable_failed_checkpoints", cfg.tolerable_failures},
+         {"unaligned_checkpoints", cfg.unaligned},
+         {"retained_checkpoints", cfg.retained},
+         {"externalization",
+          {{"enabled", true},
+           {"delete_on_cancellation",
+            cfg.retention == externalized_retention::delete_on_cancellation}}},
+         {"state_backend", cfg.state_backend},
+         {"checkpoint_storage", "filesystem"},
+         {"checkpoint_dir", cfg.checkpoint_dir},
+         {"savepoint_dir", cfg.savepoint_dir},
+         {"stats_history_size", cfg.stats_history_size}};
+  return json_response(200, j);
+}
+
+rest_response coordinator_rest_api::set_checkpoint_config(const job_id& id,
+                                                          const std::string& body) {
+  job_master* m = jobs_->find(id);
+  if (m == nullptr) return error_response(404, "no job " + id);
+  auto* c = m->coordinator();
+  if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("interval") ||
+      !j["interval"].is_number_integer())
+    return error_response(400, "the body must be {\"interval\": <milliseconds>}");
+  const auto interval = std::chrono::milliseconds(j["interval"].get<std::int64_t>());
+  snapflow::checkpoint_config next = c->core().config();
+  next.interval = interval;
+  if (auto invalid = next.validate()) return error_response(400, *invalid);
+  if (!c->core().config().interval)
+    return error_response(409, "job " + id + " was submitted without periodic checkpoints");
+  c->set_interval(interval);
+  return json_response(200, json{{"interval", interval.count()}});
+}
+
+rest_response coordinator_rest_api::checkpoint_details(const job_id& id,
+                                                       const std::string& cid) const {
+  job_master* m = jobs_->find(id);
+  if (m == nullptr) return error_response(404, "no job " + id);
+  auto* c = m->coordinator();
+  if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
+  checkpoint_id n = 0;
+  auto [ptr, ec] = std::from_chars(cid.data(), cid.data() + cid.size(), n);
+  if (ec != std::errc() || ptr != cid.data() + cid.size())
+    return error_response(400, "checkpoint id must be a number, got '" + cid + "'");
+  const checkpoint_stats* s = c->core().stats().find(n);
+  if (s == nullptr) return error_response(404, "no checkpoint " + cid + " in the history");
+  json j = checkpoint_json(*s);
+  json subtasks = json::array();
+  for (const auto& a : s->subtasks)
+    subtasks.push_back({{"vertex", a.subtask.vertex},
+                        {"index", a.subtask.index},
+                        {"status", "completed"},
+                        {"ack_timestamp", ms(a.ack_timestamp_us)},
+                        {"end_to_end_duration", ms(a.end_to_end_duration_us)},
+                        {"end_to_end_duration_us", a.end_to_end_duration_us},
+                        {"state_size", a.state_size},
+                        {"checkpoint", {{"sync", ms(a.sync_duration_us)},
+                                        {"async", ms(a.async_duration_us)},
+                                        {"sync_us", a.sync_duration_us},
+                                        {"async_us", a.async_duration_us}}},
+                        {"alignment", {{"duration", ms(a.alignment_duration_us)},
+                                       {"duration_us", a.alignment_duration_us},
+                                       {"processed", a.bytes_processed_during_alignment}}}});
+  j["subtasks"] = subtasks;
+  return json_response(200, j);
+}
+
+rest_response coordinator_rest_api::trigger(const job_id& id, bool savepoint,
+                                            const std::string& body) {
+  job_master* m = jobs_->find(id);
+  if (m == nullptr) return error_response(404, "no job " + id);
+  auto* c = m->coordinator();
+  if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
+  std::string target;
+  bool cancel_job = false;
+  if (!body.empty()) {
+    json j = json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return error_response(400, "the body must be JSON");
+    if (j.contains("target-directory") && j["target-directory"].is_string())
+      target = j["target-directory"].get<std::string>();
+    if (j.contains("cancel-job") && j["cancel-job"].is_boolean())
+      cancel_job = j["cancel-job"].get<bool>();
+  }
+  auto op = std::make_shared<operation>();
+  op->job = id;
+  op->savepoint = savepoint;
+  op->cancel_job = cancel_job;
+  const std::string request_id = std::to_string(next_operation_++);
+  operations_[request_id] = op;
+  std::weak_ptr<dispatcher> weak = jobs_;
+  c->trigger_checkpoint(
+      savepoint ? checkpoint_trigger_kind::savepoint : checkpoint_trigger_kind::manual, target,
+      [op, weak](const request_finished& f) {
+        op->done = true;
+        op->outcome = f;
+        if (op->cancel_job && !f.failure)
+          if (auto d = weak.lock()) (void)d->cancel(op->job);
+      });
+  return json_response(202, json{{"request-id", request_id}});
+}
+
+rest_response coordinator_rest_api::operation_status(const job_id& id,
+                                                     const std::string& request_id) const {
+  auto it = operations_.find(request_id);
+  if (it == operations_.end() || it->second->job != id)
+    return error_response(404, "no operation " + request_id + " for job " + id);
+  const operation& op = *it->second;
+  if (!op.done) return json_response(200, json{{"status", {{"id", "IN_PROGRESS"}}}});
+  json operation_json;
+  if (op.outcome.failure) {
+    operation_json["failure-cause"] = {
+        {"class", std::string(to_string(*op.outcome.failure))},
+        {"stack-trace", op.outcome.message}};
+  } else {
+    operation_json["location"] = op.outcome.location;
+  }
+  if (op.outcome.id) operation_json["checkpointId"] = *op.outcome.id;
+  return json_response(200, json{{"status", {{"id", "COMPLETED"}}}, {"operation", operation_json}});
+}
+
+std::string coordinator_rest_api::metrics_text() const {
+  std::ostringstream os;
+  auto gauge = [&](const std::string& name, const std::string& help) {
+    os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " gauge\n";
+  };
+  struct job_metrics {
+    job_id id;
+    std::string name;
+    checkpoint_counts counts;
+    std::int64_t last_duration_ms = 0, last_size = 0, last_id = 0, restore_ts = -1;
+    double since_last_s = -1;
+    stats_summary e2e;
+  };
+  std::vector<job_metrics> all;
+  const std::int64_t now_us = coordinator_clock::now_us();
+  for (const auto& s : jobs_->list()) {
+    job_metrics jm;
+    jm.id = s.id;
+    jm.name = s.name;
+    if (auto* m = jobs_->find(s.id); m && m->coordinator()) {
+      const auto& stats = m->coordinator()->core().stats();
+      jm.counts = stats.counts();
+      if (auto* l = stats.latest_completed()) {
+        jm.last_duration_ms = ms(l->end_to_end_duration_us);
+        jm.last_size = static_cast<std::int64_t>(l->state_size);
+        jm.last_id = l->id;
+        if (l->end_timestamp_us) jm.since_last_s = (now_us - *l->end_timestamp_us) / 1e6;
+      }
+      if (auto r = stats.latest_restored()) jm.restore_ts = ms(r->restore_us);
+      jm.e2e = stats.end_to_end_duration_us();
+    }
+    all.push_back(std::move(jm));
+  }
+  auto label = [](const job_metrics& j) {
+    std::string name;
+    for (char ch : j.name) name += (ch == '"' || ch == '\\' || ch == '\n') ? '_' : ch;
+    return "{job_id=\"" + j.id + "\",job_name=\"" + name + "\"}";
+  };
+  auto series = [&](const std::string& name, const std::string& help, auto value) {
+    gauge(name, help);
+    for (const auto& j : all) os << name << label(j) << ' ' << value(j) << '\n';
+  };
+  series("flink_jobmanager_job_totalNumberOfCheckpoints", "checkpoints triggered",
+         [](const job_metrics& j) { return j.counts.triggered; });
+  series("flink_jobmanager_job_numberOfInProgressCheckpoints", "checkpoints in progress",
+         [](const job_metrics& j) { return j.counts.in_progress; });
+  series("flink_jobmanager_job_numberOfCompletedCheckpoints", "checkpoints completed",
+         [](const job_metrics& j) { return j.counts.completed; });
+  series("flink_jobmanager_job_numberOfFailedCheckpoints", "checkpoints failed",
+         [](const job_metrics& j) { return j.counts.failed; });
+  series("flink_jobmanager_job_lastCheckpointDuration", "ms, trigger to durable completion",
+         [](const job_metrics& j) { return j.last_duration_ms; });
+  series("flink_jobmanager_job_lastCheckpointSize", "bytes of state in the last checkpoint",
+         [](const job_metrics& j) { return j.last_size; });
+  series("flink_jobmanager_job_lastCompletedCheckpointId", "id of the last completed checkpoint",
+         [](const job_metrics& j) { return j.last_id; });
+  series("flink_jobmanager_job_lastCheckpointRestoreTimestamp", "ms since epoch, -1 if none",
+         [](const job_metrics& j) { return j.restore_ts; });
+  series("snapflow_seconds_since_last_completed_checkpoint",
+         "grows while barriers are stuck; -1 before the first completion",
+         [](const job_metrics& j) { return j.since_last_s; });
+  series("snapflow_checkpoint_end_to_end_duration_us_p50", "median over the summary window",
+         [](const job_metrics& j) { return j.e2e.p50; });
+  series("snapflow_checkpoint_end_to_end_duration_us_p99", "p99 over the summary window",
+         [](const job_metrics& j) { return j.e2e.p99; });
+  gauge("snapflow_workers", "registered workers");
+  os << "snapflow_workers " << jobs_->workers()->workers().size() << '\n';
+  gauge("snapflow_bad_frames_total", "frames refused as malformed");
+  os << "snapflow_bad_frames_total " << counters_.bad_frames << '\n';
+  gauge("snapflow_refused_messages_total", "valid frames refused (unknown peer, wrong owner)");
+  os << "snapflow_refused_messages_total " << counters_.refused_messages << '\n';
+  return os.str();
+}
+
+}  // namespace snapflow::rest

@@ -1,0 +1,99 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/jobmaster/dispatcher.hpp"
+
+namespace snapflow::rest {
+
+struct rest_request {
+  std::string method;  // GET, POST, PATCH
+  std::string path;    // without the query string
+  std::map<std::string, std::string> query;
+  std::string body;
+};
+
+struct rest_response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// The coordinator's REST API, with Flink's paths and field names so existing tools and habits
+// carry over (times in milliseconds; snapflow adds `_us` fields where sub-millisecond precision
+// matters). Every member runs on the coordinator's executor, where the dispatcher lives; the
+// HTTP server (rest_server) only moves requests onto that executor and answers back.
+//
+//   GET   /jobs                                       jobs and their status
+//   POST  /jobs[?fromSavepoint=PATH]                  submit a TOML job file (the body)
+//   GET   /jobs/:id                                   one job: status, vertices, restarts
+//   PATCH /jobs/:id[?mode=cancel]                     cancel
+//   GET   /jobs/:id/checkpoints                       counts, summary, latest, history
+//   GET   /jobs/:id/checkpoints/config                the checkpoint configuration
+//   PATCH /jobs/:id/checkpoints/config                {"interval": ms}: change the interval
+//   GET   /jobs/:id/checkpoints/details/:cid          one checkpoint with per-subtask stats
+//   POST  /jobs/:id/checkpoints                       trigger a checkpoint: {"request-id"}
+//   GET   /jobs/:id/checkpoints/:request-id           its outcome
+//   POST  /jobs/:id/savepoints                        {"target-directory", "cancel-job"}
+//   GET   /jobs/:id/savepoints/:request-id            its outcome
+//   GET   /overview                                   workers, slots, jobs by status
+//   GET   /metrics                                    Prometheus text format
+// Errors are JSON {"errors": [message]} with the right status code.
+class coordinator_rest_api {
+ public:
+  explicit coordinator_rest_api(std::shared_ptr<dispatcher> jobs);
+
+  rest_response handle(const rest_request& request);
+
+  // Prometheus exposition of every job's checkpoint metrics (Flink's names) and the
+  // coordinator's own counters.
+  std::string metrics_text() const;
+
+  // Counters the transport reports, shown by /overview and /metrics.
+  struct transport_counters {
+    std::uint64_t frames_received = 0;
+    std::uint64_t bad_frames = 0;
+    std::uint64_t refused_messages = 0;
+    std::size_t workers = 0;
+  };
+  void set_transport_counters(transport_counters counters) { counters_ = counters; }
+
+ private:
+  struct operation {
+    job_id job;
+    bool savepoint = false;
+    bool done = false;
+    bool cancel_job = false;
+    request_finished outcome;
+  };
+
+  rest_response jobs_list() const;
+  rest_response submit(const rest_request& request);
+  rest_response job_details(const job_id& id) const;
+  rest_response cancel(const job_id& id);
+  rest_response checkpoints(const job_id& id) const;
+  rest_response checkpoint_config(const job_id& id) const;
+  rest_response set_checkpoint_config(const job_id& id, const std::string& body);
+  rest_response checkpoint_details(const job_id& id, const std::string& cid) const;
+  rest_response trigger(const job_id& id, bool savepoint, const std::string& body);
+  rest_response operation_status(const job_id& id, const std::string& request_id) const;
+  rest_response overview() const;
+
+  std::shared_ptr<dispatcher> jobs_;
+  std::map<std::string, std::shared_ptr<operation>> operations_;
+  // Submissions that were accepted for processing but failed later (e.g. persisting).
+  std::shared_ptr<std::map<job_id, std::string>> failed_submissions_ =
+      std::make_shared<std::map<job_id, std::string>>();
+  std::uint64_t next_operation_ = 1;
+  transport_counters counters_;
+};
+
+rest_response json_response(int status, const nlohmann::json& body);
+rest_response error_response(int status, const std::string& message);
+
+}  // namespace snapflow::rest
