@@ -1,0 +1,40 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace snapflow::cli {
+
+struct common_options {
+  std::string coordinator = "127.0.0.1:8081";  // REST address of a running coordinator
+  bool json = false;
+};
+
+struct local_options {
+  int workers = 2;
+  int slots = 4;
+  std::string job_file = "examples/exactly-once-sum.toml";
+  std::string state_dir;       // default: a fresh folder under the temp directory
+  std::string executor = "runtime";
+  int rest_port = 0;           // 0 = any free port
+  std::string log_level = "warn";
+  int timeout_s = 0;           // 0 = none
+};
+
+// `snapflow local`: a coordinator and N workers as child processes, the job submitted, live
+// progress, a summary; 0 when a bounded job finishes, 1 when it fails, 130 after Ctrl-C.
+int run_local(const local_options& options);
+
+int run_submit(const common_options& c, const std::string& file,
+               const std::optional<std::string>& from_savepoint);
+int run_list(const common_options& c);
+int run_status(const common_options& c, const std::string& job);
+int run_checkpoints(const common_options& c, const std::string& job);
+int run_checkpoint(const common_options& c, const std::string& job, bool savepoint,
+                   const std::string& folder, bool cancel_after);
+int run_cancel(const common_options& c, const std::string& job,
+               const std::optional<std::string>& savepoint_folder);
+int run_set_interval(const common_options& c, const std::string& job, long long interval_ms);
+int run_keygen(const std::string& prefix);
+
+}  // namespace snapflow::cli

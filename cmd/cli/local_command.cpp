@@ -1,0 +1,207 @@
+// `snapflow local`: the README's first command. A coordinator and N workers as child
+// processes on loopback, the job submitted over REST, live progress until it ends.
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include "cmd/cli/child_processes.hpp"
+#include "cmd/cli/commands.hpp"
+#include "cmd/cli/rest_client.hpp"
+
+namespace snapflow::cli {
+
+using nlohmann::json;
+
+namespace {
+
+std::atomic<int> interrupted{0};
+void on_signal(int) { interrupted.fetch_add(1); }
+
+std::filesystem::path self_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::current_path() : exe.parent_path();
+}
+
+std::string format_us(double us) {
+  std::ostringstream os;
+  os.precision(3);
+  if (us >= 1000)
+    os << us / 1000 << " ms";
+  else
+    os << us << " us";
+  return os.str();
+}
+
+// "key=value" fields of the coordinator's listening line.
+std::string field(const std::string& line, const std::string& key) {
+  auto at = line.find(key + "=");
+  if (at == std::string::npos) return {};
+  auto start = at + key.size() + 1;
+  auto end = line.find(' ', start);
+  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+}  // namespace
+
+int run_local(const local_options& o) {
+  if (o.workers < 1 || o.workers > 64) {
+    std::cerr << "snapflow local: --workers must be between 1 and 64\n";
+    return 2;
+  }
+  std::ifstream in(o.job_file, std::ios::binary);
+  if (!in) {
+    std::cerr << "snapflow local: cannot read job file '" << o.job_file
+              << "' (run from the repository root, or pass --job FILE)\n";
+    return 2;
+  }
+  std::stringstream job_text;
+  job_text << in.rdbuf();
+
+  std::filesystem::path state_dir = o.state_dir;
+  if (state_dir.empty())
+    state_dir = std::filesystem::temp_directory_path() /
+                ("snapflow-local-" + std::to_string(::getpid()) + "-" +
+                 std::to_string(std::random_device{}() % 100000));
+  std::filesystem::create_directories(state_dir);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  const auto bin = self_dir();
+  child_processes children;
+  auto coordinator = children.spawn(
+      "coordinator", (bin / "snapflow-coordinator").string(),
+      {"--bind", "tcp://127.0.0.1:*", "--state-dir", state_dir.string(), "--rest-host",
+       "127.0.0.1", "--rest-port", std::to_string(o.rest_port), "--log-level", o.log_level},
+      true);
+  if (!coordinator) {
+    std::cerr << "snapflow local: " << coordinator.err().message << "\n";
+    return 1;
+  }
+  std::string control, rest;
+  for (int i = 0; i < 100 && control.empty(); ++i) {
+    auto line = children.read_line(*coordinator, std::chrono::milliseconds(100));
+    if (line && line->find("listening") != std::string::npos) {
+      control = field(*line, "control");
+      rest = field(*line, "rest");
+    }
+    if (!children.reap_exited().empty()) break;
+  }
+  if (control.empty() || rest.empty()) {
+    std::cerr << "snapflow local: the coordinator did not start (see its log above)\n";
+    return 1;
+  }
+  for (int w = 0; w < o.workers; ++w) {
+    auto worker = children.spawn(
+        "worker-" + std::to_string(w + 1), (bin / "snapflow-worker").string(),
+        {"--coordinator", control, "--id", "local-worker-" + std::to_string(w + 1), "--slots",
+         std::to_string(o.slots), "--data-bind", "tcp://127.0.0.1:*", "--executor", o.executor,
+         "--log-level", o.log_level},
+        false);
+    if (!worker) {
+      std::cerr << "snapflow local: " << worker.err().message << "\n";
+      return 1;
+    }
+  }
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  std::cout << "snapflow local: coordinator " << control << ", REST and web page at http://" << rest
+            << "/, " << o.workers << " workers x " << o.slots << " slots, state in "
+            << state_dir.string() << "\n";
+
+  rest_client client(rest);
+  auto submitted = client.post("/jobs?name=" + o.job_file, job_text.str(), "application/toml");
+  if (!submitted) {
+    std::cerr << "snapflow local: " << submitted.err().message << "\n";
+    return 1;
+  }
+  const std::string job = (*submitted)["jobid"];
+  std::cout << "submitted job " << job << " from " << o.job_file << "\n";
+
+  const auto started = std::chrono::steady_clock::now();
+  std::string last_plain;
+  std::string state = "CREATED";
+  json last_checkpoints;
+  int cancel_requests = 0;
+  for (;;) {
+    for (const auto& exit : children.reap_exited()) std::cerr << "\nsnapflow local: " << exit << "\n";
+    if (interrupted.load() > cancel_requests) {
+      cancel_requests = interrupted.load();
+      if (cancel_requests == 1) {
+        std::cout << "\ncancelling job " << job << " (Ctrl-C again to stop at once)\n";
+        (void)client.patch("/jobs/" + job + "?mode=cancel");
+      } else {
+        break;
+      }
+    }
+    auto details = client.get("/jobs/" + job);
+    if (!details) {
+      if (details.err().message.find("was not started") != std::string::npos) {
+        std::cerr << "snapflow local: " << details.err().message << "\n";
+        return 1;
+      }
+    } else {
+      state = (*details)["state"];
+      auto cps = client.get("/jobs/" + job + "/checkpoints");
+      std::ostringstream line;
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      line << "[" << std::fixed;
+      line.precision(1);
+      line << elapsed << "s] " << state << "  restarts " << (*details)["restarts"];
+      if (cps) {
+        last_checkpoints = *cps;
+        const auto& latest = (*cps)["latest"]["completed"];
+        line << "  checkpoints " << (*cps)["counts"]["completed"] << " completed, "
+             << (*cps)["counts"]["failed"] << " failed";
+        if (!latest.is_null())
+          line << "  last #" << latest["id"] << " in "
+               << format_us(latest["end_to_end_duration_us"].get<double>());
+      }
+      if ((*details).value("waiting-for-slots", false)) line << "  (waiting for slots)";
+      if (tty) {
+        std::cout << "\r" << line.str() << "\033[K" << std::flush;
+      } else if (line.str().substr(line.str().find(']')) != last_plain) {
+        last_plain = line.str().substr(line.str().find(']'));
+        std::cout << line.str() << "\n";
+      }
+      if (state == "FINISHED" || state == "FAILED" || state == "CANCELED") break;
+    }
+    if (o.timeout_s > 0 && std::chrono::steady_clock::now() - started > std::chrono::seconds(o.timeout_s)) {
+      std::cerr << "\nsnapflow local: --timeout reached, cancelling\n";
+      (void)client.patch("/jobs/" + job + "?mode=cancel");
+      state = "TIMEOUT";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 250 : 1000));
+  }
+  if (tty) std::cout << "\n";
+
+  std::cout << "\nsummary: job " << job << " " << state << "\n";
+  if (!last_checkpoints.is_null()) {
+    const auto& counts = last_checkpoints["counts"];
+    const auto& e2e = last_checkpoints["summary"]["end_to_end_duration_us"];
+    std::cout << "  checkpoints: " << counts["completed"] << " completed, " << counts["failed"]
+              << " failed, " << counts["restored"] << " restored\n"
+              << "  end to end: p50 " << format_us(e2e["p50"].get<double>()) << ", p99 "
+              << format_us(e2e["p99"].get<double>()) << ", max "
+              << format_us(e2e["max"].get<double>()) << "\n";
+  }
+  if (auto details = client.get("/jobs/" + job); details && details->contains("failure-cause"))
+    std::cout << "  cause: " << (*details)["failure-cause"].get<std::string>() << "\n";
+  children.stop_all(std::chrono::milliseconds(5000));
+  if (state == "FINISHED") return 0;
+  if (cancel_requests > 0) return 130;
+  return 1;
+}
+
+}  // namespace snapflow::cli

@@ -1,0 +1,91 @@
+// snapflow: the command line. `local` runs a whole cluster on this machine; the other
+// subcommands talk to a running coordinator's REST API.
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "cmd/cli/commands.hpp"
+
+int main(int argc, char** argv) {
+  using namespace snapflow::cli;
+  CLI::App app{"snapflow: stateful streaming with fast, durable checkpoints", "snapflow"};
+  app.require_subcommand(1);
+  app.set_config("--config", "", "read options from a TOML/INI file");
+
+  common_options common;
+  auto add_common = [&](CLI::App* sub, bool json) {
+    sub->add_option("--coordinator", common.coordinator, "REST address of the coordinator")
+        ->envname("SNAPFLOW_COORDINATOR")
+        ->capture_default_str();
+    if (json) sub->add_flag("--json", common.json, "print JSON");
+  };
+
+  local_options local;
+  auto* l = app.add_subcommand("local", "run a coordinator and workers here and run a job");
+  l->add_option("--job", local.job_file, "job file (TOML)")->capture_default_str();
+  l->add_option("--workers", local.workers, "worker processes")->capture_default_str();
+  l->add_option("--slots", local.slots, "slots per worker")->capture_default_str();
+  l->add_option("--state-dir", local.state_dir, "state folder (default: a fresh temp folder)");
+  l->add_option("--executor", local.executor, "task executor of the workers: runtime or stub")
+      ->capture_default_str();
+  l->add_option("--rest-port", local.rest_port, "REST/web port (0 = any free port)")
+      ->capture_default_str();
+  l->add_option("--log-level", local.log_level, "log level of the child processes")
+      ->envname("SPDLOG_LEVEL")
+      ->capture_default_str();
+  l->add_option("--timeout", local.timeout_s, "cancel after this many seconds (0 = never)");
+
+  std::string job, file, folder;
+  std::optional<std::string> savepoint;
+  long long interval_ms = 0;
+  bool cancel_after = false;
+
+  auto* submit = app.add_subcommand("submit", "submit a job file");
+  add_common(submit, true);
+  submit->add_option("file", file, "job file (TOML)")->required();
+  submit->add_option("--from-savepoint", savepoint, "start from this savepoint folder");
+  auto* list = app.add_subcommand("list", "list jobs");
+  add_common(list, true);
+  auto* status = app.add_subcommand("status", "show one job");
+  add_common(status, true);
+  status->add_option("job", job, "job id")->required();
+  auto* checkpoints = app.add_subcommand("checkpoints", "checkpoint history of a job");
+  add_common(checkpoints, true);
+  checkpoints->add_option("job", job, "job id")->required();
+  auto* checkpoint = app.add_subcommand("checkpoint", "trigger a checkpoint now and wait for it");
+  add_common(checkpoint, true);
+  checkpoint->add_option("job", job, "job id")->required();
+  auto* sp = app.add_subcommand("savepoint", "take a savepoint and wait for it");
+  add_common(sp, true);
+  sp->add_option("job", job, "job id")->required();
+  sp->add_option("folder", folder, "savepoint base folder (default: the job's savepoint_dir)");
+  auto* cancel = app.add_subcommand("cancel", "cancel a job");
+  add_common(cancel, true);
+  cancel->add_option("job", job, "job id")->required();
+  cancel->add_option("--savepoint", savepoint, "take a savepoint into this folder first");
+  auto* set_interval =
+      app.add_subcommand("set-interval", "change the checkpoint interval of a running job");
+  add_common(set_interval, true);
+  set_interval->add_option("job", job, "job id")->required();
+  set_interval->add_option("ms", interval_ms, "new interval in milliseconds")
+      ->required()
+      ->check(CLI::Range(1LL, 2592000000LL));
+  std::string key_prefix;
+  auto* keygen = app.add_subcommand("keygen", "generate a CURVE key pair (Z85)");
+  keygen->add_option("--out", key_prefix, "write PREFIX.public and PREFIX.secret");
+  (void)cancel_after;
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (l->parsed()) return run_local(local);
+  if (submit->parsed()) return run_submit(common, file, savepoint);
+  if (list->parsed()) return run_list(common);
+  if (status->parsed()) return run_status(common, job);
+  if (checkpoints->parsed()) return run_checkpoints(common, job);
+  if (checkpoint->parsed()) return run_checkpoint(common, job, false, {}, false);
+  if (sp->parsed()) return run_checkpoint(common, job, true, folder, false);
+  if (cancel->parsed()) return run_cancel(common, job, savepoint);
+  if (set_interval->parsed()) return run_set_interval(common, job, interval_ms);
+  if (keygen->parsed()) return run_keygen(key_prefix);
+  return 2;
+}
