@@ -30,6 +30,12 @@ void describe(V& v, M& m) {
   v.required("data_endpoint", m.data_endpoint);
   v.required("protocol_version", m.protocol_version);
   v.required("pid", m.pid);
+  v.optional("session", m.session);
+}
+
+template <typename V, message_of<not_registered> M>
+void describe(V& v, M& m) {
+  v.optional("reason", m.reason);
 }
 
 template <typename V, message_of<register_ack> M>

@@ -75,7 +75,11 @@ std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r) {
 std::ostream& operator<<(std::ostream& os, const register_worker& m) {
   return os << "register_worker{worker=" << m.worker_id << ", slots=" << m.slots
             << ", data=" << m.data_endpoint << ", version=" << m.protocol_version
-            << ", pid=" << m.pid << "}";
+            << ", pid=" << m.pid << ", session=" << m.session << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const not_registered& m) {
+  return os << "not_registered{reason=" << abbreviated{m.reason} << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const register_ack& m) {

@@ -62,8 +62,12 @@ struct register_worker {
   std::string worker_id;  // also the DEALER routing id
   std::uint32_t slots = 0;
   std::string data_endpoint;  // where the worker's data channels accept connections
-  std::uint32_t protocol_version = current_protocol_version;  // highest version it speaks
+  std::uint32_t protocol_version = current_protocol_version;  // the version it speaks
   std::int64_t pid = 0;
+  // Picked afresh whenever the worker starts over with no tasks (process start, or after it
+  // dropped its tasks because the coordinator was gone): a register_worker that repeats the
+  // session of the current registration is a resend, not a new incarnation.
+  std::uint64_t session = 0;
 
   bool operator==(const register_worker&) const = default;
 };
@@ -78,6 +82,17 @@ struct register_ack {
   std::uint32_t heartbeat_timeout_ms = 0;
 
   bool operator==(const register_ack&) const = default;
+};
+
+// coordinator -> worker: the answer to anything but register_worker from a routing id that is
+// not registered (the coordinator restarted, or declared the worker lost). The worker drops its
+// tasks and registers again.
+struct not_registered {
+  static constexpr std::string_view wire_type = "not_registered";
+
+  std::string reason;
+
+  bool operator==(const not_registered&) const = default;
 };
 
 // Both ways: the worker sends one every heartbeat_interval_ms, the coordinator answers each.
@@ -205,7 +220,7 @@ struct notify_checkpoint_aborted {
 using message =
     std::variant<register_worker, register_ack, heartbeat, deploy_task, cancel_task,
                  task_state_update, trigger_checkpoint, acknowledge_checkpoint, decline_checkpoint,
-                 notify_checkpoint_complete, notify_checkpoint_aborted>;
+                 notify_checkpoint_complete, notify_checkpoint_aborted, not_registered>;
 
 // The "t" of a message on the wire, e.g. "trigger_checkpoint".
 std::string_view type_name(const message& m);
@@ -216,6 +231,7 @@ std::ostream& operator<<(std::ostream& os, const subtask_endpoint& e);
 std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r);
 std::ostream& operator<<(std::ostream& os, const register_worker& m);
 std::ostream& operator<<(std::ostream& os, const register_ack& m);
+std::ostream& operator<<(std::ostream& os, const not_registered& m);
 std::ostream& operator<<(std::ostream& os, const heartbeat& m);
 std::ostream& operator<<(std::ostream& os, const deploy_task& m);
 std::ostream& operator<<(std::ostream& os, const cancel_task& m);

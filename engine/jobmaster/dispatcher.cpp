@@ -50,16 +50,28 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
       }
       restore = std::move(*read);
     }
+    // Everything that touches disk happens here, on the I/O executor: the coordinator thread
+    // only gets the prepared state.
     auto written = checkpoint_storage::write_file_durably(self->job_folder(graph.id) / "job",
                                                           encode_job_graph(graph));
+    std::optional<result<job_master::durable_state>> state;
+    if (written && graph.checkpointing)
+      state = job_master::load_durable_state(self->options_.state_dir, graph, restore);
     asio::post(self->executor_, [self, graph = std::move(graph), restore = std::move(restore),
-                                 written, done = std::move(done)]() mutable {
+                                 written, state = std::move(state),
+                                 done = std::move(done)]() mutable {
       if (!written) {
         done(error{"cannot persist job: " + written.err().message});
         return;
       }
+      if (state && !*state) {
+        done(error{"cannot open the job's checkpoint state: " + state->err().message});
+        return;
+      }
       const job_id id = graph.id;
-      auto started = self->start_job(std::move(graph), std::move(restore));
+      std::optional<job_master::durable_state> prepared;
+      if (state) prepared = std::move(**state);
+      auto started = self->start_job(std::move(graph), std::move(restore), std::move(prepared));
       if (!started) {
         done(started.err());
         return;
@@ -70,11 +82,14 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
 }
 
 result<std::shared_ptr<job_master>> dispatcher::start_job(
-    job_graph graph, std::optional<completed_checkpoint> restore) {
+    job_graph graph, std::optional<completed_checkpoint> restore,
+    std::optional<job_master::durable_state> state) {
+  auto gateway = options_.checkpoint_gateway_for ? options_.checkpoint_gateway_for(graph.id)
+                                                 : checkpoint_gateway_;
   job_master::options o{options_.state_dir, options_.io_executor, options_.restart};
   o.restore_from = std::move(restore);
   auto created = job_master::create(executor_, std::move(graph), workers_, deployer_,
-                                    checkpoint_gateway_, std::move(o));
+                                    gateway, std::move(o), std::move(state));
   if (!created) return created.err();
   std::shared_ptr<job_master> master = *created;
   const job_id id = master->id();

@@ -39,6 +39,10 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
     std::filesystem::path state_dir;
     asio::any_io_executor io_executor;
     restart_strategy_config restart;
+    // When set, each job gets its own checkpoint gateway from here instead of the shared one:
+    // checkpoint_task_gateway calls carry no job id, and a transport serving several jobs
+    // needs it to address the trigger (e.g. transport's coordinator_endpoint).
+    std::function<std::shared_ptr<checkpoint_task_gateway>(const job_id&)> checkpoint_gateway_for;
   };
   using submit_callback = std::function<void(result<job_id>)>;
 
@@ -71,8 +75,9 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   std::filesystem::path job_folder(const job_id& id) const;
 
  private:
-  result<std::shared_ptr<job_master>> start_job(job_graph graph,
-                                                std::optional<completed_checkpoint> restore);
+  result<std::shared_ptr<job_master>> start_job(
+      job_graph graph, std::optional<completed_checkpoint> restore,
+      std::optional<job_master::durable_state> state = std::nullopt);
   void persist_terminal(const job_id& id, job_status status);
 
   asio::any_io_executor executor_;

@@ -12,38 +12,52 @@
 
 namespace snapflow {
 
+result<job_master::durable_state> job_master::load_durable_state(
+    const std::filesystem::path& state_dir, const job_graph& graph,
+    const std::optional<completed_checkpoint>& restore_from) {
+  durable_state state;
+  const auto job_dir = state_dir / graph.id;
+  auto counter = file_checkpoint_id_counter::open(job_dir);
+  if (!counter) return counter.err();
+  auto recovered = checkpoint_storage(job_dir).recover();
+  for (const auto& warning : recovered.warnings)
+    spdlog::warn("job {}: skipping checkpoint: {}", graph.id, warning);
+  if (!recovered.checkpoints.empty()) {
+    // The counter never goes back behind what is on disk, even if its own file was lost.
+    if (auto advanced = (*counter)->advance_to(recovered.checkpoints.back().id + 1); !advanced)
+      return advanced.err();
+  }
+  if (restore_from) {
+    // Ids continue past the savepoint's, so a restored job never reuses one.
+    if (auto advanced = (*counter)->advance_to(restore_from->id + 1); !advanced)
+      return advanced.err();
+  }
+  state.id_counter = std::shared_ptr<checkpoint_id_counter>(std::move(*counter));
+  state.checkpoints = std::move(recovered.checkpoints);
+  return state;
+}
+
 result<std::shared_ptr<job_master>> job_master::create(
     asio::any_io_executor executor, job_graph graph, std::shared_ptr<worker_registry> workers,
     std::shared_ptr<task_deployment_gateway> deployer,
-    std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway, options opts) {
+    std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway, options opts,
+    std::optional<durable_state> state) {
   if (auto invalid = opts.restart.validate()) return error{*invalid};
   auto built = build_execution_graph(graph, executor);
   if (!built) return built.err();
   std::shared_ptr<execution_graph> eg = std::move(*built);
   if (graph.checkpointing) {
     const auto& s = *graph.checkpointing;
-    const auto job_dir = opts.state_dir / graph.id;
-    auto counter = file_checkpoint_id_counter::open(job_dir);
-    if (!counter) return counter.err();
+    if (!state) {
+      auto loaded = load_durable_state(opts.state_dir, graph, opts.restore_from);
+      if (!loaded) return loaded.err();
+      state = std::move(*loaded);
+    }
     auto store = std::make_shared<completed_checkpoint_store>(s.config.retained);
-    auto recovered = checkpoint_storage(job_dir).recover();
-    for (const auto& warning : recovered.warnings)
-      spdlog::warn("job {}: skipping checkpoint: {}", graph.id, warning);
-    if (!recovered.checkpoints.empty()) {
-      // The counter never goes back behind what is on disk, even if its own file was lost.
-      if (auto advanced = (*counter)->advance_to(recovered.checkpoints.back().id + 1); !advanced)
-        return advanced.err();
-    }
-    if (opts.restore_from) {
-      // Ids continue past the savepoint's, so a restored job never reuses one.
-      if (auto advanced = (*counter)->advance_to(opts.restore_from->id + 1); !advanced)
-        return advanced.err();
-    }
-    store->recover(std::move(recovered.checkpoints));
+    store->recover(std::move(state->checkpoints));
     auto enabled = eg->enable_checkpointing(
-        s.config, s.to_trigger, s.to_acknowledge, s.to_confirm, {},
-        std::shared_ptr<checkpoint_id_counter>(std::move(*counter)), std::move(store),
-        s.config.state_backend,
+        s.config, s.to_trigger, s.to_acknowledge, s.to_confirm, {}, std::move(state->id_counter),
+        std::move(store), s.config.state_backend,
         std::make_shared<checkpoint_stats_tracker>(s.config.stats_history_size, s.config),
         checkpoint_runtime{opts.io_executor, std::move(checkpoint_gateway), opts.state_dir});
     if (!enabled) return enabled.err();

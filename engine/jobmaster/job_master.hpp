@@ -35,10 +35,24 @@ class job_master : public std::enable_shared_from_this<job_master> {
     std::optional<completed_checkpoint> restore_from;
   };
 
+  // What a job's checkpoint state folder holds: read and prepared off the coordinator thread
+  // (it touches disk), then handed to create().
+  struct durable_state {
+    std::shared_ptr<checkpoint_id_counter> id_counter;
+    std::vector<completed_checkpoint> checkpoints;  // ascending id, torn ones skipped
+  };
+  // Blocking: opens the id counter, recovers the completed checkpoints and moves the counter
+  // past everything found (and past `restore_from`). Run it on the I/O executor.
+  static result<durable_state> load_durable_state(const std::filesystem::path& state_dir,
+                                                  const job_graph& graph,
+                                                  const std::optional<completed_checkpoint>& restore_from);
+
+  // With `state` empty, loads it synchronously (tests, and the one-off recovery at start).
   static result<std::shared_ptr<job_master>> create(
       asio::any_io_executor executor, job_graph graph, std::shared_ptr<worker_registry> workers,
       std::shared_ptr<task_deployment_gateway> deployer,
-      std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway, options opts);
+      std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway, options opts,
+      std::optional<durable_state> state = std::nullopt);
 
   // Schedules the job (now, or once enough slots exist). Resumes from the latest completed
   // checkpoint in the state folder, if there is one (a restarted coordinator).

@@ -420,16 +420,26 @@ void local_cluster::on_task_state(const execution_attempt_id& attempt, execution
 
 void local_cluster::on_source_exhausted(const execution_attempt_id& attempt,
                                         checkpoint_id last_barrier) {
-  if (find_task(attempt) == nullptr || final_requested_) return;
+  if (find_task(attempt) == nullptr || final_checkpoint_) return;
   exhausted_sources_[attempt] = last_barrier;
   if (exhausted_sources_.size() < num_sources_) return;
   // Every checkpoint with an id above every source's last barrier was taken after the last
   // record of every source.
   checkpoint_id newest = 0;
   for (const auto& [_, id] : exhausted_sources_) newest = std::max(newest, id);
-  final_requested_ = true;
-  for (const auto& [a, _] : exhausted_sources_) find_task(a)->finish_after_checkpoint(newest + 1);
-  request_final_checkpoint();
+  final_checkpoint_ = newest + 1;
+  maybe_finish_sources();
+  if (!sources_finished_) request_final_checkpoint();
+}
+
+void local_cluster::maybe_finish_sources() {
+  // Decided here rather than by each source from its own notifications: a lost notify-complete
+  // at one source must not leave it waiting after another source ended, since no checkpoint
+  // can be triggered once a source is FINISHED.
+  if (!final_checkpoint_ || sources_finished_ || latest_completed_checkpoint() < *final_checkpoint_)
+    return;
+  sources_finished_ = true;
+  for (const auto& [attempt, _] : exhausted_sources_) find_task(attempt)->finish();
 }
 
 void local_cluster::request_final_checkpoint() {
@@ -530,6 +540,7 @@ void local_cluster::note_completed(checkpoint_id id) {
     ++completed_count_;
   }
   changed_.notify_all();
+  maybe_finish_sources();
 }
 
 job_status local_cluster::wait(std::chrono::milliseconds timeout) {

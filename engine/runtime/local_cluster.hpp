@@ -125,6 +125,7 @@ class local_cluster {
                      const std::string& message);
   void on_source_exhausted(const execution_attempt_id& attempt, checkpoint_id last_barrier);
   void request_final_checkpoint();
+  void maybe_finish_sources();
   void fail_job(const std::string& cause);
   void cancel_all_tasks();
   void maybe_end();
@@ -149,7 +150,10 @@ class local_cluster {
   std::size_t num_terminal_ = 0;
   std::map<execution_attempt_id, checkpoint_id> exhausted_sources_;
   std::size_t num_sources_ = 0;
-  bool final_requested_ = false;
+  // Set once every source is exhausted: a checkpoint with this id or a later one was taken
+  // after every source's last record.
+  std::optional<checkpoint_id> final_checkpoint_;
+  bool sources_finished_ = false;
 
   // Fixed once deployed; read from any thread.
   std::vector<std::shared_ptr<local_channel>> channels_;

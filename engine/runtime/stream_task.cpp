@@ -92,8 +92,8 @@ void stream_task::notify_checkpoint_aborted(checkpoint_id id, checkpoint_id late
   mailbox_.post(abort_message{id, latest_completed_id});
 }
 
-void stream_task::finish_after_checkpoint(checkpoint_id id) {
-  mailbox_.post(finish_after_message{id});
+void stream_task::finish() {
+  mailbox_.post(finish_message{});
 }
 
 void stream_task::cancel() {
@@ -240,7 +240,6 @@ result<void> stream_task::initialize() {
       if (auto r = keyed_->restore(keyed_parts); !r) return r;
     }
     last_barrier_ = restored_id;
-    latest_completed_ = restored_id;
   }
 
   operator_context context;
@@ -261,8 +260,7 @@ result<void> stream_task::run_source() {
     if (auto r = process_mailbox(); !r) return r;
     if (should_stop()) return success();
     if (exhausted_) {
-      const bool may_finish =
-          !config_.final_checkpoint || (finish_after_ && latest_completed_ >= *finish_after_);
+      const bool may_finish = !config_.final_checkpoint || finish_requested_;
       if (may_finish) {
         if (!flush_outputs()) return success();
         for (auto& gate : gates_)
@@ -387,15 +385,14 @@ result<void> stream_task::process_mailbox() {
                   {trigger_snapshot{checkpoint_barrier{m.id, m.timestamp_us, m.options}, 0, 0}});
             },
             [&](const complete_message& m) -> result<void> {
-              if (m.id > latest_completed_) latest_completed_ = m.id;
               return operator_->notify_checkpoint_complete(m.id);
             },
             [&](const abort_message& m) -> result<void> {
               if (handler_) std::visit([&](auto& h) { h.on_checkpoint_aborted(m.id); }, *handler_);
               return operator_->notify_checkpoint_aborted(m.id);
             },
-            [&](const finish_after_message& m) -> result<void> {
-              finish_after_ = m.id;
+            [&](const finish_message&) -> result<void> {
+              finish_requested_ = true;
               return success();
             },
         },

@@ -94,7 +94,9 @@ class stream_task {
                           const checkpoint_options& options);
   void notify_checkpoint_complete(checkpoint_id id, std::int64_t timestamp_us);
   void notify_checkpoint_aborted(checkpoint_id id, checkpoint_id latest_completed_id);
-  void finish_after_checkpoint(checkpoint_id id);
+  // The final-checkpoint rule's last step: an exhausted source emits end-of-input and ends
+  // (one that is not exhausted yet ends once it is).
+  void finish();
   // Stops the task; it reports CANCELED.
   void cancel();
   // Simulates a crash: the task stops where it is (no flush, no commit) and reports FAILED.
@@ -145,9 +147,8 @@ class stream_task {
   std::optional<barrier_handler> handler_;
   std::vector<input_cursor> cursors_;
   std::size_t next_input_ = 0;
-  checkpoint_id last_barrier_ = 0;      // newest barrier injected (source) or handled
-  checkpoint_id latest_completed_ = 0;  // newest notify-complete seen
-  std::optional<checkpoint_id> finish_after_;
+  checkpoint_id last_barrier_ = 0;  // newest barrier injected (source) or handled
+  bool finish_requested_ = false;
   bool exhausted_ = false;
   bool outputs_cancelled_ = false;
 

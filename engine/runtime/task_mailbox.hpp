@@ -29,13 +29,11 @@ struct abort_message {
   checkpoint_id id = 0;
   checkpoint_id latest_completed_id = 0;
 };
-// A source may end once checkpoint `id` or a later one completed (the final-checkpoint rule).
-struct finish_after_message {
-  checkpoint_id id = 0;
-};
+// An exhausted source may end now: a checkpoint taken after every source's last record
+// completed (the final-checkpoint rule; see task_status_listener::on_source_exhausted).
+struct finish_message {};
 
-using task_message =
-    std::variant<trigger_message, complete_message, abort_message, finish_after_message>;
+using task_message = std::variant<trigger_message, complete_message, abort_message, finish_message>;
 
 class task_mailbox {
  public:

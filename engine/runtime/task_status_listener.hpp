@@ -22,7 +22,8 @@ class task_status_listener {
   // A bounded source emitted its last record. `last_barrier` is the newest barrier it injected
   // before that (0 for none): every checkpoint with a greater id is taken after its last record.
   // The source stays RUNNING, still taking checkpoints, until told to finish
-  // (stream_task::finish_after_checkpoint) and such a checkpoint completed.
+  // (stream_task::finish), which the job master does once every source is exhausted and a
+  // checkpoint with an id above every source's last barrier completed.
   virtual void on_source_exhausted(const execution_attempt_id& attempt,
                                    checkpoint_id last_barrier) = 0;
 };

@@ -90,7 +90,7 @@ TEST_CASE("local cluster: the exactly-once job commits every record once with co
   const auto out = dir.path() / "out";
   local_cluster cluster(exactly_once_job(out, count, 10ms), options_for(dir));
   auto status = cluster.run(60s);
-  REQUIRE(status);
+  if (!status) FAIL(status.err().message);
   INFO("failure: " << cluster.failure_cause().value_or("none"));
   REQUIRE(*status == job_status::finished);
   CHECK(cluster.completed_checkpoints() >= 1);
@@ -122,7 +122,7 @@ TEST_CASE(
     };
     local_cluster first(job, options);
     auto status = first.run(60s);
-    REQUIRE(status);
+    if (!status) FAIL(status.err().message);
     REQUIRE(*status == job_status::failed);
     REQUIRE(killed_at >= 3);
     CHECK_THAT(first.failure_cause().value_or(""), Catch::Contains("killed"));
@@ -134,7 +134,7 @@ TEST_CASE(
   options.restore_latest = true;
   local_cluster second(job, options);
   auto status = second.run(60s);
-  REQUIRE(status);
+  if (!status) FAIL(status.err().message);
   INFO("failure: " << second.failure_cause().value_or("none"));
   REQUIRE(*status == job_status::finished);
   REQUIRE(second.restored_checkpoint());
@@ -181,7 +181,7 @@ TEST_CASE("local cluster: exactly once under dropped, delayed and duplicated con
                                          /*tolerable_failures=*/1000, /*timeout=*/100ms),
                         options);
   auto status = cluster.run(60s);
-  REQUIRE(status);
+  if (!status) FAIL(status.err().message);
   INFO("failure: " << cluster.failure_cause().value_or("none"));
   REQUIRE(*status == job_status::finished);
   check_exactly_once(out, count);
@@ -194,7 +194,7 @@ TEST_CASE("local cluster: at-least-once mode runs to the end and never blocks an
   local_cluster cluster(exactly_once_job(out, count, 10ms, checkpointing_mode::at_least_once),
                         options_for(dir));
   auto status = cluster.run(60s);
-  REQUIRE(status);
+  if (!status) FAIL(status.err().message);
   REQUIRE(*status == job_status::finished);
   CHECK(cluster.completed_checkpoints() >= 1);
   // Without failures nothing is replayed: every record is there (at least once, here once).
@@ -215,7 +215,7 @@ TEST_CASE("local cluster: a job without checkpointing runs transforms to a file 
   filtered.add_sink("file_sink", {{"path", (dir.path() / "out").string()}}).set_parallelism(3);
   local_cluster cluster(env.build_job_graph(), {});
   auto status = cluster.run(30s);
-  REQUIRE(status);
+  if (!status) FAIL(status.err().message);
   REQUIRE(*status == job_status::finished);
   const auto lines = read_committed_output(dir.path() / "out");
   REQUIRE(lines.size() == 500);

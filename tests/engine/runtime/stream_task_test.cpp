@@ -103,8 +103,8 @@ TEST_CASE("stream task: a source injects the barrier between records and acks th
   REQUIRE(f.listener->wait_for_exhausted());
   CHECK(f.listener->exhausted() == 1);
   task.trigger_checkpoint(2, 222, f.options(2));
-  task.finish_after_checkpoint(2);
   task.notify_checkpoint_complete(2, 222);
+  task.finish();
   auto tail = take_until(*out, *wakeup, has_end);
   REQUIRE(tail.size() == 2);
   CHECK(std::get<checkpoint_barrier>(tail[0]).id == 2);
@@ -189,7 +189,13 @@ TEST_CASE("stream task: a newer barrier while aligning declines the older checkp
   c.outputs.push_back({partitioning::forward, 128, {out}});
   stream_task task(std::move(c));
   task.start();
-  REQUIRE(in0->send({checkpoint_barrier{1, 1, f.options(1)}}));
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  // Record 5 reaches the output only after the batch that carries it was processed up to the
+  // barrier behind it: then input 0 is blocked on checkpoint 1 for sure.
+  REQUIRE(in0->send({record{0, 5, 0, {}}, checkpoint_barrier{1, 1, f.options(1)}}));
+  auto first = take_until(*out, *wakeup, [](const auto& g) { return !g.empty(); });
+  REQUIRE(first.size() == 1);
   REQUIRE(in1->send({checkpoint_barrier{2, 2, f.options(2)}}));
   REQUIRE(f.responder->wait_for(0, 1));
   const auto d = f.responder->declines().at(0);

@@ -1,0 +1,548 @@
+#include "transport/coordinator_endpoint.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <exception>
+#include <sstream>
+#include <utility>
+
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include "engine/clock.hpp"
+#include "transport/envelope.hpp"
+#include "transport/peer_names.hpp"
+#include "transport/wire_conversions.hpp"
+
+namespace snapflow::transport {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// How long the writer lets one send wait for a peer's full ZeroMQ queue before it holds that
+// peer back and serves the others; then how long the peer is held back (doubling per failure).
+constexpr auto send_attempt_timeout = 5ms;
+constexpr std::int64_t first_hold_us = 10'000;
+constexpr std::int64_t max_hold_us = 1'000'000;
+// A reader or writer that finds work every time it looks never suspends; it yields after this
+// many frames so timers, REST requests and the job side still get their turn.
+constexpr int frames_per_turn = 64;
+// Log lines about bad input in all, per interval, whatever the number of peers.
+constexpr std::size_t max_bad_input_lines_per_interval = 20;
+
+std::int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string suppressed_note(std::uint64_t n) {
+  if (n == 0) return {};
+  return "; " + std::to_string(n) + " similar events from this peer were not logged";
+}
+
+template <typename T>
+std::string describe(const T& value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+void log_coroutine_end(const char* name, std::exception_ptr error) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    spdlog::critical("coordinator endpoint: the {} stopped: {}", name, e.what());
+  } catch (...) {
+    spdlog::critical("coordinator endpoint: the {} stopped", name);
+  }
+}
+
+// The checkpoint gateway of one job: adds the job id the engine's calls do not carry.
+class job_checkpoint_gateway final : public checkpoint_task_gateway {
+ public:
+  job_checkpoint_gateway(std::weak_ptr<coordinator_endpoint> endpoint, job_id job)
+      : endpoint_(std::move(endpoint)), job_(std::move(job)) {}
+
+  void trigger_checkpoint(const execution_attempt_id& attempt, checkpoint_id id,
+                          std::int64_t timestamp_us, const checkpoint_options& options) override {
+    if (auto e = endpoint_.lock()) e->send_trigger(job_, attempt, id, timestamp_us, options);
+  }
+  void notify_checkpoint_complete(const execution_attempt_id& attempt, checkpoint_id id,
+                                  std::int64_t) override {
+    if (auto e = endpoint_.lock()) e->send_notify_complete(job_, attempt, id);
+  }
+  void notify_checkpoint_aborted(const execution_attempt_id& attempt, checkpoint_id id,
+                                 checkpoint_id latest_completed_id) override {
+    if (auto e = endpoint_.lock()) e->send_notify_aborted(job_, attempt, id, latest_completed_id);
+  }
+
+ private:
+  std::weak_ptr<coordinator_endpoint> endpoint_;
+  job_id job_;
+};
+
+}  // namespace
+
+coordinator_endpoint::coordinator_endpoint(asio::any_io_executor executor,
+                                           zmq::context_t& context,
+                                           coordinator_endpoint_options options)
+    : executor_(std::move(executor)),
+      context_(context),
+      options_(std::move(options)),
+      writer_wake_(executor_),
+      send_deadline_(executor_),
+      tick_timer_(executor_),
+      bad_input_log_(std::chrono::duration_cast<std::chrono::microseconds>(
+                         options_.bad_input_log_interval)
+                         .count(),
+                     max_bad_input_lines_per_interval),
+      // At most one not_registered per peer per heartbeat interval: enough for a worker to
+      // learn it must register, too few to amplify a flood.
+      stranger_replies_(
+          std::chrono::duration_cast<std::chrono::microseconds>(options_.heartbeat_interval)
+              .count(),
+          options_.max_queued_replies_to_strangers) {
+  assert(options_.heartbeat_interval.count() > 0);
+  assert(options_.heartbeat_timeout > options_.heartbeat_interval);
+  assert(options_.max_queued_frames_per_worker > 0);
+}
+
+coordinator_endpoint::~coordinator_endpoint() { stop(); }
+
+void coordinator_endpoint::set_handler(std::shared_ptr<worker_event_handler> handler) {
+  assert(!running_);
+  handler_ = std::move(handler);
+}
+
+void coordinator_endpoint::set_counters_observer(counters_observer observer) {
+  observer_ = std::move(observer);
+}
+
+std::error_code coordinator_endpoint::start() {
+  assert(handler_ && "set_handler before start");
+  assert(!socket_ && "start once");
+  socket_options so;
+  so.max_frame_bytes = options_.max_frame_bytes;
+  auto socket = std::make_unique<async_socket>(executor_, context_, zmq::socket_type::router, so);
+  if (options_.curve) {
+    if (auto e = apply_curve_server(socket->native_handle(), *options_.curve)) return e;
+  }
+  if (auto e = socket->bind(options_.bind_address)) return e;
+  socket_ = std::move(socket);
+  endpoint_ = socket_->last_endpoint();
+  running_ = true;
+  asio::co_spawn(
+      executor_, [self = shared_from_this()] { return self->reader(); },
+      [](std::exception_ptr e) { log_coroutine_end("reader", e); });
+  asio::co_spawn(
+      executor_, [self = shared_from_this()] { return self->writer(); },
+      [](std::exception_ptr e) { log_coroutine_end("writer", e); });
+  asio::co_spawn(
+      executor_, [self = shared_from_this()] { return self->ticker(); },
+      [](std::exception_ptr e) { log_coroutine_end("ticker", e); });
+  publish_counters();
+  return {};
+}
+
+void coordinator_endpoint::stop() {
+  if (!running_) return;
+  running_ = false;
+  socket_->close();  // ends the pending receive and send with operation_aborted
+  writer_wake_.cancel();
+  send_deadline_.cancel();
+  tick_timer_.cancel();
+}
+
+std::int64_t coordinator_endpoint::now_us() const { return coordinator_clock::now_us(); }
+
+std::shared_ptr<checkpoint_task_gateway> coordinator_endpoint::checkpoint_gateway(
+    const job_id& job) {
+  return std::make_shared<job_checkpoint_gateway>(weak_from_this(), job);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coroutines.
+
+asio::awaitable<void> coordinator_endpoint::reader() {
+  int frames_this_turn = 0;
+  while (running_) {
+    received_frame in = co_await socket_->receive();
+    if (!running_) co_return;
+    if (in.error == socket_errc::multipart_message) {
+      ++counters_.frames_received;
+      on_bad_frame(in.routing_id, wire::decode_error{wire::decode_errc::not_msgpack,
+                                                     "a multipart message", 0});
+      publish_counters();
+      continue;
+    }
+    if (in.error) {
+      if (in.error != asio::error::operation_aborted)
+        spdlog::error("coordinator endpoint: receiving failed, no more messages will be read: {}",
+                      in.error.message());
+      co_return;
+    }
+    on_frame(in.routing_id, in.payload);
+    publish_counters();
+    if (++frames_this_turn == frames_per_turn) {
+      frames_this_turn = 0;
+      co_await asio::post(executor_, asio::use_awaitable);
+    }
+  }
+}
+
+asio::awaitable<void> coordinator_endpoint::writer() {
+  using namespace asio::experimental::awaitable_operators;
+  int frames_this_turn = 0;
+  while (running_) {
+    std::optional<outgoing_queues::frame> next = outgoing_.pop(now_us());
+    if (!next) {
+      // Nothing may go now: wait for a new frame (wake_writer) or the end of a hold-back.
+      const auto release = outgoing_.next_release_us();
+      if (release)
+        writer_wake_.expires_after(std::chrono::microseconds(std::max<std::int64_t>(
+            *release - now_us(), 0)));
+      else
+        writer_wake_.expires_at(asio::steady_timer::time_point::max());
+      writer_waiting_ = true;
+      std::error_code ignored;
+      co_await writer_wake_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+      writer_waiting_ = false;
+      frames_this_turn = 0;
+      continue;
+    }
+    // The send is raced with a deadline: a peer whose ZeroMQ queue is full would otherwise keep
+    // the writer, and every other peer, waiting. The payload is copied because the losing
+    // branch takes its arguments with it.
+    send_deadline_.expires_after(send_attempt_timeout);
+    std::error_code deadline_error;
+    auto outcome = co_await (
+        socket_->send(next->peer, next->payload) ||
+        send_deadline_.async_wait(asio::redirect_error(asio::use_awaitable, deadline_error)));
+    if (!running_) co_return;
+    if (outcome.index() == 1) {
+      const std::string peer = next->peer;
+      outgoing_.hold_back(std::move(*next), now_us(), first_hold_us, max_hold_us);
+      if (sessions_.contains(peer) && outgoing_.queued(peer) >= options_.max_queued_frames_per_worker)
+        schedule_loss(peer, "it stopped reading: its outgoing queue is full");
+      continue;
+    }
+    const std::error_code error = std::get<0>(outcome);
+    if (!error) {
+      outgoing_.sent(next->peer);
+      ++counters_.frames_sent;
+    } else if (error == asio::error::operation_aborted) {
+      co_return;
+    } else {
+      // Mostly host_unreachable: the peer is not connected right now. The frame is lost, as
+      // anything in flight on a broken connection is (docs/protocol.md, Delivery).
+      ++counters_.send_failures;
+      if (auto d = bad_input_log_.allow(next->peer, now_us()); d.allowed)
+        spdlog::warn("cannot send to {}: {}{}", printable_peer(next->peer), error.message(),
+                     suppressed_note(d.suppressed));
+    }
+    if (++frames_this_turn == frames_per_turn) {
+      frames_this_turn = 0;
+      co_await asio::post(executor_, asio::use_awaitable);
+    }
+  }
+}
+
+asio::awaitable<void> coordinator_endpoint::ticker() {
+  // Often enough that a worker is declared lost within a quarter of the timeout of its limit.
+  const auto period = std::max<std::chrono::milliseconds>(
+      1ms, std::min(options_.heartbeat_interval, options_.heartbeat_timeout / 4));
+  while (running_) {
+    tick_timer_.expires_after(period);
+    std::error_code ignored;
+    co_await tick_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+    if (!running_) co_return;
+    expire_workers();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiving.
+
+void coordinator_endpoint::on_frame(const std::string& peer, std::string_view payload) {
+  ++counters_.frames_received;
+  wire::decode_result decoded = wire::decode(payload, options_.max_frame_bytes);
+  if (!decoded) {
+    on_bad_frame(peer, decoded.error());
+    return;
+  }
+  on_message(peer, std::move(decoded).value());
+}
+
+void coordinator_endpoint::on_bad_frame(const std::string& peer, const wire::decode_error& e) {
+  ++counters_.bad_frames;
+  if (auto d = bad_input_log_.allow(peer, now_us()); d.allowed)
+    spdlog::warn("bad frame from {}: {}{}", printable_peer(peer), describe(e),
+                 suppressed_note(d.suppressed));
+  // A peer that speaks another version cannot be registered: tell it why, in our version,
+  // unless it is a registered worker that sent one odd frame.
+  if (e.code == wire::decode_errc::unsupported_version && !is_registered(peer) &&
+      stranger_replies_.allow(peer, now_us()).allowed) {
+    send_to_stranger(peer, wire::register_ack{false,
+                                              "protocol version " + std::to_string(e.version) +
+                                                  " is not supported: this coordinator speaks "
+                                                  "version " +
+                                                  std::to_string(wire::current_protocol_version),
+                                              0, 0});
+  }
+}
+
+void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m) {
+  if (!std::holds_alternative<wire::register_worker>(m) && is_registered(peer))
+    handler_->workers().heartbeat(peer, now_us());  // any message counts as a sign of life
+  std::visit(
+      [&](auto& body) {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, wire::register_worker>) {
+          on_register(peer, body);
+        } else if constexpr (std::is_same_v<T, wire::heartbeat>) {
+          on_heartbeat(peer);
+        } else if constexpr (std::is_same_v<T, wire::task_state_update>) {
+          on_task_state(peer, body);
+        } else if constexpr (std::is_same_v<T, wire::acknowledge_checkpoint>) {
+          on_ack(peer, body);
+        } else if constexpr (std::is_same_v<T, wire::decline_checkpoint>) {
+          on_decline(peer, body);
+        } else {
+          refuse(peer, "a " + std::string(T::wire_type) + ", which only the coordinator sends");
+        }
+      },
+      m);
+}
+
+bool coordinator_endpoint::is_registered(const std::string& peer) const {
+  return sessions_.contains(peer) && handler_->workers().find(peer) != nullptr;
+}
+
+void coordinator_endpoint::refuse(const std::string& peer, std::string_view why) {
+  ++counters_.refused_messages;
+  if (auto d = bad_input_log_.allow(peer, now_us()); d.allowed)
+    spdlog::warn("refused a message from {}: {}{}", printable_peer(peer), why,
+                 suppressed_note(d.suppressed));
+}
+
+void coordinator_endpoint::refuse_registration(const std::string& peer, std::string reason) {
+  refuse(peer, "registration refused: " + reason);
+  if (!stranger_replies_.allow(peer, now_us()).allowed) return;
+  send_to_stranger(peer, wire::register_ack{
+                             false, std::move(reason),
+                             static_cast<std::uint32_t>(options_.heartbeat_interval.count()),
+                             static_cast<std::uint32_t>(options_.heartbeat_timeout.count())});
+}
+
+void coordinator_endpoint::tell_not_registered(const std::string& peer) {
+  if (!stranger_replies_.allow(peer, now_us()).allowed) return;
+  send_to_stranger(peer, wire::not_registered{"this coordinator does not know worker " +
+                                              printable_peer(peer) + ": register first"});
+}
+
+void coordinator_endpoint::on_register(const std::string& peer, const wire::register_worker& m) {
+  if (m.worker_id != peer) {
+    refuse_registration(peer, "worker id '" + printable_peer(m.worker_id) +
+                                  "' differs from the socket's routing id '" +
+                                  printable_peer(peer) + "'");
+    return;
+  }
+  if (m.protocol_version != wire::current_protocol_version) {
+    refuse_registration(peer, "protocol version " + std::to_string(m.protocol_version) +
+                                  " is not supported: this coordinator speaks version " +
+                                  std::to_string(wire::current_protocol_version));
+    return;
+  }
+  const wire::register_ack accepted{
+      true, "", static_cast<std::uint32_t>(options_.heartbeat_interval.count()),
+      static_cast<std::uint32_t>(options_.heartbeat_timeout.count())};
+  worker_registry& registry = handler_->workers();
+  if (auto it = sessions_.find(peer); it != sessions_.end() && m.session != 0 &&
+                                      it->second.session == m.session &&
+                                      registry.find(peer) != nullptr) {
+    // A resend while the first answer was on its way: answer again, change nothing.
+    registry.heartbeat(peer, now_us());
+    send_to_worker(peer, accepted);
+    return;
+  }
+  auto registered = registry.register_worker(peer, m.slots, m.data_endpoint, now_us());
+  if (!registered) {
+    // The registry checks before it replaces: an earlier registration of this id stands.
+    refuse_registration(peer, registered.err().message);
+    return;
+  }
+  // Frames still queued for an earlier incarnation are about tasks that no longer exist.
+  outgoing_.drop(peer);
+  sessions_[peer] = worker_session{m.session, m.pid};
+  ++counters_.workers_registered;
+  spdlog::info("worker {} registered: {} slots, data endpoint {}, pid {}{}", printable_peer(peer),
+               m.slots, m.data_endpoint, m.pid,
+               registered->replaced ? " (a new incarnation: its earlier tasks are gone)" : "");
+  send_to_worker(peer, accepted);
+  handler_->worker_registered(peer, registered->replaced);
+}
+
+void coordinator_endpoint::on_heartbeat(const std::string& peer) {
+  if (!is_registered(peer)) {
+    refuse(peer, "a heartbeat from a worker that is not registered");
+    tell_not_registered(peer);
+    return;
+  }
+  send_to_worker(peer, wire::heartbeat{"coordinator", wall_clock_ms()});
+}
+
+bool coordinator_endpoint::owns(const std::string& peer, const job_id& job,
+                                const execution_attempt_id& attempt, std::string_view what) {
+  if (!is_registered(peer)) {
+    refuse(peer, std::string(what) + " from a worker that is not registered");
+    tell_not_registered(peer);
+    return false;
+  }
+  const std::optional<worker_id> owner = handler_->owner_of(job, attempt);
+  if (!owner) {
+    // An earlier deployment's message still on its way after a failover, or an unknown job.
+    ++counters_.stale_messages;
+    spdlog::debug("dropped {} from {} for {} of job {}: not a current attempt", what,
+                  printable_peer(peer), describe(attempt), printable_peer(job));
+    return false;
+  }
+  if (*owner != peer) {
+    refuse(peer, std::string(what) + " for " + describe(attempt) + " of job " +
+                     printable_peer(job) + ", which runs on worker " + printable_peer(*owner));
+    return false;
+  }
+  return true;
+}
+
+void coordinator_endpoint::on_task_state(const std::string& peer,
+                                         const wire::task_state_update& m) {
+  if (!owns(peer, m.job, m.attempt, "a task state update")) return;
+  handler_->task_state_changed(m.job, m.attempt, from_wire(m.state), m.failure_message);
+}
+
+void coordinator_endpoint::on_ack(const std::string& peer, const wire::acknowledge_checkpoint& m) {
+  if (!owns(peer, m.job, m.attempt, "an acknowledgement")) return;
+  handler_->acknowledge_checkpoint(from_wire(m));
+}
+
+void coordinator_endpoint::on_decline(const std::string& peer, const wire::decline_checkpoint& m) {
+  if (!owns(peer, m.job, m.attempt, "a decline")) return;
+  handler_->decline_checkpoint(from_wire(m));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending.
+
+void coordinator_endpoint::deploy(const worker_id& worker,
+                                  const task_deployment_descriptor& descriptor) {
+  send_to_worker(worker, to_wire(descriptor));
+}
+
+void coordinator_endpoint::cancel(const worker_id& worker, const job_id& job,
+                                  const execution_attempt_id& attempt) {
+  send_to_worker(worker, wire::cancel_task{job, attempt});
+}
+
+void coordinator_endpoint::send_trigger(const job_id& job, const execution_attempt_id& attempt,
+                                        checkpoint_id id, std::int64_t timestamp_us,
+                                        const checkpoint_options& options) {
+  if (!running_) return;
+  if (auto owner = handler_->owner_of(job, attempt))
+    send_to_worker(*owner, to_wire(job, attempt, id, timestamp_us, options));
+}
+
+void coordinator_endpoint::send_notify_complete(const job_id& job,
+                                                const execution_attempt_id& attempt,
+                                                checkpoint_id id) {
+  if (!running_) return;
+  if (auto owner = handler_->owner_of(job, attempt))
+    send_to_worker(*owner, wire::notify_checkpoint_complete{job, attempt, id});
+}
+
+void coordinator_endpoint::send_notify_aborted(const job_id& job,
+                                               const execution_attempt_id& attempt,
+                                               checkpoint_id id,
+                                               checkpoint_id latest_completed_id) {
+  if (!running_) return;
+  std::optional<checkpoint_id> latest;
+  if (latest_completed_id > 0) latest = latest_completed_id;
+  if (auto owner = handler_->owner_of(job, attempt))
+    send_to_worker(*owner, wire::notify_checkpoint_aborted{job, attempt, id, latest});
+}
+
+void coordinator_endpoint::send_to_worker(const worker_id& worker, const wire::message& m) {
+  if (!running_) return;
+  if (!sessions_.contains(worker)) {
+    spdlog::debug("not sending {} to {}: not registered", wire::type_name(m),
+                  printable_peer(worker));
+    return;
+  }
+  if (!outgoing_.push(worker, wire::encode(m), options_.max_queued_frames_per_worker)) {
+    schedule_loss(worker, "it stopped reading: its outgoing queue is full");
+    return;
+  }
+  wake_writer();
+}
+
+void coordinator_endpoint::send_to_stranger(const std::string& peer, const wire::message& m) {
+  if (!running_) return;
+  if (outgoing_.total() >= options_.max_queued_replies_to_strangers ||
+      !outgoing_.push(peer, wire::encode(m), options_.max_queued_replies_per_stranger)) {
+    ++counters_.dropped_replies;
+    return;
+  }
+  wake_writer();
+}
+
+void coordinator_endpoint::wake_writer() {
+  if (writer_waiting_) writer_wake_.cancel();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Liveness.
+
+void coordinator_endpoint::expire_workers() {
+  const std::int64_t timeout_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.heartbeat_timeout).count();
+  for (const worker_id& worker : handler_->workers().expire(now_us(), timeout_us)) {
+    if (!sessions_.contains(worker)) continue;  // registered by someone else
+    declare_lost(worker, "nothing heard from it for " +
+                             std::to_string(options_.heartbeat_timeout.count()) + " ms");
+  }
+}
+
+void coordinator_endpoint::schedule_loss(const worker_id& worker, std::string why) {
+  auto it = sessions_.find(worker);
+  if (it == sessions_.end()) return;
+  const std::uint64_t session = it->second.session;
+  asio::post(executor_, [self = shared_from_this(), worker, session, why = std::move(why)] {
+    auto current = self->sessions_.find(worker);
+    // Lost already, or registered anew meanwhile: that incarnation is not the one that stalled.
+    if (current == self->sessions_.end() || current->second.session != session) return;
+    self->declare_lost(worker, why);
+  });
+}
+
+void coordinator_endpoint::declare_lost(const worker_id& worker, const std::string& why) {
+  if (!running_ || sessions_.erase(worker) == 0) return;
+  handler_->workers().remove(worker);  // expire() removed it already; overflow did not
+  outgoing_.drop(worker);
+  ++counters_.workers_lost;
+  spdlog::warn("worker {} is lost: {}", printable_peer(worker), why);
+  handler_->worker_lost(worker);
+  publish_counters();
+}
+
+void coordinator_endpoint::publish_counters() {
+  counters_.workers = sessions_.size();
+  if (observer_) observer_(counters_);
+}
+
+}  // namespace snapflow::transport

@@ -1,0 +1,178 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <unordered_map>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
+#include <zmq.hpp>
+
+#include "engine/checkpoint/checkpoint_task_gateway.hpp"
+#include "engine/jobmaster/task_deployment.hpp"
+#include "transport/async_socket.hpp"
+#include "transport/curve_keys.hpp"
+#include "transport/frame_limits.hpp"
+#include "transport/messages.hpp"
+#include "transport/outgoing_queues.hpp"
+#include "transport/peer_rate_limiter.hpp"
+#include "transport/worker_event_handler.hpp"
+
+namespace snapflow::transport {
+
+struct coordinator_endpoint_options {
+  std::string bind_address = "tcp://127.0.0.1:6123";
+  // Told to every worker in register_ack: how often it heartbeats, and the silence after
+  // which either side gives the other up.
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{10000};
+  std::size_t max_frame_bytes = default_max_frame_bytes;
+  // Frames queued for one registered worker beyond what ZeroMQ buffers; a worker that lets
+  // this many pile up is declared lost.
+  std::size_t max_queued_frames_per_worker = 4096;
+  // Answers to peers that are not registered (refusals, not_registered): few per peer, few in
+  // all, dropped beyond that.
+  std::size_t max_queued_replies_per_stranger = 4;
+  std::size_t max_queued_replies_to_strangers = 1024;
+  // Bad input is logged at most once per peer per interval.
+  std::chrono::milliseconds bad_input_log_interval{10000};
+  // With a value, the socket requires CURVE; the ZAP handler (zap_handler) must be running in
+  // the same ZeroMQ context before start().
+  std::optional<curve_server_config> curve;
+};
+
+// What the endpoint counts. Every frame that arrives is in frames_received, then in at most
+// one of bad_frames (undecodable), refused_messages (decoded but not acted on: an unknown
+// sender, an attempt another worker owns, a message for the other direction, a refused
+// registration) and stale_messages (about an attempt that is no longer current).
+struct coordinator_endpoint_counters {
+  std::uint64_t frames_received = 0;
+  std::uint64_t bad_frames = 0;
+  std::uint64_t refused_messages = 0;
+  std::uint64_t stale_messages = 0;
+  std::uint64_t frames_sent = 0;
+  std::uint64_t send_failures = 0;   // a worker not connected when its frame's turn came
+  std::uint64_t dropped_replies = 0;  // answers to strangers beyond their bound
+  std::uint64_t workers_registered = 0;
+  std::uint64_t workers_lost = 0;
+  std::size_t workers = 0;  // registered now
+};
+
+// The coordinator's end of the control plane (docs/protocol.md): one ROUTER socket, served by a
+// reader, a writer and a ticker coroutine on the coordinator's executor, the same one the
+// dispatcher, job masters and checkpoint coordinators run on. It registers workers, tracks
+// their heartbeats, routes what they send to the job side (worker_event_handler), and carries
+// the job side's deployments, cancellations, triggers and notifications to them
+// (task_deployment_gateway here; checkpoint_task_gateway per job, see checkpoint_gateway()).
+//
+// Nothing here waits on a peer: sends go to a bounded queue per worker that one writer drains
+// in turn (outgoing_queues), so a worker that stops reading delays only itself, and is declared
+// lost when its queue overflows. Every public member must be called on the executor.
+class coordinator_endpoint : public task_deployment_gateway,
+                             public std::enable_shared_from_this<coordinator_endpoint> {
+ public:
+  using counters_observer = std::function<void(const coordinator_endpoint_counters&)>;
+
+  coordinator_endpoint(asio::any_io_executor executor, zmq::context_t& context,
+                       coordinator_endpoint_options options);
+  ~coordinator_endpoint() override;
+
+  // Must be set before start(). The handler outlives the endpoint's activity (until stop()).
+  void set_handler(std::shared_ptr<worker_event_handler> handler);
+  // Called whenever the counters change (e.g. coordinator_rest_api::set_transport_counters).
+  void set_counters_observer(counters_observer observer);
+
+  // Binds and starts serving. An error (address in use, bad endpoint, CURVE missing) leaves
+  // nothing running.
+  std::error_code start();
+  // Closes the socket; the coroutines end. Idempotent.
+  void stop();
+
+  // The bound endpoint, e.g. tcp://127.0.0.1:40123 for tcp://127.0.0.1:*.
+  const std::string& endpoint() const { return endpoint_; }
+  const coordinator_endpoint_counters& counters() const { return counters_; }
+
+  // The checkpoint gateway of one job (checkpoint_task_gateway calls carry no job id). Holds
+  // the endpoint weakly: calls after the endpoint is gone do nothing.
+  std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway(const job_id& job);
+
+  // task_deployment_gateway
+  void deploy(const worker_id& worker, const task_deployment_descriptor& descriptor) override;
+  void cancel(const worker_id& worker, const job_id& job,
+              const execution_attempt_id& attempt) override;
+
+  // The per-job gateways send through these.
+  void send_trigger(const job_id& job, const execution_attempt_id& attempt, checkpoint_id id,
+                    std::int64_t timestamp_us, const checkpoint_options& options);
+  void send_notify_complete(const job_id& job, const execution_attempt_id& attempt,
+                            checkpoint_id id);
+  void send_notify_aborted(const job_id& job, const execution_attempt_id& attempt,
+                           checkpoint_id id, checkpoint_id latest_completed_id);
+
+ private:
+  struct worker_session {
+    std::uint64_t session = 0;
+    std::int64_t pid = 0;
+  };
+
+  asio::awaitable<void> reader();
+  asio::awaitable<void> writer();
+  asio::awaitable<void> ticker();
+
+  void on_frame(const std::string& peer, std::string_view payload);
+  void on_bad_frame(const std::string& peer, const wire::decode_error& e);
+  void on_message(const std::string& peer, wire::message&& m);
+  void on_register(const std::string& peer, const wire::register_worker& m);
+  void on_heartbeat(const std::string& peer);
+  void on_task_state(const std::string& peer, const wire::task_state_update& m);
+  void on_ack(const std::string& peer, const wire::acknowledge_checkpoint& m);
+  void on_decline(const std::string& peer, const wire::decline_checkpoint& m);
+
+  bool is_registered(const std::string& peer) const;
+  // Whether `peer` may speak for `attempt`: counts the refusal or staleness when not.
+  bool owns(const std::string& peer, const job_id& job, const execution_attempt_id& attempt,
+            std::string_view what);
+  void refuse(const std::string& peer, std::string_view why);
+  void refuse_registration(const std::string& peer, std::string reason);
+  void tell_not_registered(const std::string& peer);
+
+  void send_to_worker(const worker_id& worker, const wire::message& m);
+  void send_to_stranger(const std::string& peer, const wire::message& m);
+  void wake_writer();
+  void expire_workers();
+  // Deferred to its own handler: the call that overflowed the queue may be in the middle of the
+  // job side's own work (a job master deploying), which must not see a worker vanish under it.
+  void schedule_loss(const worker_id& worker, std::string why);
+  void declare_lost(const worker_id& worker, const std::string& why);
+  void publish_counters();
+  std::int64_t now_us() const;
+
+  asio::any_io_executor executor_;
+  zmq::context_t& context_;
+  coordinator_endpoint_options options_;
+  std::shared_ptr<worker_event_handler> handler_;
+  counters_observer observer_;
+  std::unique_ptr<async_socket> socket_;
+  std::string endpoint_;
+  bool running_ = false;
+
+  std::unordered_map<worker_id, worker_session> sessions_;
+  outgoing_queues outgoing_;
+  asio::steady_timer writer_wake_;
+  asio::steady_timer send_deadline_;
+  bool writer_waiting_ = false;
+  asio::steady_timer tick_timer_;
+
+  peer_rate_limiter bad_input_log_;
+  peer_rate_limiter stranger_replies_;
+  coordinator_endpoint_counters counters_;
+};
+
+}  // namespace snapflow::transport

@@ -1,0 +1,47 @@
+#include "transport/dispatcher_event_handler.hpp"
+
+#include <cassert>
+#include <utility>
+
+namespace snapflow::transport {
+
+dispatcher_event_handler::dispatcher_event_handler(std::shared_ptr<dispatcher> jobs)
+    : jobs_(std::move(jobs)) {
+  assert(jobs_);
+}
+
+worker_registry& dispatcher_event_handler::workers() { return *jobs_->workers(); }
+
+void dispatcher_event_handler::worker_registered(const worker_id& worker, bool replaced) {
+  jobs_->on_worker_registered(worker, replaced);
+}
+
+void dispatcher_event_handler::worker_lost(const worker_id& worker) {
+  jobs_->on_worker_lost(worker);
+}
+
+void dispatcher_event_handler::task_state_changed(const job_id& job,
+                                                  const execution_attempt_id& attempt,
+                                                  execution_state state,
+                                                  const std::string& message) {
+  jobs_->on_task_state(job, attempt, state, message);
+}
+
+std::optional<worker_id> dispatcher_event_handler::owner_of(
+    const job_id& job, const execution_attempt_id& attempt) const {
+  return jobs_->worker_of(job, attempt);
+}
+
+void dispatcher_event_handler::acknowledge_checkpoint(checkpoint_ack ack) {
+  job_master* master = jobs_->find(ack.job);
+  if (master == nullptr || master->coordinator() == nullptr) return;
+  master->coordinator()->receive_ack(std::move(ack));
+}
+
+void dispatcher_event_handler::decline_checkpoint(const checkpoint_decline& decline) {
+  job_master* master = jobs_->find(decline.job);
+  if (master == nullptr || master->coordinator() == nullptr) return;
+  master->coordinator()->receive_decline(decline);
+}
+
+}  // namespace snapflow::transport

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <memory>
+
+#include "engine/jobmaster/dispatcher.hpp"
+#include "transport/worker_event_handler.hpp"
+
+namespace snapflow::transport {
+
+// The coordinator process's worker_event_handler: worker and task events go to the dispatcher,
+// acknowledgements and declines to the checkpoint coordinator of their job.
+class dispatcher_event_handler final : public worker_event_handler {
+ public:
+  explicit dispatcher_event_handler(std::shared_ptr<dispatcher> jobs);
+
+  worker_registry& workers() override;
+  void worker_registered(const worker_id& worker, bool replaced_earlier_incarnation) override;
+  void worker_lost(const worker_id& worker) override;
+  void task_state_changed(const job_id& job, const execution_attempt_id& attempt,
+                          execution_state state, const std::string& message) override;
+  std::optional<worker_id> owner_of(const job_id& job,
+                                    const execution_attempt_id& attempt) const override;
+  void acknowledge_checkpoint(checkpoint_ack ack) override;
+  void decline_checkpoint(const checkpoint_decline& decline) override;
+
+ private:
+  std::shared_ptr<dispatcher> jobs_;
+};
+
+}  // namespace snapflow::transport

@@ -1,0 +1,75 @@
+#include "transport/stub_task_executor.hpp"
+
+#include <cassert>
+#include <utility>
+
+namespace snapflow::transport {
+
+namespace {
+constexpr std::size_t remembered_checkpoints = 64;
+}
+
+stub_task_executor::stub_task_executor(std::shared_ptr<task_executor_listener> listener,
+                                       std::string data_endpoint)
+    : listener_(std::move(listener)), data_endpoint_(std::move(data_endpoint)) {
+  assert(listener_);
+}
+
+void stub_task_executor::deploy(const task_deployment_descriptor& d) {
+  jobs_[d.job].attempts.insert(d.attempt);
+  listener_->task_state_changed(d.job, d.attempt, execution_state::running, {});
+}
+
+void stub_task_executor::cancel(const job_id& job, const execution_attempt_id& attempt) {
+  // Answered whether or not the attempt runs here: cancelling is idempotent (protocol 5.2).
+  if (auto it = jobs_.find(job); it != jobs_.end()) {
+    it->second.attempts.erase(attempt);
+    if (it->second.attempts.empty()) jobs_.erase(it);
+  }
+  listener_->task_state_changed(job, attempt, execution_state::canceled, {});
+}
+
+void stub_task_executor::trigger_checkpoint(const job_id& job,
+                                            const execution_attempt_id& attempt,
+                                            checkpoint_id id, std::int64_t,
+                                            const checkpoint_options&) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || !it->second.attempts.contains(attempt)) {
+    listener_->decline_checkpoint({job, attempt, id,
+                                   checkpoint_failure_reason::checkpoint_declined_task_not_ready,
+                                   "the attempt does not run on this worker"});
+    return;
+  }
+  job_tasks& tasks = it->second;
+  if (!tasks.acknowledged.insert(id).second) return;
+  if (tasks.acknowledged.size() > remembered_checkpoints)
+    tasks.acknowledged.erase(tasks.acknowledged.begin());
+  for (const auto& a : tasks.attempts) {
+    checkpoint_ack ack;
+    ack.job = job;
+    ack.attempt = a;
+    ack.id = id;
+    listener_->acknowledge_checkpoint(ack);
+  }
+}
+
+void stub_task_executor::notify_checkpoint_complete(const job_id&, const execution_attempt_id&,
+                                                    checkpoint_id) {}
+
+void stub_task_executor::notify_checkpoint_aborted(const job_id&, const execution_attempt_id&,
+                                                   checkpoint_id, checkpoint_id) {}
+
+void stub_task_executor::cancel_all() {
+  for (const auto& [job, tasks] : jobs_)
+    for (const auto& a : tasks.attempts)
+      listener_->task_state_changed(job, a, execution_state::canceled, {});
+  jobs_.clear();
+}
+
+std::size_t stub_task_executor::deployed() const {
+  std::size_t n = 0;
+  for (const auto& [_, tasks] : jobs_) n += tasks.attempts.size();
+  return n;
+}
+
+}  // namespace snapflow::transport

@@ -1,0 +1,169 @@
+#include "transport/wire_conversions.hpp"
+
+#include <utility>
+
+namespace snapflow::transport {
+
+namespace {
+
+wire::state_handle to_wire(const state_handle& h) { return {h.path, h.size, h.checksum}; }
+state_handle from_wire(const wire::state_handle& h) { return {h.path, h.size_bytes, h.checksum}; }
+
+std::vector<wire::state_handle> to_wire(const std::vector<state_handle>& handles) {
+  std::vector<wire::state_handle> out;
+  out.reserve(handles.size());
+  for (const auto& h : handles) out.push_back(to_wire(h));
+  return out;
+}
+
+std::vector<state_handle> from_wire(const std::vector<wire::state_handle>& handles) {
+  std::vector<state_handle> out;
+  out.reserve(handles.size());
+  for (const auto& h : handles) out.push_back(from_wire(h));
+  return out;
+}
+
+}  // namespace
+
+wire::deploy_task to_wire(const task_deployment_descriptor& d) {
+  wire::deploy_task m;
+  m.job = d.job;
+  m.attempt = d.attempt;
+  m.job_graph = d.job_graph_bytes;
+  m.subtask_endpoints.reserve(d.subtask_endpoints.size());
+  for (const auto& [subtask, endpoint] : d.subtask_endpoints)
+    m.subtask_endpoints.push_back({subtask, endpoint});
+  m.restore_checkpoint_id = d.restore_checkpoint_id;
+  m.restore_states.reserve(d.restore_states.size());
+  for (const auto& [index, state] : d.restore_states)
+    m.restore_states.push_back({index, to_wire(state.handles), state.state_size});
+  m.checkpoint_dir = d.checkpoint_dir;
+  return m;
+}
+
+task_deployment_descriptor from_wire(const wire::deploy_task& m) {
+  task_deployment_descriptor d;
+  d.job = m.job;
+  d.attempt = m.attempt;
+  d.job_graph_bytes = m.job_graph;
+  // A repeated subtask keeps its first entry, as a repeated key in the envelope does.
+  for (const auto& e : m.subtask_endpoints) d.subtask_endpoints.emplace(e.subtask, e.endpoint);
+  d.restore_checkpoint_id = m.restore_checkpoint_id;
+  for (const auto& r : m.restore_states)
+    d.restore_states.emplace(r.subtask, subtask_state{from_wire(r.state_handles),
+                                                      r.state_size_bytes});
+  d.checkpoint_dir = m.checkpoint_dir;
+  return d;
+}
+
+wire::trigger_checkpoint to_wire(const job_id& job, const execution_attempt_id& attempt,
+                                 checkpoint_id id, std::int64_t timestamp_us,
+                                 const checkpoint_options& options) {
+  wire::trigger_checkpoint m;
+  m.job = job;
+  m.attempt = attempt;
+  m.checkpoint = id;
+  m.timestamp_ms = timestamp_us / 1000;
+  m.is_savepoint = options.kind == checkpoint_trigger_kind::savepoint;
+  // A savepoint's folder is its target location: the engine keeps no separate base folder.
+  if (m.is_savepoint) m.savepoint_dir = options.target_location;
+  m.mode = options.exactly_once ? checkpointing_mode::exactly_once
+                                : checkpointing_mode::at_least_once;
+  m.unaligned = options.unaligned;
+  m.target_location = options.target_location;
+  return m;
+}
+
+checkpoint_options options_from_wire(const wire::trigger_checkpoint& m) {
+  checkpoint_options o;
+  o.kind = m.is_savepoint ? checkpoint_trigger_kind::savepoint : checkpoint_trigger_kind::periodic;
+  o.exactly_once = m.mode == checkpointing_mode::exactly_once;
+  o.unaligned = m.unaligned;
+  o.target_location = m.target_location;
+  if (o.target_location.empty() && m.is_savepoint) o.target_location = m.savepoint_dir;
+  return o;
+}
+
+std::int64_t timestamp_us_from_wire(const wire::trigger_checkpoint& m) {
+  return m.timestamp_ms * 1000;
+}
+
+wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack) {
+  wire::acknowledge_checkpoint m;
+  m.job = ack.job;
+  m.attempt = ack.attempt;
+  m.checkpoint = ack.id;
+  m.state_handles = to_wire(ack.state.handles);
+  m.state_size_bytes = ack.state.state_size;
+  m.sync_duration_us = ack.metrics.sync_duration_us;
+  m.async_duration_us = ack.metrics.async_duration_us;
+  m.alignment_duration_us = ack.metrics.alignment_duration_us;
+  m.bytes_processed_during_alignment = ack.metrics.bytes_processed_during_alignment;
+  return m;
+}
+
+checkpoint_ack from_wire(const wire::acknowledge_checkpoint& m) {
+  checkpoint_ack ack;
+  ack.job = m.job;
+  ack.attempt = m.attempt;
+  ack.id = m.checkpoint;
+  ack.state = subtask_state{from_wire(m.state_handles), m.state_size_bytes};
+  ack.metrics = checkpoint_metrics{m.sync_duration_us, m.async_duration_us,
+                                   m.alignment_duration_us, m.bytes_processed_during_alignment};
+  return ack;
+}
+
+wire::decline_checkpoint to_wire(const checkpoint_decline& decline) {
+  return {decline.job, decline.attempt, decline.id, std::string(to_string(decline.reason)),
+          decline.message};
+}
+
+checkpoint_decline from_wire(const wire::decline_checkpoint& m) {
+  checkpoint_decline d;
+  d.job = m.job;
+  d.attempt = m.attempt;
+  d.id = m.checkpoint;
+  d.reason = parse_checkpoint_failure_reason(m.reason).value_or(
+      checkpoint_failure_reason::checkpoint_declined);
+  d.message = m.message;
+  return d;
+}
+
+std::optional<wire::task_state> to_wire(execution_state state) {
+  switch (state) {
+    case execution_state::deploying:
+    case execution_state::initializing:
+      return wire::task_state::deploying;
+    case execution_state::running:
+      return wire::task_state::running;
+    case execution_state::finished:
+      return wire::task_state::finished;
+    case execution_state::failed:
+      return wire::task_state::failed;
+    case execution_state::canceled:
+      return wire::task_state::canceled;
+    case execution_state::created:
+    case execution_state::scheduled:
+    case execution_state::canceling:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+execution_state from_wire(wire::task_state state) {
+  switch (state) {
+    case wire::task_state::deploying:
+      return execution_state::deploying;
+    case wire::task_state::running:
+      return execution_state::running;
+    case wire::task_state::finished:
+      return execution_state::finished;
+    case wire::task_state::failed:
+      return execution_state::failed;
+    case wire::task_state::canceled:
+      return execution_state::canceled;
+  }
+  return execution_state::failed;
+}
+
+}  // namespace snapflow::transport

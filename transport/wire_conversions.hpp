@@ -1,0 +1,41 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "engine/checkpoint/checkpoint_messages.hpp"
+#include "engine/jobmaster/task_deployment.hpp"
+#include "graph/execution_vertex.hpp"
+#include "transport/messages.hpp"
+
+// Engine structs <-> wire structs. The engine keeps microseconds and enums; the wire keeps what
+// docs/protocol.md says (milliseconds since the epoch for trigger timestamps, names for failure
+// reasons), so every conversion that loses or guesses something is here, in one place.
+namespace snapflow::transport {
+
+wire::deploy_task to_wire(const task_deployment_descriptor& d);
+task_deployment_descriptor from_wire(const wire::deploy_task& m);
+
+// The trigger timestamp travels in milliseconds (the protocol's unit); the worker hands
+// timestamp_ms * 1000 to its tasks, so sub-millisecond digits are lost on the way.
+wire::trigger_checkpoint to_wire(const job_id& job, const execution_attempt_id& attempt,
+                                 checkpoint_id id, std::int64_t timestamp_us,
+                                 const checkpoint_options& options);
+// Savepoints come back as kind savepoint; periodic and manual checkpoints look alike on the
+// wire and come back as periodic (tasks treat them the same).
+checkpoint_options options_from_wire(const wire::trigger_checkpoint& m);
+std::int64_t timestamp_us_from_wire(const wire::trigger_checkpoint& m);
+
+wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack);
+checkpoint_ack from_wire(const wire::acknowledge_checkpoint& m);
+
+wire::decline_checkpoint to_wire(const checkpoint_decline& decline);
+// A reason name this build does not know becomes checkpoint_declined (docs/protocol.md).
+checkpoint_decline from_wire(const wire::decline_checkpoint& m);
+
+// States the wire has no name for (created, scheduled, canceling) are not reported: nothing.
+// initializing is reported as deploying.
+std::optional<wire::task_state> to_wire(execution_state state);
+execution_state from_wire(wire::task_state state);
+
+}  // namespace snapflow::transport

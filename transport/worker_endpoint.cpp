@@ -1,0 +1,468 @@
+#include "transport/worker_endpoint.hpp"
+
+#include <unistd.h>
+
+#include <cassert>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include "transport/async_socket.hpp"
+#include "transport/envelope.hpp"
+#include "transport/wire_conversions.hpp"
+
+namespace snapflow::transport {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int frames_per_turn = 64;
+constexpr std::size_t max_log_lines_per_interval = 20;
+
+std::int64_t steady_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void log_coroutine_end(const char* name, std::exception_ptr error) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    spdlog::critical("worker endpoint: the {} stopped: {}", name, e.what());
+  } catch (...) {
+    spdlog::critical("worker endpoint: the {} stopped", name);
+  }
+}
+
+template <typename T>
+std::string describe(const T& value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+}  // namespace
+
+// One connection to the coordinator: a fresh DEALER socket and what waits to be sent on it.
+// Starting over means a new connection, so nothing queued for the old one (reports about tasks
+// since cancelled, ZeroMQ's own buffered frames) reaches the coordinator afterwards.
+struct worker_endpoint::connection {
+  connection(const asio::any_io_executor& executor, std::unique_ptr<async_socket> s)
+      : socket(std::move(s)), wake(executor) {}
+
+  void close() {
+    closed = true;
+    socket->close();
+    wake.cancel();
+  }
+
+  std::unique_ptr<async_socket> socket;
+  std::deque<std::string> outgoing;
+  asio::steady_timer wake;
+  bool writer_waiting = false;
+  bool closed = false;
+};
+
+// Where task threads leave their reports: a mutex-protected list the endpoint's thread takes
+// in one go. Separate from the endpoint so the listeners that tasks hold never keep the
+// endpoint (and its thread-bound socket) alive on a task thread.
+class worker_endpoint::task_inbox {
+ public:
+  task_inbox(asio::any_io_executor executor, std::weak_ptr<worker_endpoint> endpoint,
+             std::size_t max_frames)
+      : executor_(std::move(executor)), endpoint_(std::move(endpoint)), max_frames_(max_frames) {}
+
+  void push(std::string frame) {
+    {
+      std::lock_guard lock(mutex_);
+      if (frames_.size() >= max_frames_) {
+        ++dropped_;
+        return;
+      }
+      frames_.push_back(std::move(frame));
+      if (flush_posted_) return;
+      flush_posted_ = true;
+    }
+    asio::post(executor_, [endpoint = endpoint_] {
+      if (auto self = endpoint.lock()) self->flush_task_reports();
+    });
+  }
+
+  std::vector<std::string> take() {
+    std::lock_guard lock(mutex_);
+    flush_posted_ = false;
+    return std::exchange(frames_, {});
+  }
+
+  std::uint64_t dropped() const {
+    std::lock_guard lock(mutex_);
+    return dropped_;
+  }
+
+ private:
+  asio::any_io_executor executor_;
+  std::weak_ptr<worker_endpoint> endpoint_;
+  std::size_t max_frames_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> frames_;
+  bool flush_posted_ = false;
+  std::uint64_t dropped_ = 0;
+};
+
+// The task_executor_listener tasks call: encodes on the caller's thread, then queues.
+class worker_endpoint::listener_proxy final : public task_executor_listener {
+ public:
+  explicit listener_proxy(std::shared_ptr<task_inbox> inbox) : inbox_(std::move(inbox)) {}
+
+  void task_state_changed(const job_id& job, const execution_attempt_id& attempt,
+                          execution_state state, const std::string& message) override {
+    // States the protocol has no name for (scheduled, canceling) are not reported.
+    if (auto s = to_wire(state)) inbox_->push(wire::encode(wire::task_state_update{
+                                     job, attempt, *s, message}));
+  }
+  void acknowledge_checkpoint(const checkpoint_ack& ack) override {
+    inbox_->push(wire::encode(to_wire(ack)));
+  }
+  void decline_checkpoint(const checkpoint_decline& decline) override {
+    inbox_->push(wire::encode(to_wire(decline)));
+  }
+
+ private:
+  std::shared_ptr<task_inbox> inbox_;
+};
+
+worker_endpoint::worker_endpoint(asio::any_io_executor executor, zmq::context_t& context,
+                                 worker_endpoint_options options)
+    : executor_(std::move(executor)),
+      context_(context),
+      options_(std::move(options)),
+      tick_timer_(executor_),
+      interval_(options_.heartbeat_interval),
+      timeout_(options_.heartbeat_timeout),
+      log_limiter_(std::chrono::duration_cast<std::chrono::microseconds>(
+                       options_.bad_input_log_interval)
+                       .count(),
+                   max_log_lines_per_interval) {
+  assert(!options_.worker_id.empty());
+  assert(interval_.count() > 0);
+  assert(timeout_ > interval_);
+}
+
+worker_endpoint::~worker_endpoint() { stop(); }
+
+std::shared_ptr<task_executor_listener> worker_endpoint::listener() {
+  if (!inbox_)
+    inbox_ = std::make_shared<task_inbox>(executor_, weak_from_this(), options_.max_queued_frames);
+  return std::make_shared<listener_proxy>(inbox_);
+}
+
+void worker_endpoint::set_executor(std::shared_ptr<task_executor> executor) {
+  assert(!running_);
+  tasks_ = std::move(executor);
+}
+
+std::uint64_t worker_endpoint::dropped_task_reports() const {
+  return counters_.dropped_task_reports + (inbox_ ? inbox_->dropped() : 0);
+}
+
+std::int64_t worker_endpoint::now_us() const { return steady_us(); }
+
+std::error_code worker_endpoint::start(fatal_handler on_fatal) {
+  assert(tasks_ && "set_executor before start");
+  assert(!running_);
+  if (!inbox_) (void)listener();
+  on_fatal_ = std::move(on_fatal);
+  running_ = true;
+  if (auto e = open_connection()) {
+    running_ = false;
+    return e;
+  }
+  asio::co_spawn(
+      executor_, [self = shared_from_this()] { return self->ticker(); },
+      [](std::exception_ptr e) { log_coroutine_end("ticker", e); });
+  return {};
+}
+
+void worker_endpoint::stop() {
+  if (!running_) return;
+  running_ = false;
+  registered_ = false;
+  if (connection_) connection_->close();
+  tick_timer_.cancel();
+}
+
+void worker_endpoint::new_session() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  do session_ = rng();
+  while (session_ == 0);
+}
+
+std::error_code worker_endpoint::open_connection() {
+  socket_options so;
+  so.max_frame_bytes = options_.max_frame_bytes;
+  so.routing_id = options_.worker_id;
+  auto socket = std::make_unique<async_socket>(executor_, context_, zmq::socket_type::dealer, so);
+  if (options_.curve) {
+    if (auto e = apply_curve_client(socket->native_handle(), *options_.curve)) return e;
+  }
+  if (auto e = socket->connect(options_.coordinator_address)) return e;
+  if (connection_) connection_->close();
+  connection_ = std::make_shared<connection>(executor_, std::move(socket));
+  registered_ = false;
+  new_session();
+  last_heard_us_ = now_us();
+  asio::co_spawn(
+      executor_, [self = shared_from_this(), c = connection_] { return self->reader(c); },
+      [](std::exception_ptr e) { log_coroutine_end("reader", e); });
+  asio::co_spawn(
+      executor_, [self = shared_from_this(), c = connection_] { return self->writer(c); },
+      [](std::exception_ptr e) { log_coroutine_end("writer", e); });
+  send_register();
+  return {};
+}
+
+void worker_endpoint::reconnect() {
+  ++counters_.reconnects;
+  if (auto e = open_connection()) {
+    // The address connected before, so this is not the configuration's fault: try later.
+    spdlog::error("cannot reconnect to the coordinator at {}: {}", options_.coordinator_address,
+                  e.message());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coroutines.
+
+asio::awaitable<void> worker_endpoint::reader(std::shared_ptr<connection> c) {
+  int frames_this_turn = 0;
+  while (!c->closed) {
+    received_frame in = co_await c->socket->receive();
+    if (c->closed) co_return;
+    if (in.error) {
+      if (in.error == socket_errc::multipart_message) {
+        ++counters_.frames_received;
+        ++counters_.bad_frames;
+        continue;
+      }
+      if (in.error != asio::error::operation_aborted)
+        spdlog::error("receiving from the coordinator failed: {}", in.error.message());
+      co_return;
+    }
+    on_frame(in.payload);
+    if (++frames_this_turn == frames_per_turn) {
+      frames_this_turn = 0;
+      co_await asio::post(executor_, asio::use_awaitable);
+    }
+  }
+}
+
+asio::awaitable<void> worker_endpoint::writer(std::shared_ptr<connection> c) {
+  int frames_this_turn = 0;
+  while (!c->closed) {
+    if (c->outgoing.empty()) {
+      c->wake.expires_at(asio::steady_timer::time_point::max());
+      c->writer_waiting = true;
+      std::error_code ignored;
+      co_await c->wake.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+      c->writer_waiting = false;
+      frames_this_turn = 0;
+      continue;
+    }
+    std::string frame = std::move(c->outgoing.front());
+    c->outgoing.pop_front();
+    // A DEALER send waits while the coordinator is unreachable; the ticker gives up on this
+    // connection after the heartbeat timeout and closes it, which ends the wait.
+    const std::error_code error = co_await c->socket->send(std::move(frame));
+    if (c->closed) co_return;
+    if (error) {
+      if (error == asio::error::operation_aborted) co_return;
+      spdlog::error("sending to the coordinator failed: {}", error.message());
+      continue;
+    }
+    ++counters_.frames_sent;
+    if (++frames_this_turn == frames_per_turn) {
+      frames_this_turn = 0;
+      co_await asio::post(executor_, asio::use_awaitable);
+    }
+  }
+}
+
+asio::awaitable<void> worker_endpoint::ticker() {
+  while (running_) {
+    tick_timer_.expires_after(interval_);
+    std::error_code ignored;
+    co_await tick_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+    if (!running_) co_return;
+    const std::int64_t silent_us = now_us() - last_heard_us_;
+    if (silent_us > std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count()) {
+      if (registered_) {
+        spdlog::warn("nothing heard from the coordinator at {} for {} ms: cancelling every task "
+                     "and reconnecting",
+                     options_.coordinator_address, silent_us / 1000);
+        drop_tasks("the coordinator is unreachable");
+      } else if (log_limiter_.allow("coordinator-silent", now_us()).allowed) {
+        spdlog::info("no answer from the coordinator at {} yet; still trying",
+                     options_.coordinator_address);
+      }
+      reconnect();
+      continue;
+    }
+    if (registered_) {
+      send(wire::heartbeat{options_.worker_id, wall_clock_ms()});
+    } else if (connection_ && connection_->outgoing.empty()) {
+      // No answer to the last register_worker yet (it may have been lost with a connection);
+      // resending within a session is harmless, the coordinator treats it as a resend.
+      send_register();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiving.
+
+void worker_endpoint::on_frame(std::string_view payload) {
+  ++counters_.frames_received;
+  last_heard_us_ = now_us();  // any frame on the connection means the coordinator is there
+  wire::decode_result decoded = wire::decode(payload, options_.max_frame_bytes);
+  if (!decoded) {
+    ++counters_.bad_frames;
+    if (auto d = log_limiter_.allow("coordinator", now_us()); d.allowed)
+      spdlog::warn("bad frame from the coordinator: {}{}", describe(decoded.error()),
+                   d.suppressed ? "; " + std::to_string(d.suppressed) + " more not logged"
+                                : std::string());
+    return;
+  }
+  on_message(std::move(decoded).value());
+}
+
+void worker_endpoint::on_message(wire::message&& m) {
+  std::visit(
+      [&](auto& body) {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, wire::register_ack>) {
+          on_register_ack(body);
+        } else if constexpr (std::is_same_v<T, wire::not_registered>) {
+          on_not_registered(body);
+        } else if constexpr (std::is_same_v<T, wire::heartbeat>) {
+          // Nothing to do: hearing it is the point.
+        } else if (!registered_) {
+          // Before registering the worker runs nothing, and must not start to (protocol 5.1).
+          ++counters_.ignored_messages;
+        } else if constexpr (std::is_same_v<T, wire::deploy_task>) {
+          tasks_->deploy(from_wire(body));
+        } else if constexpr (std::is_same_v<T, wire::cancel_task>) {
+          tasks_->cancel(body.job, body.attempt);
+        } else if constexpr (std::is_same_v<T, wire::trigger_checkpoint>) {
+          tasks_->trigger_checkpoint(body.job, body.attempt, body.checkpoint,
+                                     timestamp_us_from_wire(body), options_from_wire(body));
+        } else if constexpr (std::is_same_v<T, wire::notify_checkpoint_complete>) {
+          tasks_->notify_checkpoint_complete(body.job, body.attempt, body.checkpoint);
+        } else if constexpr (std::is_same_v<T, wire::notify_checkpoint_aborted>) {
+          tasks_->notify_checkpoint_aborted(body.job, body.attempt, body.checkpoint,
+                                            body.latest_completed_checkpoint_id.value_or(0));
+        } else {
+          ++counters_.ignored_messages;  // a message only workers send
+        }
+      },
+      m);
+}
+
+void worker_endpoint::on_register_ack(const wire::register_ack& ack) {
+  if (!ack.accepted) {
+    const std::string why = "the coordinator at " + options_.coordinator_address +
+                            " refused to register worker " + options_.worker_id + ": " +
+                            (ack.reason.empty() ? std::string("no reason given") : ack.reason);
+    spdlog::error("{}", why);
+    stop();
+    if (on_fatal_) on_fatal_(why);
+    return;
+  }
+  if (registered_) return;  // the answer to a resend
+  registered_ = true;
+  ++counters_.registrations;
+  // The coordinator's timing rules, so both sides agree when to give the other up.
+  if (ack.heartbeat_interval_ms > 0 && ack.heartbeat_timeout_ms > ack.heartbeat_interval_ms) {
+    interval_ = std::chrono::milliseconds(ack.heartbeat_interval_ms);
+    timeout_ = std::chrono::milliseconds(ack.heartbeat_timeout_ms);
+  }
+  spdlog::info("registered with the coordinator at {} as worker {} ({} slots, heartbeat every {} "
+               "ms, timeout {} ms)",
+               options_.coordinator_address, options_.worker_id, options_.slots,
+               interval_.count(), timeout_.count());
+}
+
+void worker_endpoint::on_not_registered(const wire::not_registered& m) {
+  if (!registered_) return;  // our register_worker is on its way, or about to be resent
+  spdlog::warn("the coordinator no longer knows this worker ({}): cancelling every task and "
+               "registering again",
+               m.reason);
+  drop_tasks("the coordinator no longer knows this worker");
+  new_session();
+  send_register();
+}
+
+void worker_endpoint::drop_tasks(const std::string& why) {
+  registered_ = false;
+  spdlog::debug("dropping every task: {}", why);
+  tasks_->cancel_all();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending.
+
+void worker_endpoint::send_register() {
+  wire::register_worker m;
+  m.worker_id = options_.worker_id;
+  m.slots = options_.slots;
+  m.data_endpoint = tasks_->data_endpoint();
+  m.protocol_version = options_.protocol_version;
+  m.pid = ::getpid();
+  m.session = session_;
+  send(m);
+}
+
+void worker_endpoint::send(const wire::message& m) { send_frame(wire::encode(m)); }
+
+void worker_endpoint::send_frame(std::string frame) {
+  if (!running_ || !connection_ || connection_->closed) return;
+  if (connection_->outgoing.size() >= options_.max_queued_frames) {
+    ++counters_.dropped_task_reports;
+    return;
+  }
+  connection_->outgoing.push_back(std::move(frame));
+  if (connection_->writer_waiting) connection_->wake.cancel();
+}
+
+void worker_endpoint::flush_task_reports() {
+  std::vector<std::string> frames = inbox_->take();
+  for (auto& frame : frames) {
+    // Reports from before registering belong to tasks the coordinator has given up on; the
+    // worker sends nothing but register_worker until it is accepted (protocol 5.1).
+    if (!registered_) {
+      ++counters_.dropped_task_reports;
+      continue;
+    }
+    send_frame(std::move(frame));
+  }
+}
+
+}  // namespace snapflow::transport

@@ -1,0 +1,130 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
+#include <zmq.hpp>
+
+#include "engine/runtime/task_executor.hpp"
+#include "transport/curve_keys.hpp"
+#include "transport/frame_limits.hpp"
+#include "transport/messages.hpp"
+#include "transport/peer_rate_limiter.hpp"
+
+namespace snapflow::transport {
+
+struct worker_endpoint_options {
+  std::string coordinator_address = "tcp://127.0.0.1:6123";
+  std::string worker_id;  // also the DEALER's routing id
+  std::uint32_t slots = 1;
+  // Until the coordinator's register_ack names its own: how often to retry registering, and
+  // how long to wait for any answer before starting over on a fresh connection.
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{10000};
+  std::size_t max_frame_bytes = default_max_frame_bytes;
+  // Frames waiting to go to the coordinator (task reports, heartbeats); beyond it task reports
+  // are dropped and counted (a lost ack ends as a checkpoint timeout, protocol 5.4).
+  std::size_t max_queued_frames = 65536;
+  // What register_worker claims. Only tests set another value, to see it refused.
+  std::uint32_t protocol_version = wire::current_protocol_version;
+  std::optional<curve_client_config> curve;
+  std::chrono::milliseconds bad_input_log_interval{10000};
+};
+
+struct worker_endpoint_counters {
+  std::uint64_t frames_received = 0;
+  std::uint64_t bad_frames = 0;
+  std::uint64_t ignored_messages = 0;  // valid but not for now (before registering, wrong way)
+  std::uint64_t frames_sent = 0;
+  std::uint64_t dropped_task_reports = 0;  // while not registered, or the queue was full
+  std::uint64_t registrations = 0;
+  std::uint64_t reconnects = 0;
+};
+
+// The worker's end of the control plane (docs/protocol.md): one DEALER socket whose routing id
+// is the worker id, connected to the coordinator. It registers (again after a reconnect, or
+// when the coordinator answers not_registered), heartbeats, hands deploy / cancel / trigger /
+// notify messages to its task_executor, and carries what the tasks report back through
+// listener(). When the coordinator is silent past the heartbeat timeout it cancels every task
+// and starts over on a fresh connection, for as long as it runs.
+//
+// Everything runs on one executor (the worker's control thread) except the listener, which
+// tasks call from their own threads: it queues under a mutex and posts to the executor.
+class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
+ public:
+  // Runs on the executor when the coordinator refuses this worker for good (a refused
+  // register_ack: unsupported protocol version, bad slot count, ...). The endpoint has stopped.
+  using fatal_handler = std::function<void(const std::string& why)>;
+
+  worker_endpoint(asio::any_io_executor executor, zmq::context_t& context,
+                  worker_endpoint_options options);
+  ~worker_endpoint();
+
+  // For the task executor: thread-safe, never blocks, and holds the endpoint only weakly, so
+  // an executor may keep it as long as it likes.
+  std::shared_ptr<task_executor_listener> listener();
+  // Must be set before start().
+  void set_executor(std::shared_ptr<task_executor> executor);
+
+  // Connects and starts registering. Errors are immediate ones only (a malformed address,
+  // CURVE missing); an unreachable coordinator is retried for ever.
+  std::error_code start(fatal_handler on_fatal);
+  // Closes the connection; the coroutines end. Does not touch the tasks. Idempotent.
+  void stop();
+
+  bool registered() const { return registered_; }
+  const worker_endpoint_counters& counters() const { return counters_; }
+  std::uint64_t dropped_task_reports() const;
+
+ private:
+  struct connection;
+  class task_inbox;
+  class listener_proxy;
+
+  asio::awaitable<void> reader(std::shared_ptr<connection> c);
+  asio::awaitable<void> writer(std::shared_ptr<connection> c);
+  asio::awaitable<void> ticker();
+
+  std::error_code open_connection();
+  void reconnect();
+  void on_frame(std::string_view payload);
+  void on_message(wire::message&& m);
+  void on_register_ack(const wire::register_ack& ack);
+  void on_not_registered(const wire::not_registered& m);
+  void drop_tasks(const std::string& why);
+  void send_register();
+  void send(const wire::message& m);
+  void send_frame(std::string frame);
+  void flush_task_reports();
+  void new_session();
+  std::int64_t now_us() const;
+
+  asio::any_io_executor executor_;
+  zmq::context_t& context_;
+  worker_endpoint_options options_;
+  std::shared_ptr<task_executor> tasks_;
+  std::shared_ptr<task_inbox> inbox_;
+  fatal_handler on_fatal_;
+  std::shared_ptr<connection> connection_;
+  asio::steady_timer tick_timer_;
+  bool running_ = false;
+  bool registered_ = false;
+  std::uint64_t session_ = 0;
+  std::chrono::milliseconds interval_;
+  std::chrono::milliseconds timeout_;
+  std::int64_t last_heard_us_ = 0;
+  peer_rate_limiter log_limiter_;
+  worker_endpoint_counters counters_;
+};
+
+}  // namespace snapflow::transport
