@@ -353,6 +353,34 @@ asio::awaitable<std::error_code> send_on(state_ptr s, std::string routing_id,
   co_return co_await drive(s, s->writer, attempt);
 }
 
+// One dontwait attempt, no waiting. A ROUTER refuses a full peer at its routing id frame
+// (ZMQ_ROUTER_MANDATORY), before anything is committed; once that frame is taken the payload
+// frame is too.
+std::error_code try_send_on(detail::async_socket_state& s, std::string_view routing_id,
+                            std::string_view payload, bool routed) {
+  assert(!s.writer.busy && "try_send while a send is in flight");
+  if (!s.open) return asio::error::operation_aborted;
+  std::error_code result;
+  if (routed) {
+    zmq::message_t id_frame(routing_id.data(), routing_id.size());
+    if (zmq_msg_send(id_frame.handle(), s.socket.handle(), ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
+      const int e = zmq_errno();
+      s.recheck_parked();  // rule 3: the call may have processed commands
+      return would_block_errno(e) ? std::make_error_code(std::errc::resource_unavailable_try_again)
+                                  : zmq_error(e);
+    }
+  }
+  zmq::message_t payload_frame(payload.data(), payload.size());
+  if (zmq_msg_send(payload_frame.handle(), s.socket.handle(), ZMQ_DONTWAIT) < 0) {
+    const int e = zmq_errno();
+    result = would_block_errno(e) && !routed
+                 ? std::make_error_code(std::errc::resource_unavailable_try_again)
+                 : zmq_error(e);
+  }
+  s.recheck_parked();
+  return result;
+}
+
 }  // namespace
 
 async_socket::async_socket(const asio::any_io_executor& executor, zmq::context_t& context,
@@ -407,6 +435,19 @@ asio::awaitable<std::error_code> async_socket::send(std::string routing_id, std:
   assert(state_);
   assert(state_->type == zmq::socket_type::router);
   return send_on(state_, std::move(routing_id), std::move(payload));
+}
+
+std::error_code async_socket::try_send(std::string_view payload) {
+  assert(state_);
+  assert(state_->type != zmq::socket_type::router && "a ROUTER send needs a routing id");
+  assert(state_->type != zmq::socket_type::pull);
+  return try_send_on(*state_, {}, payload, false);
+}
+
+std::error_code async_socket::try_send(std::string_view routing_id, std::string_view payload) {
+  assert(state_);
+  assert(state_->type == zmq::socket_type::router);
+  return try_send_on(*state_, routing_id, payload, true);
 }
 
 void async_socket::close() {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <zmq.hpp>
@@ -83,6 +84,13 @@ class async_socket {
   asio::awaitable<std::error_code> send(std::string payload);
   // ROUTER: one payload frame to the peer with `routing_id`.
   asio::awaitable<std::error_code> send(std::string routing_id, std::string payload);
+
+  // Sends now if ZeroMQ takes the frame without waiting, else sends nothing and returns
+  // std::errc::resource_unavailable_try_again (a full queue, or a DEALER not connected yet);
+  // other failures as send() reports them. For writers that keep their own queue and only
+  // need a coroutine when the socket pushes back. Only while no send() is in flight.
+  std::error_code try_send(std::string_view payload);
+  std::error_code try_send(std::string_view routing_id, std::string_view payload);
 
   // Ends pending operations with operation_aborted and closes the ZeroMQ socket (linger 0:
   // unsent messages are dropped). Idempotent.

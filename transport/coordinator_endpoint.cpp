@@ -130,6 +130,7 @@ std::error_code coordinator_endpoint::start() {
   assert(!socket_ && "start once");
   socket_options so;
   so.max_frame_bytes = options_.max_frame_bytes;
+  so.send_hwm = options_.socket_send_hwm;
   auto socket = std::make_unique<async_socket>(executor_, context_, zmq::socket_type::router, so);
   if (options_.curve) {
     if (auto e = apply_curve_server(socket->native_handle(), *options_.curve)) return e;
@@ -217,6 +218,17 @@ asio::awaitable<void> coordinator_endpoint::writer() {
       frames_this_turn = 0;
       continue;
     }
+    // Most sends go through at once; only a peer that pushes back costs a coroutine.
+    if (const std::error_code quick = socket_->try_send(next->peer, next->payload);
+        quick != std::errc::resource_unavailable_try_again) {
+      on_sent(next->peer, quick);
+      if (quick == asio::error::operation_aborted) co_return;
+      if (++frames_this_turn == frames_per_turn) {
+        frames_this_turn = 0;
+        co_await asio::post(executor_, asio::use_awaitable);
+      }
+      continue;
+    }
     // The send is raced with a deadline: a peer whose ZeroMQ queue is full would otherwise keep
     // the writer, and every other peer, waiting. The payload is copied because the losing
     // branch takes its arguments with it.
@@ -234,24 +246,28 @@ asio::awaitable<void> coordinator_endpoint::writer() {
       continue;
     }
     const std::error_code error = std::get<0>(outcome);
-    if (!error) {
-      outgoing_.sent(next->peer);
-      ++counters_.frames_sent;
-    } else if (error == asio::error::operation_aborted) {
-      co_return;
-    } else {
-      // Mostly host_unreachable: the peer is not connected right now. The frame is lost, as
-      // anything in flight on a broken connection is (docs/protocol.md, Delivery).
-      ++counters_.send_failures;
-      if (auto d = bad_input_log_.allow(next->peer, now_us()); d.allowed)
-        spdlog::warn("cannot send to {}: {}{}", printable_peer(next->peer), error.message(),
-                     suppressed_note(d.suppressed));
-    }
+    on_sent(next->peer, error);
+    if (error == asio::error::operation_aborted) co_return;
     if (++frames_this_turn == frames_per_turn) {
       frames_this_turn = 0;
       co_await asio::post(executor_, asio::use_awaitable);
     }
   }
+}
+
+void coordinator_endpoint::on_sent(const std::string& peer, const std::error_code& error) {
+  if (!error) {
+    outgoing_.sent(peer);
+    ++counters_.frames_sent;
+    return;
+  }
+  if (error == asio::error::operation_aborted) return;
+  // Mostly host_unreachable: the peer is not connected right now. The frame is lost, as
+  // anything in flight on a broken connection is (docs/protocol.md, Delivery).
+  ++counters_.send_failures;
+  if (auto d = bad_input_log_.allow(peer, now_us()); d.allowed)
+    spdlog::warn("cannot send to {}: {}{}", printable_peer(peer), error.message(),
+                 suppressed_note(d.suppressed));
 }
 
 asio::awaitable<void> coordinator_endpoint::ticker() {
@@ -484,7 +500,9 @@ void coordinator_endpoint::send_to_worker(const worker_id& worker, const wire::m
                   printable_peer(worker));
     return;
   }
-  if (!outgoing_.push(worker, wire::encode(m), options_.max_queued_frames_per_worker)) {
+  std::string frame = wire::encode(m);
+  if (send_now(worker, frame)) return;
+  if (!outgoing_.push(worker, std::move(frame), options_.max_queued_frames_per_worker)) {
     schedule_loss(worker, "it stopped reading: its outgoing queue is full");
     return;
   }
@@ -493,12 +511,24 @@ void coordinator_endpoint::send_to_worker(const worker_id& worker, const wire::m
 
 void coordinator_endpoint::send_to_stranger(const std::string& peer, const wire::message& m) {
   if (!running_) return;
+  std::string frame = wire::encode(m);
+  if (send_now(peer, frame)) return;
   if (outgoing_.total() >= options_.max_queued_replies_to_strangers ||
-      !outgoing_.push(peer, wire::encode(m), options_.max_queued_replies_per_stranger)) {
+      !outgoing_.push(peer, std::move(frame), options_.max_queued_replies_per_stranger)) {
     ++counters_.dropped_replies;
     return;
   }
   wake_writer();
+}
+
+bool coordinator_endpoint::send_now(const std::string& peer, const std::string& frame) {
+  // Only when the writer is idle with nothing queued: then no send is in flight, and going
+  // first cannot overtake an earlier frame to the same peer.
+  if (!writer_waiting_ || !outgoing_.empty()) return false;
+  const std::error_code error = socket_->try_send(peer, frame);
+  if (error == std::errc::resource_unavailable_try_again) return false;
+  on_sent(peer, error);
+  return true;
 }
 
 void coordinator_endpoint::wake_writer() {

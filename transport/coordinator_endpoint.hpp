@@ -19,6 +19,7 @@
 #include "engine/jobmaster/task_deployment.hpp"
 #include "transport/async_socket.hpp"
 #include "transport/curve_keys.hpp"
+#include "transport/decode_error.hpp"
 #include "transport/frame_limits.hpp"
 #include "transport/messages.hpp"
 #include "transport/outgoing_queues.hpp"
@@ -37,6 +38,8 @@ struct coordinator_endpoint_options {
   // Frames queued for one registered worker beyond what ZeroMQ buffers; a worker that lets
   // this many pile up is declared lost.
   std::size_t max_queued_frames_per_worker = 4096;
+  // Frames ZeroMQ itself buffers per peer (ZMQ_SNDHWM) before a send to it has to wait.
+  int socket_send_hwm = 1000;
   // Answers to peers that are not registered (refusals, not_registered): few per peer, few in
   // all, dropped beyond that.
   std::size_t max_queued_replies_per_stranger = 4;
@@ -144,6 +147,9 @@ class coordinator_endpoint : public task_deployment_gateway,
   void tell_not_registered(const std::string& peer);
 
   void send_to_worker(const worker_id& worker, const wire::message& m);
+  // Sends `frame` at once when nothing else waits to go; false when it must be queued.
+  bool send_now(const std::string& peer, const std::string& frame);
+  void on_sent(const std::string& peer, const std::error_code& error);
   void send_to_stranger(const std::string& peer, const wire::message& m);
   void wake_writer();
   void expire_workers();

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -92,19 +93,35 @@ class worker_endpoint::task_inbox {
       : executor_(std::move(executor)), endpoint_(std::move(endpoint)), max_frames_(max_frames) {}
 
   void push(std::string frame) {
+    bool now = false;
+    bool post_flush = false;
     {
       std::lock_guard lock(mutex_);
-      if (frames_.size() >= max_frames_) {
-        ++dropped_;
-        return;
+      // A report made on the endpoint's own thread (a task_executor answering a trigger at
+      // once) with nothing queued before it goes out now: the same order, one hop less.
+      now = frames_.empty() && std::this_thread::get_id() == owner_thread_;
+      if (!now) {
+        if (frames_.size() >= max_frames_) {
+          ++dropped_;
+          return;
+        }
+        frames_.push_back(std::move(frame));
+        post_flush = !std::exchange(flush_posted_, true);
       }
-      frames_.push_back(std::move(frame));
-      if (flush_posted_) return;
-      flush_posted_ = true;
     }
-    asio::post(executor_, [endpoint = endpoint_] {
-      if (auto self = endpoint.lock()) self->flush_task_reports();
-    });
+    if (now) {
+      if (auto self = endpoint_.lock()) self->deliver_task_report(std::move(frame));
+    } else if (post_flush) {
+      asio::post(executor_, [endpoint = endpoint_] {
+        if (auto self = endpoint.lock()) self->flush_task_reports();
+      });
+    }
+  }
+
+  // The thread that runs the endpoint's executor; reports made there may skip the queue.
+  void set_owner_thread(std::thread::id id) {
+    std::lock_guard lock(mutex_);
+    owner_thread_ = id;
   }
 
   std::vector<std::string> take() {
@@ -126,6 +143,7 @@ class worker_endpoint::task_inbox {
   std::vector<std::string> frames_;
   bool flush_posted_ = false;
   std::uint64_t dropped_ = 0;
+  std::thread::id owner_thread_;
 };
 
 // The task_executor_listener tasks call: encodes on the caller's thread, then queues.
@@ -253,6 +271,7 @@ void worker_endpoint::reconnect() {
 // Coroutines.
 
 asio::awaitable<void> worker_endpoint::reader(std::shared_ptr<connection> c) {
+  inbox_->set_owner_thread(std::this_thread::get_id());  // coroutines run on the executor
   int frames_this_turn = 0;
   while (!c->closed) {
     received_frame in = co_await c->socket->receive();
@@ -289,6 +308,19 @@ asio::awaitable<void> worker_endpoint::writer(std::shared_ptr<connection> c) {
     }
     std::string frame = std::move(c->outgoing.front());
     c->outgoing.pop_front();
+    if (const std::error_code quick = c->socket->try_send(frame);
+        quick != std::errc::resource_unavailable_try_again) {
+      if (quick == asio::error::operation_aborted) co_return;
+      if (quick)
+        spdlog::error("sending to the coordinator failed: {}", quick.message());
+      else
+        ++counters_.frames_sent;
+      if (++frames_this_turn == frames_per_turn) {
+        frames_this_turn = 0;
+        co_await asio::post(executor_, asio::use_awaitable);
+      }
+      continue;
+    }
     // A DEALER send waits while the coordinator is unreachable; the ticker gives up on this
     // connection after the heartbeat timeout and closes it, which ends the wait.
     const std::error_code error = co_await c->socket->send(std::move(frame));
@@ -309,9 +341,10 @@ asio::awaitable<void> worker_endpoint::writer(std::shared_ptr<connection> c) {
 asio::awaitable<void> worker_endpoint::ticker() {
   while (running_) {
     tick_timer_.expires_after(interval_);
-    std::error_code ignored;
-    co_await tick_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+    std::error_code ec;
+    co_await tick_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (!running_) co_return;
+    if (ec == asio::error::operation_aborted) continue;  // the interval changed: re-arm
     const std::int64_t silent_us = now_us() - last_heard_us_;
     if (silent_us > std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count()) {
       if (registered_) {
@@ -401,8 +434,12 @@ void worker_endpoint::on_register_ack(const wire::register_ack& ack) {
   ++counters_.registrations;
   // The coordinator's timing rules, so both sides agree when to give the other up.
   if (ack.heartbeat_interval_ms > 0 && ack.heartbeat_timeout_ms > ack.heartbeat_interval_ms) {
-    interval_ = std::chrono::milliseconds(ack.heartbeat_interval_ms);
+    const std::chrono::milliseconds interval(ack.heartbeat_interval_ms);
     timeout_ = std::chrono::milliseconds(ack.heartbeat_timeout_ms);
+    if (interval != interval_) {
+      interval_ = interval;
+      tick_timer_.cancel();  // the ticker re-arms with the new interval
+    }
   }
   spdlog::info("registered with the coordinator at {} as worker {} ({} slots, heartbeat every {} "
                "ms, timeout {} ms)",
@@ -448,21 +485,34 @@ void worker_endpoint::send_frame(std::string frame) {
     ++counters_.dropped_task_reports;
     return;
   }
+  if (connection_->writer_waiting && connection_->outgoing.empty()) {
+    // The writer is idle: no send is in flight and nothing queued to overtake.
+    const std::error_code error = connection_->socket->try_send(frame);
+    if (!error) {
+      ++counters_.frames_sent;
+      return;
+    }
+    if (error != std::errc::resource_unavailable_try_again) {
+      spdlog::error("sending to the coordinator failed: {}", error.message());
+      return;
+    }
+  }
   connection_->outgoing.push_back(std::move(frame));
   if (connection_->writer_waiting) connection_->wake.cancel();
 }
 
 void worker_endpoint::flush_task_reports() {
-  std::vector<std::string> frames = inbox_->take();
-  for (auto& frame : frames) {
-    // Reports from before registering belong to tasks the coordinator has given up on; the
-    // worker sends nothing but register_worker until it is accepted (protocol 5.1).
-    if (!registered_) {
-      ++counters_.dropped_task_reports;
-      continue;
-    }
-    send_frame(std::move(frame));
+  for (auto& frame : inbox_->take()) deliver_task_report(std::move(frame));
+}
+
+void worker_endpoint::deliver_task_report(std::string frame) {
+  // Reports from before registering belong to tasks the coordinator has given up on; the
+  // worker sends nothing but register_worker until it is accepted (protocol 5.1).
+  if (!registered_) {
+    ++counters_.dropped_task_reports;
+    return;
   }
+  send_frame(std::move(frame));
 }
 
 }  // namespace snapflow::transport

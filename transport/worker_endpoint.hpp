@@ -106,6 +106,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   void send(const wire::message& m);
   void send_frame(std::string frame);
   void flush_task_reports();
+  void deliver_task_report(std::string frame);
   void new_session();
   std::int64_t now_us() const;
 

@@ -260,6 +260,8 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             periodic_timer_.cancel();
           },
           [&](request_finished& a) {
+            if (!a.failure && a.id && a.kind != checkpoint_trigger_kind::savepoint)
+              for (auto& listener : completion_listeners_) listener(*a.id);
             auto it = callbacks_.find(a.request_id);
             if (it == callbacks_.end()) return;
             auto callback = std::move(it->second);

@@ -41,6 +41,11 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::uint64_t trigger_checkpoint(checkpoint_trigger_kind kind, std::string target_dir = {},
                                    request_callback done = {});
 
+  // Runs on the coordinator executor after every completed checkpoint (not savepoints).
+  void add_completion_listener(std::function<void(checkpoint_id)> listener) {
+    completion_listeners_.push_back(std::move(listener));
+  }
+
   ack_outcome receive_ack(checkpoint_ack ack);
   void receive_decline(const checkpoint_decline& decline);
   void abort_pending_checkpoints(checkpoint_failure_reason reason, const std::string& message);
@@ -75,6 +80,7 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::uint64_t periodic_ticks_ = 0;
   std::map<checkpoint_id, std::shared_ptr<coordinator_timer>> timeouts_;
   std::map<std::uint64_t, request_callback> callbacks_;
+  std::vector<std::function<void(checkpoint_id)>> completion_listeners_;
   std::mt19937_64 rng_{std::random_device{}()};
   bool running_actions_ = false;
 };

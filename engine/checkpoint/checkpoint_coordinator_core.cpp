@@ -129,13 +129,27 @@ bool checkpoint_coordinator_core::all_trigger_tasks_running(std::string* not_run
   return true;
 }
 
+std::optional<checkpoint_failure_reason> checkpoint_coordinator_core::trigger_refusal(
+    const checkpoint_request& request, std::string* message) const {
+  // A periodic request queued while the job ran must not start once it stopped running.
+  if (request.kind == checkpoint_trigger_kind::periodic && !periodic_scheduling_) {
+    *message = "periodic checkpoints are stopped (the job is not running)";
+    return checkpoint_failure_reason::periodic_scheduler_shutdown;
+  }
+  std::string not_running;
+  if (!all_trigger_tasks_running(&not_running)) {
+    *message = "not triggering: " + not_running;
+    return checkpoint_failure_reason::not_all_required_tasks_running;
+  }
+  return std::nullopt;
+}
+
 void checkpoint_coordinator_core::start_trigger(const checkpoint_request& request,
                                                 std::int64_t now_us) {
   assert(!triggering_);
-  std::string not_running;
-  if (!all_trigger_tasks_running(&not_running)) {
-    fail_request(request, checkpoint_failure_reason::not_all_required_tasks_running,
-                 "not triggering: " + not_running, now_us);
+  std::string message;
+  if (auto refused = trigger_refusal(request, &message)) {
+    fail_request(request, *refused, std::move(message), now_us);
     apply(decider_.next(load(now_us)), now_us);
     return;
   }
@@ -180,6 +194,17 @@ void checkpoint_coordinator_core::on_checkpoint_id(std::uint64_t request_id,
     triggering_.reset();
     fail_request(request, checkpoint_failure_reason::io_exception,
                  "could not allocate a checkpoint id: " + id.err().message, now_us);
+    apply(decider_.next(load(now_us)), now_us);
+    return;
+  }
+  // Reserving ids may take a disk write, and the job may have failed over meanwhile (Flink
+  // checks again here too: preCheckGlobalState). A checkpoint created now would wait for acks
+  // from attempts that are gone while its triggers go to the new ones: it could only expire,
+  // holding a max-concurrent slot until then and counting as a failure. The id stays unused.
+  std::string message;
+  if (auto refused = trigger_refusal(request, &message)) {
+    triggering_.reset();
+    fail_request(request, *refused, std::move(message), now_us);
     apply(decider_.next(load(now_us)), now_us);
     return;
   }
@@ -435,7 +460,7 @@ void checkpoint_coordinator_core::abort(checkpoint_id id, checkpoint_failure_rea
 
   // A checkpoint that died while its master hooks ran was the one being triggered.
   if (triggering_ && triggering_->id == id) triggering_.reset();
-  if (!shutdown_ && !triggering_) apply(decider_.next(load(now_us)), now_us);
+  if (!shutdown_ && !triggering_ && !holding_queue_) apply(decider_.next(load(now_us)), now_us);
 }
 
 void checkpoint_coordinator_core::remember_aborted(checkpoint_id id) {
@@ -451,7 +476,12 @@ bool checkpoint_coordinator_core::was_aborted(checkpoint_id id) const {
 void checkpoint_coordinator_core::abort_pending_checkpoints(checkpoint_failure_reason reason,
                                                             const std::string& message,
                                                             std::int64_t now_us) {
+  // Queued requests stay queued until the next tick, request or completion. Started from in
+  // here (a failover: the job master cancels the tasks only after this call) one would trigger
+  // tasks about to be cancelled, and its checkpoint would outlive this loop.
+  holding_queue_ = true;
   for (checkpoint_id id : pending_ids()) abort(id, reason, message, now_us);
+  holding_queue_ = false;
 }
 
 void checkpoint_coordinator_core::stop_periodic_scheduling(std::int64_t now_us) {

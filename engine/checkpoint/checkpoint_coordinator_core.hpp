@@ -143,6 +143,9 @@ class checkpoint_coordinator_core {
   bool was_aborted(checkpoint_id id) const;
   std::string location_for(const checkpoint_request& request, checkpoint_id id) const;
   bool all_trigger_tasks_running(std::string* not_running) const;
+  // Why `request` cannot become a checkpoint now (with a message), or nothing if it can.
+  std::optional<checkpoint_failure_reason> trigger_refusal(const checkpoint_request& request,
+                                                           std::string* message) const;
 
   job_id job_;
   checkpoint_config config_;
@@ -168,6 +171,8 @@ class checkpoint_coordinator_core {
   std::int64_t last_trigger_timestamp_us_ = 0;
   bool periodic_scheduling_ = false;
   bool shutdown_ = false;
+  // Set while abort_pending_checkpoints runs: an abort then starts no queued request.
+  bool holding_queue_ = false;
 
   static constexpr std::size_t recently_aborted_limit = 256;
 };

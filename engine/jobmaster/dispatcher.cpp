@@ -200,6 +200,11 @@ void dispatcher::on_task_state(const job_id& job, const execution_attempt_id& at
     for (auto& [_, other] : jobs_) other->on_slots_available();
 }
 
+void dispatcher::on_source_exhausted(const job_id& job, const execution_attempt_id& attempt,
+                                     checkpoint_id last_barrier) {
+  if (job_master* m = find(job)) m->on_source_exhausted(attempt, last_barrier);
+}
+
 std::optional<worker_id> dispatcher::worker_of(const job_id& job,
                                                const execution_attempt_id& attempt) const {
   job_master* m = find(job);

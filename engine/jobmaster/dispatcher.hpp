@@ -68,6 +68,8 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   void on_worker_lost(const worker_id& worker);
   void on_task_state(const job_id& job, const execution_attempt_id& attempt,
                      execution_state state, const std::string& message);
+  void on_source_exhausted(const job_id& job, const execution_attempt_id& attempt,
+                           checkpoint_id last_barrier);
   // The worker currently running `attempt` of `job`, if any.
   std::optional<worker_id> worker_of(const job_id& job, const execution_attempt_id& attempt) const;
 

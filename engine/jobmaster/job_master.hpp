@@ -60,6 +60,10 @@ class job_master : public std::enable_shared_from_this<job_master> {
   // A task reported a new state; reports from attempts other than the current one are ignored.
   void on_task_state(const execution_attempt_id& attempt, execution_state state,
                      const std::string& message = {});
+  // A bounded source emitted its last record; `last_barrier` is the newest barrier it injected
+  // before that. Once every source is exhausted, the first checkpoint completed after all their
+  // last records lets them finish (so every sink commits everything before FINISHED).
+  void on_source_exhausted(const execution_attempt_id& attempt, checkpoint_id last_barrier);
   // Every subtask that ran on the worker is lost.
   void on_worker_lost(const worker_id& worker);
   // New workers or freed slots: a job waiting for slots tries again.
@@ -93,6 +97,8 @@ class job_master : public std::enable_shared_from_this<job_master> {
   void restart();
   void end(job_status terminal);
   execution_vertex* find_current(const execution_attempt_id& attempt);
+  void maybe_finish_sources();
+  void request_final_checkpoint();
 
   asio::any_io_executor executor_;
   std::shared_ptr<execution_graph> graph_;
@@ -109,6 +115,11 @@ class job_master : public std::enable_shared_from_this<job_master> {
   std::optional<std::string> failure_cause_;
   std::optional<checkpoint_id> restored_from_;
   std::shared_ptr<coordinator_timer> restart_timer_;
+  // The final-checkpoint rule, per run (reset on failover).
+  std::map<execution_attempt_id, checkpoint_id> exhausted_sources_;
+  std::optional<checkpoint_id> final_checkpoint_;
+  bool sources_finished_ = false;
+  std::size_t num_sources_ = 0;
 };
 
 }  // namespace snapflow

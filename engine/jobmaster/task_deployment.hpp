@@ -50,6 +50,10 @@ class task_deployment_gateway {
   virtual void deploy(const worker_id& worker, const task_deployment_descriptor& descriptor) = 0;
   virtual void cancel(const worker_id& worker, const job_id& job,
                       const execution_attempt_id& attempt) = 0;
+  // The final-checkpoint rule's last step: an exhausted source emits end-of-input and ends.
+  // A gateway that never deploys bounded sources may leave it empty.
+  virtual void finish(const worker_id& /*worker*/, const job_id& /*job*/,
+                      const execution_attempt_id& /*attempt*/) {}
 };
 
 }  // namespace snapflow

@@ -446,7 +446,7 @@ void local_cluster::request_final_checkpoint() {
   checkpoint_coordinator* coordinator = graph_->get_checkpoint_coordinator();
   if (coordinator == nullptr || graph_->status() != job_status::running) {
     // Not running yet (some task still restoring): try again shortly.
-    if (coordinator != nullptr && !is_globally_terminal(graph_->status())) {
+    if (coordinator != nullptr && graph_->status() == job_status::created) {
       auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(10));
       timer->async_wait([this, timer](const std::error_code& ec) {
         if (!ec) request_final_checkpoint();

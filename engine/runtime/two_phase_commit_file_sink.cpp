@@ -98,6 +98,11 @@ result<void> two_phase_commit_file_sink::open(
   if (ec)
     return error{"two_phase_commit_file_sink: create " + staging_folder_of(subtask_).string() +
                  ": " + ec.message()};
+  // The new folders must survive a crash along with the files later fsynced in them.
+  const fs::path parent = output_.parent_path().empty() ? fs::path(".") : output_.parent_path();
+  for (const fs::path& folder : {parent, output_, output_ / staging_folder_name,
+                                 output_ / staging_folder_name / file_safe_uid(uid_)})
+    if (auto synced = fsync_folder(folder); !synced) return synced;
 
   // Commit what the restored checkpoint pre-committed for the old subtasks this one owns.
   std::vector<transaction> to_commit;
@@ -227,9 +232,14 @@ result<void> two_phase_commit_file_sink::notify_checkpoint_aborted(checkpoint_id
 result<void> two_phase_commit_file_sink::end_input(record_output&) {
   if (current_.is_open()) {
     if (auto closed = current_.close(); !closed) return closed;
-    pre_committed_.push_back({last_barrier_, current_relative_,
-                              "part-" + file_safe_uid(uid_) + "-" + std::to_string(subtask_) +
-                                  "-end-a" + std::to_string(attempt_)});
+    // Never part of a snapshot, so never committed twice: any free name will do.
+    const std::string base = "part-" + file_safe_uid(uid_) + "-" + std::to_string(subtask_) +
+                             "-end-" + std::to_string(last_barrier_);
+    std::string name = base;
+    std::error_code exists_ec;
+    for (int k = 1; fs::exists(output_ / name, exists_ec) && k < 1000; ++k)
+      name = base + "-" + std::to_string(k);
+    pre_committed_.push_back({last_barrier_, current_relative_, name});
   }
   if (pre_committed_.empty()) return success();
   for (const auto& t : pre_committed_)

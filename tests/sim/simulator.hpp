@@ -8,6 +8,13 @@
 
 namespace snapflow::sim {
 
+// A deliberate bug planted in the simulated world, so tests can show the invariants catch one.
+enum class sim_sabotage : std::uint8_t {
+  none,
+  sink_commits_at_pre_commit,  // the sink commits at the barrier instead of on notify-complete
+  metadata_durable_late,       // the write reports success before the metadata is durable
+};
+
 struct sim_options {
   std::uint64_t seed = 1;
   // Prints every step to stderr (for replaying one seed).
@@ -16,6 +23,7 @@ struct sim_options {
   std::uint64_t max_steps = 200'000;
   // How many of the last steps a failure report shows.
   std::size_t trace_length = 60;
+  sim_sabotage sabotage = sim_sabotage::none;
 };
 
 // What a run did, to show that the faults were exercised. Summable over runs.
@@ -27,6 +35,9 @@ struct sim_counters {
   std::uint64_t duplicated = 0;
   std::uint64_t delayed = 0;
   std::uint64_t stale_deliveries = 0;  // a message for an attempt or coordinator that is gone
+  // A message of one coordinator incarnation delivered to a task another one deployed (attempt
+  // numbers restart with each incarnation, and workers route by attempt).
+  std::uint64_t cross_incarnation_deliveries = 0;
   std::uint64_t checkpoints_started = 0;
   std::uint64_t checkpoints_completed = 0;
   std::uint64_t checkpoints_failed = 0;
@@ -45,6 +56,9 @@ struct sim_counters {
   std::uint64_t failovers = 0;
   std::uint64_t restores = 0;
   std::uint64_t restores_from_checkpoint = 0;
+  // From a checkpoint no coordinator had declared complete: its metadata became durable in a
+  // crash, or after a write was reported failed.
+  std::uint64_t restores_from_undeclared = 0;
   std::uint64_t records_emitted = 0;
   std::uint64_t records_committed = 0;
 

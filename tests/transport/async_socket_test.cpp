@@ -527,3 +527,34 @@ TEST_CASE("bind reports a bad endpoint as an error value") {
   CHECK(error);
   CHECK(error == std::errc::protocol_not_supported);
 }
+
+TEST_CASE("try_send sends at once, or sends nothing and says it would wait") {
+  zmq::context_t context;
+  asio::io_context io;
+  socket_options named;
+  named.routing_id = "w1";
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
+  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer, named);
+  const std::string endpoint = bind_loopback(router);
+
+  // A DEALER with no connection yet has nowhere to put the frame.
+  async_socket lonely(io.get_executor(), context, zmq::socket_type::dealer);
+  CHECK(lonely.try_send("nobody") == std::errc::resource_unavailable_try_again);
+  CHECK(router.try_send("nobody", "x") == std::errc::host_unreachable);
+
+  REQUIRE_FALSE(dealer.connect(endpoint));
+  io_guard guard(io, 20s);
+  std::vector<received_frame> at_router, at_dealer;
+  asio::co_spawn(io, receive_into(&router, &at_router, 1), rethrow);
+  asio::co_spawn(io, receive_into(&dealer, &at_dealer, 1), rethrow);
+  REQUIRE_FALSE(dealer.try_send("hello"));
+  guard.run_until([&] { return at_router.size() == 1; });
+  CHECK(at_router[0].routing_id == "w1");
+  CHECK(at_router[0].payload == "hello");
+  // A parked receive still wakes for a frame that try_send's own zmq call may have announced.
+  REQUIRE_FALSE(router.try_send("w1", "welcome"));
+  guard.run_until([&] { return at_dealer.size() == 1; });
+  CHECK(at_dealer[0].payload == "welcome");
+  router.close();
+  CHECK(router.try_send("w1", "late") == asio::error::operation_aborted);
+}

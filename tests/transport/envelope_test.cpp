@@ -54,6 +54,23 @@ TEST_CASE("register_worker round-trips") {
   check_round_trip(register_worker{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242});
 }
 
+TEST_CASE("register_worker carries its session; a worker that sends none has session 0") {
+  check_round_trip(register_worker{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242, 0x1234abcd});
+  frame_builder f;
+  f.envelope("register_worker", 5);
+  f.str("worker_id").str("old").str("slots").uint(1).str("data_endpoint").str("tcp://x:1");
+  f.str("protocol_version").uint(1).str("pid").uint(7);
+  const decode_result r = decode(f.bytes());
+  INFO(describe(r));
+  REQUIRE(r.ok());
+  CHECK(std::get<register_worker>(r.value()).session == 0);
+}
+
+TEST_CASE("not_registered round-trips, with and without a reason") {
+  check_round_trip(not_registered{"this coordinator does not know worker w1: register first"});
+  check_round_trip(not_registered{});
+}
+
 TEST_CASE("register_ack round-trips, accepted and refused") {
   check_round_trip(register_ack{true, "", 100, 1000});
   check_round_trip(register_ack{false, "duplicate worker id", 0, 0});
@@ -131,7 +148,7 @@ TEST_CASE("every alternative of the message variant has a distinct wire type") {
   }(std::make_index_sequence<std::variant_size_v<message>>{});
   std::sort(names.begin(), names.end());
   CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
-  CHECK(names.size() == 11);
+  CHECK(names.size() == 12);
 }
 
 // ---- what a peer may legitimately do --------------------------------------------------------

@@ -685,3 +685,63 @@ TEST_CASE("scenario 31: the store rebuilt from disk has the same latest; a torn 
   REQUIRE(rebuilt.latest());
   CHECK(rebuilt.latest()->id == 2);
 }
+
+// Found by the simulation (tests/sim, seeds 4 and 20): reserving a block of ids goes through
+// the disk, so the id can arrive after the job failed over. It must not become a checkpoint.
+TEST_CASE("an id that arrives after the job stopped running creates no checkpoint") {
+  SECTION("periodic: the trigger stopped meanwhile") {
+    coordinator_harness h;
+    h.auto_ids = false;
+    h.core->start_periodic_scheduling();
+    auto alloc = only<allocate_checkpoint_id>(h.tick());
+    REQUIRE(alloc.size() == 1);
+    h.core->stop_periodic_scheduling(h.now);  // the job left RUNNING
+    for (auto& v : h.vertices) v->reset_for_new_attempt();
+    h.core->on_checkpoint_id(alloc[0].request_id, h.counter->get_and_increment(), h.now);
+    auto after = h.pump();
+    CHECK(only<send_trigger>(after).empty());
+    CHECK(h.core->num_pending() == 0);
+    CHECK_FALSE(h.core->is_triggering());
+    REQUIRE(finished_for(h, alloc[0].request_id));
+    CHECK(finished_for(h, alloc[0].request_id)->failure == reason::periodic_scheduler_shutdown);
+    CHECK(h.job_failures == 0);
+  }
+  SECTION("manual: a trigger subtask is no longer running") {
+    coordinator_harness h;
+    h.auto_ids = false;
+    auto alloc = only<allocate_checkpoint_id>(h.request(kind::manual));
+    REQUIRE(alloc.size() == 1);
+    h.vertices[0]->set_state(execution_state::canceled);
+    h.core->on_checkpoint_id(alloc[0].request_id, h.counter->get_and_increment(), h.now);
+    CHECK(only<send_trigger>(h.pump()).empty());
+    CHECK(h.core->num_pending() == 0);
+    REQUIRE(finished_for(h, alloc[0].request_id));
+    CHECK(finished_for(h, alloc[0].request_id)->failure ==
+          reason::not_all_required_tasks_running);
+    // The id is spent, never reused; the next checkpoint takes the next one.
+    h.vertices[0]->set_state(execution_state::running);
+    h.auto_ids = true;
+    CHECK(triggers_for(h.request(kind::manual), 2) == 2);
+  }
+}
+
+// Found by the simulation (seed 321): each abort started the next queued request, so aborting
+// every pending checkpoint in a failover (before the job master cancels the tasks) created a new
+// checkpoint of the dying attempts, which outlived the abort loop.
+TEST_CASE("aborting every pending checkpoint starts no queued request") {
+  coordinator_harness h;  // max concurrent 1
+  h.request(kind::manual);
+  h.request(kind::savepoint, "sp");  // waits: a savepoint passes a full house, not a trigger...
+  h.request(kind::manual);           // ...and this one waits for the house
+  REQUIRE(h.core->pending_ids() == std::vector<checkpoint_id>{1, 2});
+  REQUIRE(h.core->num_queued_requests() == 1);
+  h.clear_log();
+  h.core->abort_pending_checkpoints(reason::job_failover, "a task failed", h.now);
+  auto actions = h.pump();
+  CHECK(h.core->num_pending() == 0);
+  CHECK(only<send_trigger>(actions).empty());
+  CHECK(only<allocate_checkpoint_id>(actions).empty());
+  CHECK(h.core->num_queued_requests() == 1);
+  // It runs on the next occasion, once the job runs again.
+  CHECK(triggers_for(h.request(kind::manual), 3) == 2);
+}

@@ -26,6 +26,10 @@ class recording_deployer : public task_deployment_gateway {
   void cancel(const worker_id& w, const job_id&, const execution_attempt_id& a) override {
     canceled.emplace_back(w, a);
   }
+  std::vector<execution_attempt_id> finished;
+  void finish(const worker_id&, const job_id&, const execution_attempt_id& a) override {
+    finished.push_back(a);
+  }
 };
 
 job_graph pipeline() {
@@ -254,4 +258,27 @@ TEST_CASE("a restarted coordinator resumes the job from the latest checkpoint on
   f.poll();
   REQUIRE_FALSE((*again)->coordinator()->core().pending_ids().empty());
   CHECK((*again)->coordinator()->core().pending_ids()[0] > 2);
+}
+
+TEST_CASE("bounded sources finish only after a checkpoint taken after every last record") {
+  fixture f;
+  f.add_worker("w1");
+  f.master->start();
+  f.report_all(execution_state::running);
+  auto& sources = *f.master->graph().find_job_vertex(0);
+  // Source 0 is done before any barrier; source 1 after barrier 1.
+  f.master->on_source_exhausted(sources.subtask(0).current_attempt(), 0);
+  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  f.ack_all(1);
+  CHECK(f.deployer->finished.empty());  // source 1 has not said it is exhausted
+  f.master->on_source_exhausted(sources.subtask(1).current_attempt(), 1);
+  f.poll();
+  CHECK(f.deployer->finished.empty());  // checkpoint 1 may precede source 1's last records
+  // The job master asked for a checkpoint itself; once it completes the sources may finish.
+  REQUIRE(f.master->coordinator()->core().pending_ids() == std::vector<checkpoint_id>{2});
+  f.ack_all(2);
+  CHECK(f.deployer->finished.size() == 2);
+  f.report_all(execution_state::finished);
+  CHECK(f.master->status() == job_status::finished);
 }

@@ -23,22 +23,108 @@ job_graph exactly_once_job(const std::filesystem::path& out, std::int64_t count,
                            std::chrono::milliseconds interval,
                            checkpointing_mode mode = checkpointing_mode::exactly_once,
                            std::int32_t tolerable_failures = 0,
-                           std::chrono::milliseconds timeout = 10s) {
+                           std::chrono::milliseconds timeout = 10s,
+                           std::uint32_t sum_parallelism = 4,
+                           const std::string& source_kind = "sequence_source",
+                           const operator_registry& registry = operator_registry::builtin()) {
   stream_environment env;
   env.set_job_name("exactly-once-sum");
   env.enable_checkpointing(interval, mode);
   env.set_tolerable_checkpoint_failures(tolerable_failures);
   env.set_checkpoint_timeout(timeout);
-  auto source = env.add_source("sequence_source",
+  auto source = env.add_source(source_kind,
                                {{"count", std::to_string(count)}, {"keys", std::to_string(keys)}});
   source.uid("source").set_parallelism(2);
   auto sums = source.key_by().sum();
-  sums.uid("sum").set_parallelism(4);
+  sums.uid("sum").set_parallelism(sum_parallelism);
   sums.add_sink("two_phase_commit_file_sink", {{"path", out.string()}})
       .uid("sink")
-      .set_parallelism(4);
-  return env.build_job_graph();
+      .set_parallelism(sum_parallelism);
+  return env.build_job_graph(registry);
 }
+
+// A sequence_source that stops after `hold_after` records per subtask until the test opens the
+// gate, so the job cannot end before the test has crashed it: the crash lands mid-run, after
+// the checkpoints the test waited for. Added as a custom kind, to both the registry and the
+// factory, the way a custom worker binary adds its own.
+struct source_gate {
+  std::atomic<bool> open{false};
+};
+
+class gated_sequence_source final : public source_operator {
+ public:
+  gated_sequence_source(std::unique_ptr<stream_operator> inner, std::shared_ptr<source_gate> gate,
+                        std::int64_t hold_after)
+      : inner_(std::move(inner)),
+        source_(dynamic_cast<source_operator*>(inner_.get())),
+        gate_(std::move(gate)),
+        hold_after_(hold_after) {}
+
+  result<void> open(const operator_context& context,
+                    const std::vector<restored_operator_state>& restored) override {
+    return inner_->open(context, restored);
+  }
+  result<emit_result> emit(record_output& out, std::size_t max_records) override {
+    std::size_t budget = max_records;
+    if (!gate_->open.load()) {
+      if (emitted_ >= hold_after_)
+        return emit_result{emit_result::status::wait,
+                           std::chrono::steady_clock::now() + std::chrono::milliseconds(1)};
+      budget = std::min<std::size_t>(budget, static_cast<std::size_t>(hold_after_ - emitted_));
+    }
+    counting c(out);
+    auto r = source_->emit(c, budget);
+    emitted_ += c.n;
+    return r;
+  }
+  result<operator_snapshot> snapshot(checkpoint_id id) override { return inner_->snapshot(id); }
+
+ private:
+  struct counting : record_output {
+    explicit counting(record_output& o) : out(o) {}
+    void emit(record r) override {
+      ++n;
+      out.emit(std::move(r));
+    }
+    record_output& out;
+    std::int64_t n = 0;
+  };
+
+  std::unique_ptr<stream_operator> inner_;
+  source_operator* source_;
+  std::shared_ptr<source_gate> gate_;
+  std::int64_t hold_after_;
+  std::int64_t emitted_ = 0;
+};
+
+struct custom_kinds {
+  operator_registry registry = operator_registry::builtin();
+  std::shared_ptr<operator_factory> factory =
+      std::make_shared<operator_factory>(operator_factory::builtin());
+  std::shared_ptr<source_gate> gate = std::make_shared<source_gate>();
+
+  explicit custom_kinds(std::int64_t hold_after) {
+    operator_kind kind = *registry.find("sequence_source");
+    kind.name = "gated_sequence_source";
+    registry.add(kind);
+    factory->add(
+        "gated_sequence_source",
+        [gate = gate, hold_after](const job_vertex& v) -> result<std::unique_ptr<stream_operator>> {
+          job_vertex inner = v;
+          inner.kind = "sequence_source";
+          auto made = operator_factory::builtin().create(inner);
+          if (!made) return made.err();
+          return std::unique_ptr<stream_operator>(
+              std::make_unique<gated_sequence_source>(std::move(made).value(), gate, hold_after));
+        });
+  }
+
+  local_cluster_options apply(local_cluster_options o) const {
+    o.registry = &registry;
+    o.operators = factory;
+    return o;
+  }
+};
 
 // Every seq in [0, count) exactly once, and for every key the sum after seq s is the sum of
 // the values (value = seq) of every record of that key with seq <= s.
@@ -105,32 +191,26 @@ TEST_CASE(
   temp_folder dir;
   constexpr std::int64_t count = 200'000;
   const auto out = dir.path() / "out";
-  const job_graph job = exactly_once_job(out, count, 10ms);
-  checkpoint_id killed_at = 0;
+  custom_kinds kinds(/*hold_after=*/40'000);  // per source subtask: 80,000 before the gate
+  const job_graph job = exactly_once_job(out, count, 10ms, checkpointing_mode::exactly_once, 0, 10s,
+                                         4, "gated_sequence_source", kinds.registry);
+  checkpoint_id latest_before_crash = 0;
   {
-    auto options = options_for(dir);
-    // Kill sink subtask 1 as the third checkpoint's completion reaches it: its commit never
-    // happens, its open transaction is left behind.
-    options.faults = [&killed_at](const control_event& e) {
-      fault_decision d;
-      if (e.what == control_event::kind::notify_complete && e.id >= 3 && killed_at == 0 &&
-          e.attempt.subtask == subtask_id{2, 1}) {
-        killed_at = e.id;
-        d.kill_subtask = true;
-      }
-      return d;
-    };
-    local_cluster first(job, options);
-    auto status = first.run(60s);
-    if (!status) FAIL(status.err().message);
-    REQUIRE(*status == job_status::failed);
-    REQUIRE(killed_at >= 3);
-    CHECK_THAT(first.failure_cause().value_or(""), Catch::Contains("killed"));
-    CHECK(first.latest_completed_checkpoint() == killed_at);
+    local_cluster first(job, kinds.apply(options_for(dir)));
+    auto started = first.start();
+    if (!started) FAIL(started.err().message);
+    REQUIRE(first.wait_for_completed_checkpoints(3, 60s));
+    // Sink subtask 1 dies: its pending transactions are neither committed nor cleaned up.
+    first.kill_task({2, 1}, "killed by test");
+    REQUIRE(first.wait(60s) == job_status::failed);
+    CHECK_THAT(first.failure_cause().value_or(""), Catch::Contains("killed by test"));
+    latest_before_crash = first.latest_completed_checkpoint();
+    REQUIRE(latest_before_crash >= 3);
   }
-  // Killed mid-run: part of the output is committed, the rest comes after the restart.
+  // Part of the output is committed; the rest comes after the restart.
   CHECK(read_committed_output(out).size() < static_cast<std::size_t>(count));
-  auto options = options_for(dir);
+  kinds.gate->open = true;
+  auto options = kinds.apply(options_for(dir));
   options.restore_latest = true;
   local_cluster second(job, options);
   auto status = second.run(60s);
@@ -138,9 +218,51 @@ TEST_CASE(
   INFO("failure: " << second.failure_cause().value_or("none"));
   REQUIRE(*status == job_status::finished);
   REQUIRE(second.restored_checkpoint());
-  CHECK(*second.restored_checkpoint() == killed_at);
+  CHECK(*second.restored_checkpoint() == latest_before_crash);
   // Ids go on after the restored one: never reused across the restart.
-  CHECK(second.latest_completed_checkpoint() > killed_at);
+  CHECK(second.latest_completed_checkpoint() > latest_before_crash);
+  check_exactly_once(out, count);
+}
+
+TEST_CASE("local cluster: restored at another parallelism, keyed state and sink move along") {
+  temp_folder dir;
+  constexpr std::int64_t count = 100'000;
+  const auto out = dir.path() / "out";
+  custom_kinds kinds(/*hold_after=*/20'000);
+  const job_graph job = exactly_once_job(out, count, 10ms, checkpointing_mode::exactly_once, 0, 10s,
+                                         4, "gated_sequence_source", kinds.registry);
+  {
+    auto options = kinds.apply(options_for(dir));
+    // A keyed_sum subtask this time, crashed by a fault hook as checkpoint 2's completion
+    // reaches it (the gate keeps the job running until then).
+    std::atomic<bool> killed{false};
+    options.faults = [&killed](const control_event& e) {
+      fault_decision d;
+      if (e.what == control_event::kind::notify_complete && e.id >= 2 &&
+          e.attempt.subtask == subtask_id{1, 0} && !killed.exchange(true))
+        d.kill_subtask = true;
+      return d;
+    };
+    local_cluster first(job, options);
+    auto status = first.run(60s);
+    if (!status) FAIL(status.err().message);
+    REQUIRE(*status == job_status::failed);
+    CHECK_THAT(first.failure_cause().value_or(""), Catch::Contains("fault hook"));
+  }
+  // Same job (id, uids, max parallelism), keyed_sum and sink at parallelism 3 instead of 4.
+  kinds.gate->open = true;
+  job_graph rescaled =
+      exactly_once_job(out, count, 10ms, checkpointing_mode::exactly_once, 0, 10s,
+                       /*sum_parallelism=*/3, "gated_sequence_source", kinds.registry);
+  rescaled.id = job.id;
+  auto options = kinds.apply(options_for(dir));
+  options.restore_latest = true;
+  local_cluster second(rescaled, options);
+  auto status = second.run(60s);
+  if (!status) FAIL(status.err().message);
+  INFO("failure: " << second.failure_cause().value_or("none"));
+  REQUIRE(*status == job_status::finished);
+  REQUIRE(second.restored_checkpoint());
   check_exactly_once(out, count);
 }
 

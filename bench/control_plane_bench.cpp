@@ -1,0 +1,273 @@
+// Control-plane round trip: a checkpoint trigger from the coordinator endpoint to N worker
+// endpoints (one thread each, stub executor) and their acknowledgements back, against a raw
+// ZeroMQ ROUTER/DEALER ping-pong of frames of the same sizes over the same kind of sockets, in
+// the same run. One round = a frame out to every worker and one back from each; the table
+// shows per-round medians and the ratio (target: within 1.2x of raw ZeroMQ).
+//
+//   control_plane_bench [rounds-per-size]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "transport/coordinator_endpoint.hpp"
+#include "transport/envelope.hpp"
+#include "transport/stub_task_executor.hpp"
+#include "transport/wire_conversions.hpp"
+#include "transport/worker_endpoint.hpp"
+
+namespace {
+
+using namespace snapflow;
+using namespace snapflow::transport;
+using clock_type = std::chrono::steady_clock;
+
+const job_id bench_job = "0123456789abcdef0123456789abcdef";
+constexpr int warmup_rounds = 200;
+constexpr int repetitions = 3;  // raw and endpoint runs alternate, so load drifts hit both
+
+execution_attempt_id attempt_of(int i) { return {{0, static_cast<std::uint32_t>(i)}, 0}; }
+std::string worker_name(int i) { return "w" + std::to_string(i); }
+
+double micros(clock_type::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  const auto k = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+// The frames a trigger and an acknowledgement are on the wire, for the raw run.
+std::string trigger_frame() {
+  return wire::encode(to_wire(bench_job, attempt_of(0), 12345, 1'700'000'000'000'000,
+                              checkpoint_options{}));
+}
+std::string ack_frame() {
+  checkpoint_ack ack;
+  ack.job = bench_job;
+  ack.attempt = attempt_of(0);
+  ack.id = 12345;
+  return wire::encode(to_wire(ack));
+}
+
+// ---- raw ZeroMQ ---------------------------------------------------------------------------
+
+void raw_round_trips(int workers, int rounds, std::vector<double>& samples) {
+  zmq::context_t context(1);
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::router_mandatory, true);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  const std::string reply = ack_frame();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < workers; ++i)
+    threads.emplace_back([&, i] {
+      zmq::socket_t dealer(context, zmq::socket_type::dealer);
+      dealer.set(zmq::sockopt::linger, 0);
+      dealer.set(zmq::sockopt::routing_id, worker_name(i));
+      dealer.connect(endpoint);
+      (void)dealer.send(zmq::str_buffer("hello"), zmq::send_flags::none);
+      for (;;) {
+        zmq::message_t m;
+        if (!dealer.recv(m) || m.to_string_view() == "stop") return;
+        (void)dealer.send(zmq::buffer(reply), zmq::send_flags::none);
+      }
+    });
+  std::vector<std::string> ids;
+  for (int i = 0; i < workers; ++i) {
+    zmq::message_t id, hello;
+    (void)router.recv(id);
+    (void)router.recv(hello);
+    ids.push_back(id.to_string());
+  }
+  const std::string trigger = trigger_frame();
+  for (int r = 0; r < warmup_rounds + rounds; ++r) {
+    const auto start = clock_type::now();
+    for (const auto& id : ids) {
+      (void)router.send(zmq::buffer(id), zmq::send_flags::sndmore);
+      (void)router.send(zmq::buffer(trigger), zmq::send_flags::none);
+    }
+    for (int i = 0; i < workers; ++i) {
+      zmq::message_t id, payload;
+      (void)router.recv(id);
+      (void)router.recv(payload);
+    }
+    if (r >= warmup_rounds) samples.push_back(micros(clock_type::now() - start));
+  }
+  for (const auto& id : ids) {
+    (void)router.send(zmq::buffer(id), zmq::send_flags::sndmore);
+    (void)router.send(zmq::str_buffer("stop"), zmq::send_flags::none);
+  }
+  for (auto& t : threads) t.join();
+}
+
+// ---- the endpoints --------------------------------------------------------------------------
+
+// The job side of the benchmark: every attempt i runs on worker w<i>; a round ends when every
+// worker acknowledged.
+class bench_jobs final : public worker_event_handler {
+ public:
+  worker_registry registry;
+  std::size_t registered = 0;
+  std::size_t running = 0;
+  std::size_t acks = 0;
+  std::function<void()> on_change;
+
+  worker_registry& workers() override { return registry; }
+  void worker_registered(const worker_id&, bool) override {
+    ++registered;
+    on_change();
+  }
+  void worker_lost(const worker_id& w) override { std::fprintf(stderr, "lost %s\n", w.c_str()); }
+  void task_state_changed(const job_id&, const execution_attempt_id&, execution_state s,
+                          const std::string&) override {
+    if (s == execution_state::running) ++running;
+    on_change();
+  }
+  std::optional<worker_id> owner_of(const job_id&,
+                                    const execution_attempt_id& a) const override {
+    return worker_name(static_cast<int>(a.subtask.index));
+  }
+  void acknowledge_checkpoint(checkpoint_ack) override {
+    ++acks;
+    on_change();
+  }
+  void decline_checkpoint(const checkpoint_decline&) override {}
+};
+
+struct worker_thread {
+  asio::io_context io;
+  std::shared_ptr<worker_endpoint> endpoint;
+  std::thread thread;
+};
+
+void endpoint_round_trips(int workers, int rounds, std::vector<double>& samples) {
+  zmq::context_t context(1);
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  auto jobs = std::make_shared<bench_jobs>();
+  coordinator_endpoint_options o;
+  o.bind_address = "tcp://127.0.0.1:*";
+  auto coordinator = std::make_shared<coordinator_endpoint>(io.get_executor(), context, o);
+  coordinator->set_handler(jobs);
+  if (auto e = coordinator->start()) {
+    std::fprintf(stderr, "cannot bind: %s\n", e.message().c_str());
+    std::exit(1);
+  }
+
+  // The rounds run on the coordinator thread, driven by the job side's callbacks; this thread
+  // waits for the result.
+  std::promise<void> done;
+  auto gateway = coordinator->checkpoint_gateway(bench_job);
+  int round = 0;
+  checkpoint_id id = 0;
+  clock_type::time_point start;
+  const std::size_t n = static_cast<std::size_t>(workers);
+  std::function<void()> next_round = [&] {
+    jobs->acks = 0;
+    start = clock_type::now();
+    ++id;
+    for (int i = 0; i < workers; ++i)
+      gateway->trigger_checkpoint(attempt_of(i), id, 1'700'000'000'000'000, {});
+  };
+  bool deployed = false;
+  jobs->on_change = [&] {
+    if (!deployed && jobs->registered == n) {
+      deployed = true;
+      for (int i = 0; i < workers; ++i) {
+        task_deployment_descriptor d;
+        d.job = bench_job;
+        d.attempt = attempt_of(i);
+        d.job_graph_bytes = "g";
+        coordinator->deploy(worker_name(i), d);
+      }
+    }
+    if (jobs->running == n && id == 0) next_round();
+    if (id > 0 && jobs->acks == n) {
+      const auto elapsed = clock_type::now() - start;
+      if (++round > warmup_rounds) samples.push_back(micros(elapsed));
+      if (round == warmup_rounds + rounds) {
+        done.set_value();
+        return;
+      }
+      jobs->acks = 0;
+      asio::post(io, next_round);
+    }
+  };
+  // From here on the job side is only touched on the coordinator thread.
+  std::thread coordinator_thread([&] { io.run(); });
+  std::vector<std::unique_ptr<worker_thread>> pool;
+  for (int i = 0; i < workers; ++i) {
+    auto w = std::make_unique<worker_thread>();
+    worker_endpoint_options wo;
+    wo.coordinator_address = coordinator->endpoint();
+    wo.worker_id = worker_name(i);
+    w->endpoint = std::make_shared<worker_endpoint>(w->io.get_executor(), context, wo);
+    w->endpoint->set_executor(
+        std::make_shared<stub_task_executor>(w->endpoint->listener(), "tcp://" + wo.worker_id));
+    // Started before its thread runs: the thread start orders the socket's creation first.
+    if (w->endpoint->start({})) std::exit(1);
+    w->thread = std::thread([raw = w.get()] { raw->io.run(); });
+    pool.push_back(std::move(w));
+  }
+
+  done.get_future().wait();
+
+  std::promise<void> stopped;
+  asio::post(io, [&] {
+    coordinator->stop();
+    stopped.set_value();
+  });
+  stopped.get_future().wait();
+  for (auto& w : pool) {
+    asio::post(w->io, [raw = w.get()] {
+      raw->endpoint->stop();
+      raw->io.stop();
+    });
+    w->thread.join();
+  }
+  guard.reset();
+  io.stop();
+  coordinator_thread.join();
+  coordinator->set_handler(nullptr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);
+  const int base_rounds = argc > 1 ? std::max(100, std::atoi(argv[1])) : 2000;
+  std::printf("control-plane round trip: trigger to every worker, acknowledgement back\n");
+  std::printf("(%d repetitions alternating raw and endpoint runs; microseconds per round)\n\n",
+              repetitions);
+  std::printf("%8s %14s %14s %14s %14s %9s\n", "workers", "raw p50", "endpoint p50", "raw p90",
+              "endpoint p90", "ratio");
+  for (int workers : {1, 4, 16}) {
+    const int rounds = std::max(100, base_rounds / workers);
+    std::vector<double> raw, endpoint;
+    for (int rep = 0; rep < repetitions; ++rep) {
+      raw_round_trips(workers, rounds, raw);
+      endpoint_round_trips(workers, rounds, endpoint);
+    }
+    const double raw_p50 = percentile(raw, 0.5), endpoint_p50 = percentile(endpoint, 0.5);
+    std::printf("%8d %14.1f %14.1f %14.1f %14.1f %8.2fx\n", workers, raw_p50, endpoint_p50,
+                percentile(raw, 0.9), percentile(endpoint, 0.9), endpoint_p50 / raw_p50);
+  }
+  return 0;
+}

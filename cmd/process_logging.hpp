@@ -1,0 +1,18 @@
+#pragma once
+
+#include <string>
+
+#include "graph/result.hpp"
+
+namespace snapflow {
+
+// One logger per process, on stderr (stdout is for machine-readable lines), naming the role and
+// the pid on every line so interleaved logs of a local cluster stay readable. The level comes
+// from `level` when given, else from SPDLOG_LEVEL (spdlog's syntax), else info. Becomes the
+// default logger, so the engine's spdlog calls go through it too.
+result<void> setup_process_logging(const std::string& role, const std::string& level);
+
+// The level names --log-level accepts, for --help.
+const std::string& log_level_names();
+
+}  // namespace snapflow

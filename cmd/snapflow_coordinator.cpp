@@ -1,0 +1,236 @@
+// snapflow-coordinator: plans jobs, deploys their subtasks onto workers and runs their
+// checkpoint coordinators; serves the REST API and the web page. Wiring only: the logic lives in
+// engine/ (dispatcher, job masters) and transport/ (coordinator_endpoint, rest_server).
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/thread_pool.hpp>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "cmd/process_logging.hpp"
+#include "engine/jobmaster/dispatcher.hpp"
+#include "transport/coordinator_endpoint.hpp"
+#include "transport/curve_keys.hpp"
+#include "transport/dispatcher_event_handler.hpp"
+#include "transport/rest/rest_server.hpp"
+#include "transport/zap_handler.hpp"
+
+namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+constexpr const char* program = "snapflow-coordinator";
+
+// Disk work of the job side (job files, checkpoint metadata, discards): a few threads, so one
+// slow fsync does not hold up the next checkpoint's.
+constexpr std::size_t io_threads = 2;
+
+int keygen(const std::string& prefix) {
+  auto keys = snapflow::transport::generate_curve_key_pair();
+  if (!keys) {
+    std::cerr << program << " keygen: " << keys.err().message << "\n";
+    return exit_failure;
+  }
+  if (prefix.empty()) {
+    std::cout << "public " << keys->public_key << "\nsecret " << keys->secret_key << "\n";
+    return exit_ok;
+  }
+  if (auto written = snapflow::transport::write_key_pair(prefix, *keys); !written) {
+    std::cerr << program << " keygen: " << written.err().message << "\n";
+    return exit_failure;
+  }
+  std::cout << "wrote " << prefix << ".public and " << prefix << ".secret\n";
+  return exit_ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace snapflow;
+  CLI::App app{std::string(program) +
+                   ": runs snapflow jobs on registered workers, with durable checkpoints",
+               program};
+  transport::coordinator_endpoint_options o;
+  std::string state_dir = "snapflow-state";
+  std::string rest_host = "127.0.0.1";
+  int rest_port = 8081;
+  std::string log_level;
+  std::int64_t interval_ms = o.heartbeat_interval.count();
+  std::int64_t timeout_ms = o.heartbeat_timeout.count();
+  std::string curve_secret;
+  std::string curve_allowlist;
+  std::string key_prefix;
+
+  app.add_option("--bind", o.bind_address,
+                 "control endpoint the workers connect to (tcp://HOST:* picks a free port)")
+      ->capture_default_str();
+  app.add_option("--state-dir", state_dir, "jobs and checkpoints are kept here")
+      ->capture_default_str();
+  app.add_option("--rest-host", rest_host, "REST API and web page address")->capture_default_str();
+  app.add_option("--rest-port", rest_port, "REST API and web page port (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level,
+                 log_level_names() + " (default: SPDLOG_LEVEL, else info)");
+  app.add_option("--heartbeat-interval-ms", interval_ms, "how often workers heartbeat")
+      ->check(CLI::Range(1, 3'600'000))
+      ->capture_default_str();
+  app.add_option("--heartbeat-timeout-ms", timeout_ms,
+                 "silence after which a worker is declared lost")
+      ->check(CLI::Range(2, 36'000'000))
+      ->capture_default_str();
+  app.add_option("--max-frame-bytes", o.max_frame_bytes,
+                 "largest control message accepted; a peer sending a larger one is "
+                 "disconnected (ZMQ_MAXMSGSIZE)")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30))
+      ->capture_default_str();
+  auto* secret = app.add_option("--curve-secret-key", curve_secret,
+                                "require CURVE: the coordinator's secret key file "
+                                "(PREFIX.secret from keygen)")
+                     ->check(CLI::ExistingFile);
+  auto* allow = app.add_option("--curve-allowlist", curve_allowlist,
+                               "the worker public keys let in, one Z85 key per line")
+                    ->check(CLI::ExistingFile);
+  secret->needs(allow);
+  allow->needs(secret);
+  auto* keygen_command = app.add_subcommand(
+      "keygen", "generate a CURVE key pair (Z85) and exit; prints it without --out");
+  keygen_command->add_option("--out", key_prefix, "write PREFIX.public and PREFIX.secret");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? exit_ok : exit_usage;
+  }
+  if (keygen_command->parsed()) return keygen(key_prefix);
+  if (timeout_ms <= interval_ms) {
+    std::cerr << program << ": --heartbeat-timeout-ms must be longer than --heartbeat-interval-ms\n";
+    return exit_usage;
+  }
+  if (auto logging = setup_process_logging("coordinator", log_level); !logging) {
+    std::cerr << program << ": " << logging.err().message << "\n";
+    return exit_usage;
+  }
+  o.heartbeat_interval = std::chrono::milliseconds(interval_ms);
+  o.heartbeat_timeout = std::chrono::milliseconds(timeout_ms);
+  if (!curve_secret.empty()) {
+    if (!transport::curve_available()) {
+      std::cerr << program << ": CURVE was requested but this libzmq was built without it\n";
+      return exit_usage;
+    }
+    auto keys = transport::read_secret_key_file(curve_secret);
+    auto allowed = transport::read_allowlist(curve_allowlist);
+    if (!keys || !allowed) {
+      std::cerr << program << ": " << (!keys ? keys.err().message : allowed.err().message)
+                << "\n";
+      return exit_usage;
+    }
+    if (allowed->empty())
+      spdlog::warn("the CURVE allowlist {} is empty: no worker can connect", curve_allowlist);
+    o.curve = transport::curve_server_config{*keys, *allowed};
+  }
+  std::error_code fs_error;
+  std::filesystem::create_directories(state_dir, fs_error);
+  if (fs_error) {
+    std::cerr << program << ": cannot create the state folder " << state_dir << ": "
+              << fs_error.message() << "\n";
+    return exit_failure;
+  }
+
+  // Destroyed in reverse: the ZeroMQ context (and the ZAP handler's socket in it) outlives the
+  // io_context whose coroutines own the sockets.
+  zmq::context_t zmq_context(1);
+  std::unique_ptr<transport::zap_handler> zap;
+  if (o.curve) {
+    zap = std::make_unique<transport::zap_handler>(zmq_context, o.curve->allowed_clients);
+    if (auto e = zap->start()) {
+      std::cerr << program << ": cannot start the CURVE authentication handler: " << e.message()
+                << "\n";
+      return exit_failure;
+    }
+  }
+  asio::io_context io;  // the coordinator thread: this one
+  asio::thread_pool disk(io_threads);
+
+  auto endpoint = std::make_shared<transport::coordinator_endpoint>(io.get_executor(),
+                                                                     zmq_context, o);
+  auto workers = std::make_shared<worker_registry>();
+  dispatcher::options d{state_dir, disk.get_executor(), {}};
+  // Weak: the endpoint already holds the dispatcher (through its handler).
+  d.checkpoint_gateway_for = [weak = std::weak_ptr(endpoint)](const job_id& job) {
+    auto e = weak.lock();
+    return e ? e->checkpoint_gateway(job) : std::shared_ptr<checkpoint_task_gateway>();
+  };
+  auto jobs = std::make_shared<dispatcher>(io.get_executor(), workers, endpoint, nullptr, d);
+  endpoint->set_handler(std::make_shared<transport::dispatcher_event_handler>(jobs));
+  auto api = std::make_shared<rest::coordinator_rest_api>(jobs);
+  endpoint->set_counters_observer([api](const transport::coordinator_endpoint_counters& c) {
+    api->set_transport_counters({c.frames_received, c.bad_frames, c.refused_messages, c.workers});
+  });
+
+  // Jobs that were running when the previous coordinator stopped start again; they wait for
+  // slots until workers register.
+  for (const auto& id : jobs->recover()) spdlog::info("job {} resumed", id);
+
+  if (auto e = endpoint->start()) {
+    std::cerr << program << ": cannot bind " << o.bind_address << ": " << e.message() << "\n";
+    return exit_failure;
+  }
+  rest::rest_server rest(io.get_executor(), api);
+  const int bound_port = rest.start(rest_host, rest_port);
+  if (bound_port < 0) {
+    std::cerr << program << ": cannot serve REST on " << rest_host << ":" << rest_port << "\n";
+    endpoint->stop();
+    return exit_failure;
+  }
+  // The one line on stdout, for scripts, tests and `snapflow local`.
+  std::cout << program << " listening control=" << endpoint->endpoint() << " rest=" << rest_host
+            << ":" << bound_port << std::endl;
+  spdlog::info("coordinator started: control {}, REST http://{}:{}/, state in {}, heartbeat {} ms "
+               "/ timeout {} ms{}",
+               endpoint->endpoint(), rest_host, bound_port, state_dir, interval_ms, timeout_ms,
+               o.curve ? ", CURVE required" : "");
+
+  // Stopping the HTTP server waits for requests in flight, which wait for this thread: so it
+  // stops on a thread of its own while this one keeps serving, then ends the loop.
+  std::thread rest_stopper;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const std::error_code& ec, int signal) {
+    if (ec) return;
+    spdlog::info("signal {}: shutting down", signal);
+    endpoint->stop();
+    rest_stopper = std::thread([&] {
+      rest.stop();
+      asio::post(io, [&] { io.stop(); });
+    });
+  });
+  int exit_code = exit_ok;
+  try {
+    io.run();
+  } catch (const std::exception& e) {
+    spdlog::critical("coordinator stopped: {}", e.what());
+    exit_code = exit_failure;
+    endpoint->stop();
+  }
+  if (rest_stopper.joinable()) rest_stopper.join();
+  rest.stop();
+  disk.join();
+  // Coroutines see their socket closed and end while the io_context still runs; then nothing
+  // holds the endpoint -> dispatcher -> job masters -> endpoint cycle together.
+  io.restart();
+  io.poll();
+  endpoint->set_handler(nullptr);
+  if (zap) zap->stop();
+  spdlog::info("coordinator stopped");
+  spdlog::shutdown();
+  return exit_code;
+}

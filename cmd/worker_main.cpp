@@ -1,0 +1,205 @@
+#include "cmd/worker_main.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <csignal>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "cmd/process_logging.hpp"
+#include "transport/curve_keys.hpp"
+#include "transport/stub_task_executor.hpp"
+#include "transport/worker_endpoint.hpp"
+
+namespace snapflow {
+
+namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+constexpr int exit_refused = 3;
+
+std::string default_worker_id() {
+  std::array<char, 256> host{};
+  if (::gethostname(host.data(), host.size() - 1) != 0 || host[0] == '\0')
+    return "worker-" + std::to_string(::getpid());
+  return std::string(host.data()) + "-" + std::to_string(::getpid());
+}
+
+result<std::shared_ptr<task_executor>> make_executor(const std::string& name,
+                                                     const worker_context& context,
+                                                     const worker_extensions& extensions) {
+  if (auto it = extensions.executors.find(name); it != extensions.executors.end())
+    return it->second(context);
+  if (name == "stub")
+    return std::shared_ptr<task_executor>(
+        std::make_shared<transport::stub_task_executor>(context.listener,
+                                                        context.data_bind_address));
+  if (name == "runtime")
+    // The seam for engine/runtime's executor (stream tasks and network data channels): build it
+    // here from context.operators once it exists.
+    return error{"the runtime executor is not available in this build yet; use --executor stub"};
+  return error{"unknown executor '" + name + "'"};
+}
+
+}  // namespace
+
+int worker_main(int argc, char** argv, worker_extensions extensions) {
+  const std::string description =
+      extensions.description.empty()
+          ? "runs the subtasks a snapflow coordinator deploys on it"
+          : extensions.description;
+  CLI::App app{extensions.program_name + ": " + description, extensions.program_name};
+  transport::worker_endpoint_options o;
+  std::string id;
+  std::string data_bind = "tcp://127.0.0.1:*";
+  std::string log_level;
+  std::string executor_name = "stub";
+  std::int64_t interval_ms = o.heartbeat_interval.count();
+  std::int64_t timeout_ms = o.heartbeat_timeout.count();
+  std::string curve_secret;
+  std::string curve_coordinator_key;
+
+  std::string executor_names = "stub, runtime";
+  for (const auto& [name, _] : extensions.executors) executor_names += ", " + name;
+
+  app.add_option("--coordinator", o.coordinator_address,
+                 "control endpoint of the coordinator (its 'control=' in the listening line)")
+      ->capture_default_str();
+  app.add_option("--id,--worker-id", id,
+                 "worker id, unique in the cluster; a restarted worker keeps its id "
+                 "(default: HOSTNAME-PID)");
+  app.add_option("--slots", o.slots, "subtasks this worker runs at once")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
+  app.add_option("--data-bind", data_bind,
+                 "where this worker's data channels accept connections, reported to the "
+                 "coordinator (the stub executor opens none)")
+      ->capture_default_str();
+  app.add_option("--executor", executor_name, "task executor: " + executor_names)
+      ->capture_default_str();
+  app.add_option("--log-level", log_level,
+                 log_level_names() + " (default: SPDLOG_LEVEL, else info)");
+  app.add_option("--heartbeat-interval-ms", interval_ms,
+                 "heartbeat and registration retry interval until the coordinator names its own")
+      ->check(CLI::Range(1, 3'600'000))
+      ->capture_default_str();
+  app.add_option("--heartbeat-timeout-ms", timeout_ms,
+                 "silence after which the coordinator is given up, until it names its own")
+      ->check(CLI::Range(2, 36'000'000))
+      ->capture_default_str();
+  app.add_option("--max-frame-bytes", o.max_frame_bytes,
+                 "largest control message accepted (ZMQ_MAXMSGSIZE)")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30))
+      ->capture_default_str();
+  auto* secret = app.add_option("--curve-secret-key", curve_secret,
+                                "require CURVE: this worker's secret key file (PREFIX.secret "
+                                "from keygen)")
+                     ->check(CLI::ExistingFile);
+  auto* server = app.add_option("--curve-coordinator-key", curve_coordinator_key,
+                                "the coordinator's CURVE public key file (PREFIX.public)")
+                     ->check(CLI::ExistingFile);
+  secret->needs(server);
+  server->needs(secret);
+  // Tests only: claim another protocol version to see it refused. Hidden from --help.
+  app.add_option("--protocol-version", o.protocol_version, "")->group("");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? exit_ok : exit_usage;
+  }
+  if (timeout_ms <= interval_ms) {
+    std::cerr << extensions.program_name
+              << ": --heartbeat-timeout-ms must be longer than --heartbeat-interval-ms\n";
+    return exit_usage;
+  }
+  if (auto logging = setup_process_logging("worker", log_level); !logging) {
+    std::cerr << extensions.program_name << ": " << logging.err().message << "\n";
+    return exit_usage;
+  }
+  o.worker_id = id.empty() ? default_worker_id() : id;
+  o.heartbeat_interval = std::chrono::milliseconds(interval_ms);
+  o.heartbeat_timeout = std::chrono::milliseconds(timeout_ms);
+  if (!curve_secret.empty()) {
+    if (!transport::curve_available()) {
+      std::cerr << extensions.program_name
+                << ": CURVE was requested but this libzmq was built without it\n";
+      return exit_usage;
+    }
+    auto keys = transport::read_secret_key_file(curve_secret);
+    auto server_key = transport::read_key_file(curve_coordinator_key);
+    if (!keys || !server_key) {
+      std::cerr << extensions.program_name << ": "
+                << (!keys ? keys.err().message : server_key.err().message) << "\n";
+      return exit_usage;
+    }
+    o.curve = transport::curve_client_config{*keys, *server_key};
+  }
+
+  // The ZeroMQ context outlives the io_context: sockets still owned by pending coroutines are
+  // closed when the io_context goes, and only then may the context terminate.
+  zmq::context_t zmq_context(1);
+  asio::io_context io;
+  auto endpoint = std::make_shared<transport::worker_endpoint>(io.get_executor(), zmq_context, o);
+
+  auto operators = std::make_shared<operator_factory>(operator_factory::builtin());
+  if (extensions.register_operators) extensions.register_operators(*operators);
+  const worker_context context{o.worker_id,        o.slots,   data_bind, endpoint->listener(),
+                               std::move(operators), io.get_executor()};
+  auto executor = make_executor(executor_name, context, extensions);
+  if (!executor) {
+    std::cerr << extensions.program_name << ": " << executor.err().message << "\n";
+    return exit_usage;
+  }
+  std::shared_ptr<task_executor> tasks = *executor;
+  endpoint->set_executor(tasks);
+
+  int exit_code = exit_ok;
+  auto shutdown = [&] {
+    tasks->cancel_all();
+    endpoint->stop();
+    io.stop();
+  };
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const std::error_code& ec, int signal) {
+    if (ec) return;
+    spdlog::info("signal {}: stopping every task and exiting", signal);
+    shutdown();
+  });
+  const auto started = endpoint->start([&](const std::string& why) {
+    std::cerr << extensions.program_name << ": " << why << "\n";
+    exit_code = exit_refused;
+    shutdown();
+  });
+  if (started) {
+    std::cerr << extensions.program_name << ": cannot connect to " << o.coordinator_address
+              << ": " << started.message() << "\n";
+    return exit_usage;
+  }
+  spdlog::info("worker {} started: coordinator {}, {} slots, executor {}, data endpoint {}{}",
+               o.worker_id, o.coordinator_address, o.slots, executor_name, data_bind,
+               o.curve ? ", CURVE" : "");
+  try {
+    io.run();
+  } catch (const std::exception& e) {
+    spdlog::critical("worker stopped: {}", e.what());
+    exit_code = exit_failure;
+  }
+  // Let the coroutines see their sockets closed and end while the io_context still runs.
+  endpoint->stop();
+  io.restart();
+  io.poll();
+  spdlog::info("worker {} stopped", o.worker_id);
+  spdlog::shutdown();
+  return exit_code;
+}
+
+}  // namespace snapflow

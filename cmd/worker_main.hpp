@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <asio/any_io_executor.hpp>
+
+#include "engine/runtime/operator_factory.hpp"
+#include "engine/runtime/task_executor.hpp"
+#include "graph/result.hpp"
+
+namespace snapflow {
+
+// What an executor factory gets to build the worker's task_executor with.
+struct worker_context {
+  std::string worker_id;
+  std::uint32_t slots = 1;
+  std::string data_bind_address;  // --data-bind
+  // Where tasks report to (thread-safe; see worker_endpoint::listener).
+  std::shared_ptr<task_executor_listener> listener;
+  // The built-in operator kinds plus those worker_extensions::register_operators added.
+  std::shared_ptr<const operator_factory> operators;
+  // The worker's control thread: every task_executor member is called there.
+  asio::any_io_executor control_executor;
+};
+
+using executor_factory =
+    std::function<result<std::shared_ptr<task_executor>>(const worker_context& context)>;
+
+// How a custom worker binary extends the stock one: its own operator kinds, its own executors.
+struct worker_extensions {
+  std::string program_name = "snapflow-worker";
+  std::string description;  // the first line of --help; a default when blank
+  // Adds kinds to the operator factory executors build tasks with. Register the same kind
+  // names in the operator_registry the coordinator validates job graphs against.
+  std::function<void(operator_factory&)> register_operators;
+  // More executors, selected with --executor NAME. "stub" is built in; "runtime" is reserved
+  // for engine/runtime's executor once it exists.
+  std::map<std::string, executor_factory> executors;
+};
+
+// The whole worker process: options (--help), logging, the control-plane endpoint, the task
+// executor, signals. Returns the process exit code: 0 after SIGINT/SIGTERM, 2 for bad options,
+// 3 when the coordinator refuses this worker (the reason is printed on stderr), 1 otherwise.
+// Link snapflow_worker_lib and call it from main() to build a custom worker.
+int worker_main(int argc, char** argv, worker_extensions extensions = {});
+
+}  // namespace snapflow

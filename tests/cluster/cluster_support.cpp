@@ -1,0 +1,169 @@
+#include "tests/cluster/cluster_support.hpp"
+
+#include <stdlib.h>
+
+#include <stdexcept>
+#include <thread>
+
+#include <httplib.h>
+
+namespace snapflow::testing {
+
+namespace {
+
+// "key=value" in the coordinator's listening line.
+std::string field(const std::string& line, const std::string& key) {
+  auto at = line.find(key + "=");
+  if (at == std::string::npos) return {};
+  auto start = at + key.size() + 1;
+  auto end = line.find_first_of(" \n", start);
+  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+http_result to_result(const httplib::Result& r) {
+  http_result out;
+  if (!r) return out;
+  out.status = r->status;
+  out.body = json::parse(r->body, nullptr, false);
+  return out;
+}
+
+}  // namespace
+
+temp_dir::temp_dir() {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "snapflow-cluster-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+temp_dir::~temp_dir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  for (;;) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+http_result rest_client::get(const std::string& path) const {
+  httplib::Client client(host_, port_);
+  client.set_connection_timeout(2);
+  client.set_read_timeout(10);
+  return to_result(client.Get(path.c_str()));
+}
+
+http_result rest_client::post(const std::string& path, const std::string& body) const {
+  httplib::Client client(host_, port_);
+  client.set_connection_timeout(2);
+  client.set_read_timeout(10);
+  return to_result(client.Post(path.c_str(), body, "application/toml"));
+}
+
+coordinator_process::coordinator_process(const std::filesystem::path& state_dir,
+                                         std::vector<std::string> extra_args,
+                                         const std::string& bind) {
+  std::vector<std::string> argv{SNAPFLOW_COORDINATOR_BIN,
+                                "--bind",
+                                bind,
+                                "--rest-port",
+                                "0",
+                                "--state-dir",
+                                state_dir.string(),
+                                "--heartbeat-interval-ms",
+                                std::to_string(heartbeat_interval_ms),
+                                "--heartbeat-timeout-ms",
+                                std::to_string(heartbeat_timeout_ms)};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  process_ = std::make_unique<child_process>(std::move(argv));
+  if (!process_->wait_for_stdout("\n", patience))
+    throw std::runtime_error("the coordinator did not start: " + process_->stderr_text());
+  const std::string line = process_->stdout_text();
+  control_ = field(line, "control");
+  const std::string rest = field(line, "rest");
+  const auto colon = rest.rfind(':');
+  if (control_.empty() || colon == std::string::npos)
+    throw std::runtime_error("unexpected listening line: " + line);
+  rest_ = std::make_unique<rest_client>(rest.substr(0, colon), std::stoi(rest.substr(colon + 1)));
+}
+
+json coordinator_process::overview() const { return rest_->get("/overview").body; }
+
+bool coordinator_process::wait_for_workers(std::size_t n, std::chrono::milliseconds within) const {
+  return eventually(
+      [&] {
+        const json o = overview();
+        return o.is_object() && o.value("taskmanagers", std::size_t{0}) == n;
+      },
+      within);
+}
+
+std::string coordinator_process::submit(const std::string& toml) const {
+  const http_result r = rest_->post("/jobs", toml);
+  if (r.status != 202 || !r.body.contains("jobid"))
+    throw std::runtime_error("submit failed: " + std::to_string(r.status) + " " + r.body.dump());
+  return r.body["jobid"].get<std::string>();
+}
+
+json coordinator_process::checkpoints(const std::string& job) const {
+  return rest_->get("/jobs/" + job + "/checkpoints").body;
+}
+
+json coordinator_process::job(const std::string& job) const {
+  return rest_->get("/jobs/" + job).body;
+}
+
+bool coordinator_process::wait_for_completed_checkpoints(const std::string& job, std::int64_t n,
+                                                         std::chrono::milliseconds within) const {
+  return eventually(
+      [&] {
+        const json c = checkpoints(job);
+        return c.is_object() && c.contains("counts") &&
+               c["counts"].value("completed", std::int64_t{0}) >= n;
+      },
+      within);
+}
+
+std::unique_ptr<child_process> start_worker(const std::string& control, const std::string& id,
+                                            std::vector<std::string> extra_args,
+                                            const std::string& binary) {
+  std::vector<std::string> argv{binary,
+                                "--coordinator",
+                                control,
+                                "--id",
+                                id,
+                                "--slots",
+                                "1",
+                                "--heartbeat-interval-ms",
+                                std::to_string(heartbeat_interval_ms),
+                                "--heartbeat-timeout-ms",
+                                std::to_string(heartbeat_timeout_ms)};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  return std::make_unique<child_process>(std::move(argv));
+}
+
+std::string sources_job(int parallelism) {
+  return "[job]\n"
+         "name = \"stub sources\"\n"
+         "parallelism = " +
+         std::to_string(parallelism) +
+         "\n"
+         "[checkpointing]\n"
+         "interval_ms = 50\n"
+         "timeout_ms = 5000\n"
+         "[[operator]]\n"
+         "uid = \"source\"\n"
+         "kind = \"sequence_source\"\n"
+         "params = { count = 1000000 }\n"
+         "[[operator]]\n"
+         "uid = \"sink\"\n"
+         "kind = \"print_sink\"\n"
+         "input = \"source\"\n";
+}
+
+}  // namespace snapflow::testing

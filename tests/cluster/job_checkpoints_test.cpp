@@ -1,0 +1,54 @@
+// A job submitted over REST runs on worker processes and its checkpoints complete end to end.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "tests/cluster/cluster_support.hpp"
+
+using namespace snapflow::testing;
+
+TEST_CASE("periodic checkpoints of a job on two workers complete across processes") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto w1 = start_worker(coordinator.control(), "w1");
+  auto w2 = start_worker(coordinator.control(), "w2");
+  REQUIRE(coordinator.wait_for_workers(2));
+
+  const std::string job = coordinator.submit(sources_job(2));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, 3));
+  const json details = coordinator.job(job);
+  CHECK(details["state"] == "RUNNING");
+  std::set<std::string> workers;
+  for (const auto& vertex : details["vertices"])
+    for (const auto& subtask : vertex["subtasks"]) workers.insert(subtask["worker"]);
+  CHECK(workers == std::set<std::string>{"w1", "w2"});
+
+  // Still completing, and nothing failed along the way.
+  const json first = coordinator.checkpoints(job);
+  const auto completed = first["counts"]["completed"].get<std::int64_t>();
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, completed + 3));
+  const json later = coordinator.checkpoints(job);
+  CHECK(later["counts"]["failed"] == 0);
+  const json& latest = later["latest"]["completed"];
+  REQUIRE(latest.is_object());
+  CHECK(latest["num_acknowledged_subtasks"] == 4);
+  // Durable: a completed checkpoint's metadata is on disk (older ones are deleted as newer
+  // ones complete, so look for whichever is there).
+  CHECK(eventually([&] {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "state" / job, ec))
+      if (entry.path().filename().string().starts_with("chk-") &&
+          std::filesystem::exists(entry.path() / "_metadata", ec))
+        return true;
+    return false;
+  }));
+
+  // A clean shutdown of everything on SIGTERM.
+  w1->send_signal(SIGTERM);
+  w2->send_signal(SIGTERM);
+  coordinator.process().send_signal(SIGTERM);
+  CHECK(w1->wait_exit(patience) == 0);
+  CHECK(w2->wait_exit(patience) == 0);
+  CHECK(coordinator.process().wait_exit(patience) == 0);
+}

@@ -1,0 +1,126 @@
+// Workers and the coordinator as real processes on loopback: registration, heartbeats, loss,
+// re-registration, refused protocol versions, a custom worker binary.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+
+#include "tests/cluster/cluster_support.hpp"
+
+using namespace snapflow::testing;
+
+namespace {
+
+std::uint64_t frames_received(const coordinator_process& c) {
+  return c.overview().value("frames-received", std::uint64_t{0});
+}
+
+}  // namespace
+
+TEST_CASE("a worker registers and keeps heartbeating") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto worker = start_worker(coordinator.control(), "w1");
+  REQUIRE(coordinator.wait_for_workers(1));
+  CHECK(worker->wait_for_stderr("registered with the coordinator", patience));
+  CHECK(coordinator.process().wait_for_stderr("worker w1 registered", patience));
+
+  // Heartbeats every 50 ms: the frame count keeps growing and the worker stays registered
+  // well past the 500 ms timeout.
+  const std::uint64_t before = frames_received(coordinator);
+  REQUIRE(eventually([&] { return frames_received(coordinator) >= before + 20; }));
+  CHECK(coordinator.overview()["taskmanagers"] == 1);
+  CHECK(coordinator.process().count_in_stderr("is lost") == 0);
+  CHECK(worker->count_in_stderr("reconnecting") == 0);
+}
+
+TEST_CASE("a killed worker is declared lost and a fresh one registers in its place") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto worker = start_worker(coordinator.control(), "w1");
+  REQUIRE(coordinator.wait_for_workers(1));
+  const std::string job = coordinator.submit(sources_job(1));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, 2));
+
+  worker->send_signal(SIGKILL);
+  REQUIRE(worker->wait_exit(patience) == 128 + SIGKILL);
+  REQUIRE(coordinator.wait_for_workers(0));
+  CHECK(coordinator.process().wait_for_stderr("worker w1 is lost", patience));
+
+  // The job fails over and waits for a slot; a fresh worker under the same id takes it.
+  const std::int64_t completed_before =
+      coordinator.checkpoints(job)["counts"]["completed"].get<std::int64_t>();
+  auto fresh = start_worker(coordinator.control(), "w1");
+  REQUIRE(coordinator.wait_for_workers(1));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, completed_before + 2));
+  const json details = coordinator.job(job);
+  CHECK(details["state"] == "RUNNING");
+  CHECK(details["restarts"].get<int>() >= 1);
+}
+
+TEST_CASE("a worker registers again with a restarted coordinator") {
+  temp_dir dir;
+  auto first = std::make_unique<coordinator_process>(dir.path() / "state");
+  const std::string control = first->control();
+  auto worker = start_worker(control, "w1");
+  REQUIRE(first->wait_for_workers(1));
+
+  first->process().send_signal(SIGTERM);
+  REQUIRE(first->process().wait_exit(patience) == 0);
+  first.reset();
+  // The same port, so the worker's address still holds; the new coordinator knows no worker.
+  coordinator_process second(dir.path() / "state", {}, control);
+  REQUIRE(second.control() == control);
+  REQUIRE(second.wait_for_workers(1));
+  // Either it heard not_registered in answer to a heartbeat, or it gave the old one up.
+  CHECK(eventually([&] {
+    return worker->count_in_stderr("no longer knows this worker") > 0 ||
+           worker->count_in_stderr("reconnecting") > 0;
+  }));
+  CHECK(worker->count_in_stderr("registered with the coordinator") >= 2);
+}
+
+TEST_CASE("a worker whose protocol version is refused exits and says why") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto worker = start_worker(coordinator.control(), "from-the-future", {"--protocol-version", "2"});
+  const auto code = worker->wait_exit(patience);
+  REQUIRE(code);
+  CHECK(*code == 3);
+  CHECK_THAT(worker->stderr_text(), Catch::Contains("refused to register worker from-the-future") &&
+                                        Catch::Contains("protocol version 2 is not supported"));
+  CHECK(coordinator.overview()["taskmanagers"] == 0);
+  CHECK(coordinator.overview()["refused-messages"].get<int>() >= 1);
+}
+
+TEST_CASE("a custom worker built on worker_main runs its own executor and operator kinds") {
+  {
+    child_process help({SNAPFLOW_CUSTOM_WORKER_BIN, "--help"});
+    REQUIRE(help.wait_exit(patience) == 0);
+    CHECK_THAT(help.stdout_text(), Catch::Contains("announcing-stub"));
+  }
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto worker = start_worker(coordinator.control(), "custom-1", {"--executor", "announcing-stub"},
+                             SNAPFLOW_CUSTOM_WORKER_BIN);
+  REQUIRE(coordinator.wait_for_workers(1));
+  CHECK(worker->wait_for_stderr("test_double_source", patience));
+  const std::string job = coordinator.submit(sources_job(1));
+  CHECK(coordinator.wait_for_completed_checkpoints(job, 3));
+}
+
+TEST_CASE("both binaries describe their options and refuse bad ones") {
+  child_process coordinator_help({SNAPFLOW_COORDINATOR_BIN, "--help"});
+  child_process worker_help({SNAPFLOW_WORKER_BIN, "--help"});
+  child_process bad_executor({SNAPFLOW_WORKER_BIN, "--executor", "warp-drive"});
+  child_process runtime_executor({SNAPFLOW_WORKER_BIN, "--executor", "runtime"});
+  REQUIRE(coordinator_help.wait_exit(patience) == 0);
+  REQUIRE(worker_help.wait_exit(patience) == 0);
+  CHECK_THAT(coordinator_help.stdout_text(),
+             Catch::Contains("--curve-allowlist") && Catch::Contains("--heartbeat-timeout-ms"));
+  CHECK_THAT(worker_help.stdout_text(),
+             Catch::Contains("--coordinator") && Catch::Contains("--executor"));
+  CHECK(bad_executor.wait_exit(patience) == 2);
+  CHECK_THAT(bad_executor.stderr_text(), Catch::Contains("unknown executor 'warp-drive'"));
+  CHECK(runtime_executor.wait_exit(patience) == 2);
+  CHECK_THAT(runtime_executor.stderr_text(), Catch::Contains("--executor stub"));
+}

@@ -1,0 +1,277 @@
+// Writes the committed seed corpus of the fuzz targets: small valid inputs made by the real
+// encoders, and near-valid ones (truncated, a forged length, a wrong version, a broken
+// checksum) that stop at different checks. Deterministic, so rerunning it after a format change
+// shows the change as a diff.
+//
+//   fuzz_corpus_maker <corpus folder>     (normally tests/fuzz/corpus)
+//
+// Job file inputs are written by hand in job_files below; everything else is encoded here.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "engine/checkpoint/checkpoint_storage.hpp"
+#include "graph/job_file.hpp"
+#include "graph/job_graph_codec.hpp"
+#include "transport/envelope.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace snapflow;
+
+void write(const fs::path& folder, const std::string& name, const std::string& bytes) {
+  fs::create_directories(folder);
+  std::ofstream out(folder / name, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+const std::string job_id_text = "0123456789abcdef0123456789abcdef";
+
+const std::vector<std::pair<std::string, std::string>> job_files = {
+    {"exactly_once_sum.toml", R"([job]
+name = "exactly-once-sum"
+parallelism = 4
+max_parallelism = 128
+
+[checkpointing]
+interval_ms = 100
+mode = "exactly_once"
+
+[[operator]]
+uid = "source"
+kind = "sequence_source"
+parallelism = 2
+params = { count = 1000000, keys = 16 }
+
+[[operator]]
+uid = "sum"
+kind = "keyed_sum"
+input = "source"
+partition = "hash"
+parallelism = 4
+
+[[operator]]
+uid = "sink"
+kind = "two_phase_commit_file_sink"
+input = "sum"
+parallelism = 4
+params = { path = "out/exactly-once-sum" }
+)"},
+    {"every_setting.toml", R"([job]
+name = "every setting"
+parallelism = 2
+max_parallelism = 64
+
+[checkpointing]
+interval_ms = 50
+mode = "at_least_once"
+timeout_ms = 20000
+min_pause_ms = 10
+max_concurrent = 2
+tolerable_failures = 3
+retained = 2
+retention = "retain_on_cancellation"
+checkpoint_dir = "state"
+savepoint_dir = "savepoints"
+stats_history_size = 20
+state_backend = "hashmap"
+
+[[operator]]
+uid = "lines"
+kind = "line_source"
+name = "read lines"
+params = { path = "in.txt" }
+
+[[operator]]
+uid = "numbers"
+kind = "sequence_source"
+parallelism = 1
+[operator.params]
+count = 100
+keys = 4
+rate = 10
+start = 5
+
+[[operator]]
+uid = "words"
+kind = "flat_map_split_words"
+input = "lines"
+partition = "rebalance"
+
+[[operator]]
+uid = "both"
+kind = "map_identity"
+inputs = ["words", "numbers"]
+partition = "broadcast"
+
+[[operator]]
+uid = "out"
+kind = "print_sink"
+input = "both"
+)"},
+    {"minimal.toml",
+     "[[operator]]\nuid = \"s\"\nkind = \"sequence_source\"\nparams = { count = 1 "
+     "}\n\n[[operator]]\nuid = \"p\"\nkind = \"print_sink\"\ninput = \"s\"\n"},
+    {"unknown_kind.toml", "[[operator]]\nuid = \"s\"\nkind = \"no_such_kind\"\n"},
+    {"cycle.toml",
+     "[[operator]]\nuid = \"a\"\nkind = \"map_identity\"\ninput = \"b\"\n\n"
+     "[[operator]]\nuid = \"b\"\nkind = \"map_identity\"\ninput = \"a\"\n"},
+    {"bad_values.toml",
+     "[job]\nparallelism = 0\n[checkpointing]\ntimeout_ms = -1\nmode = \"twice\"\n"
+     "[[operator]]\nuid = \"\"\nkind = 3\n"},
+    {"syntax_error.toml", "[job\nname = \"unclosed\n[[operator]]\nuid = 's'\nkind = "},
+};
+
+job_graph sample_graph(bool checkpointing) {
+  auto parsed = parse_job_file(job_files[0].second, "sample.toml");
+  if (!parsed) {
+    std::cerr << parsed.error().what() << "\n";
+    std::exit(1);
+  }
+  job_graph g = std::move(parsed.value());
+  g.id = job_id_text;  // the parser makes a random one: keep the corpus stable
+  if (!checkpointing) g.checkpointing.reset();
+  return g;
+}
+
+std::vector<std::pair<std::string, wire::message>> messages() {
+  const execution_attempt_id attempt{{1, 2}, 3};
+  wire::deploy_task deploy;
+  deploy.job = job_id_text;
+  deploy.attempt = attempt;
+  deploy.job_graph = encode_job_graph(sample_graph(true));
+  deploy.subtask_endpoints = {{{0, 0}, "tcp://127.0.0.1:5555"}, {{1, 2}, "ipc://data-1"}};
+  deploy.restore_checkpoint_id = 7;
+  deploy.restore_states = {{2, {{"chk-7/op-2", 120, 0xdeadbeef}}, 120}};
+  deploy.checkpoint_dir = "state/job";
+  wire::trigger_checkpoint trigger;
+  trigger.job = job_id_text;
+  trigger.attempt = attempt;
+  trigger.checkpoint = 8;
+  trigger.timestamp_ms = 1'700'000'000'000;
+  trigger.is_savepoint = true;
+  trigger.savepoint_dir = "savepoints";
+  trigger.target_location = "savepoints/savepoint-012345-8";
+  wire::acknowledge_checkpoint ack;
+  ack.job = job_id_text;
+  ack.attempt = attempt;
+  ack.checkpoint = 8;
+  ack.state_handles = {{"chk-8/a", 10, 1}, {"chk-8/b", 20, 2}};
+  ack.state_size_bytes = 30;
+  ack.sync_duration_us = 5;
+  ack.async_duration_us = 70;
+  ack.alignment_duration_us = 3;
+  ack.bytes_processed_during_alignment = 4096;
+  return {
+      {"register_worker", wire::register_worker{"worker-1", 4, "tcp://127.0.0.1:6000", 1, 4242}},
+      {"register_ack", wire::register_ack{true, "", 500, 5000}},
+      {"not_registered", wire::not_registered{"the coordinator restarted"}},
+      {"heartbeat", wire::heartbeat{"coordinator", 1'700'000'000'123}},
+      {"deploy_task", deploy},
+      {"cancel_task", wire::cancel_task{job_id_text, attempt}},
+      {"task_state_update",
+       wire::task_state_update{job_id_text, attempt, wire::task_state::failed, "boom"}},
+      {"trigger_checkpoint", trigger},
+      {"acknowledge_checkpoint", ack},
+      {"decline_checkpoint",
+       wire::decline_checkpoint{job_id_text, attempt, 9, "checkpoint_declined_subsumed", "newer"}},
+      {"notify_checkpoint_complete", wire::notify_checkpoint_complete{job_id_text, attempt, 8}},
+      {"notify_checkpoint_aborted",
+       wire::notify_checkpoint_aborted{job_id_text, attempt, 9, std::optional<checkpoint_id>(8)}},
+  };
+}
+
+// A frame encode() would never write: map-keyed like the real ones, with a twist.
+std::string hand_frame(int variant) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> pk(buffer);
+  switch (variant) {
+    case 0:  // a newer protocol version
+      pk.pack_map(3);
+      pk.pack("v"), pk.pack(99);
+      pk.pack("t"), pk.pack("heartbeat");
+      pk.pack("sender"), pk.pack("w");
+      break;
+    case 1:  // an unknown message type plus an unknown key
+      pk.pack_map(3);
+      pk.pack("v"), pk.pack(1);
+      pk.pack("t"), pk.pack("teleport");
+      pk.pack("extra"), pk.pack_array(0);
+      break;
+    default:  // a string that declares far more bytes than follow
+      pk.pack_map(2);
+      pk.pack("v"), pk.pack(1);
+      pk.pack("t");
+      buffer.write("\xdb\x7f\xff\xff\xff", 5);
+      break;
+  }
+  return std::string(buffer.data(), buffer.size());
+}
+
+completed_checkpoint sample_checkpoint(checkpoint_trigger_kind kind) {
+  completed_checkpoint c;
+  c.job = job_id_text;
+  c.id = 12;
+  c.kind = kind;
+  c.trigger_timestamp_us = 1'700'000'000'000'000;
+  c.completion_timestamp_us = 1'700'000'000'250'000;
+  c.location = "state/" + job_id_text + "/chk-12";
+  c.subtask_states[{0, 0}] = {{{"chk-12/source-0", 16, 0x1234}}, 16};
+  c.subtask_states[{2, 1}] = {{{"chk-12/sink-1-a", 100, 7}, {"chk-12/sink-1-b", 28, 8}}, 128};
+  c.master_states["offsets"] = std::string("\x00\x01\xff", 3);
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: fuzz_corpus_maker <corpus folder>\n";
+    return 2;
+  }
+  const fs::path root = argv[1];
+
+  const fs::path wire_dir = root / "wire_decode";
+  for (const auto& [name, m] : messages()) write(wire_dir, name + ".bin", wire::encode(m));
+  const std::string trigger = wire::encode(messages()[7].second);
+  write(wire_dir, "truncated_trigger.bin", trigger.substr(0, trigger.size() - 5));
+  write(wire_dir, "future_version.bin", hand_frame(0));
+  write(wire_dir, "unknown_type.bin", hand_frame(1));
+  write(wire_dir, "forged_length.bin", hand_frame(2));
+
+  for (const auto& [name, text] : job_files) write(root / "job_file", name, text);
+
+  const fs::path graph_dir = root / "job_graph";
+  const std::string with = encode_job_graph(sample_graph(true));
+  write(graph_dir, "with_checkpointing.bin", with);
+  write(graph_dir, "without_checkpointing.bin", encode_job_graph(sample_graph(false)));
+  write(graph_dir, "truncated.bin", with.substr(0, with.size() / 2));
+  job_graph dangling = sample_graph(false);
+  dangling.edges.push_back({0, 77, partitioning::rebalance});
+  write(graph_dir, "unknown_vertex_edge.bin", encode_job_graph(dangling));
+  write(graph_dir, "checkpoint_config.bin",
+        encode_checkpoint_config(sample_graph(true).checkpointing->config));
+
+  const fs::path meta_dir = root / "checkpoint_metadata";
+  const std::string meta =
+      checkpoint_storage::encode_metadata(sample_checkpoint(checkpoint_trigger_kind::periodic));
+  write(meta_dir, "checkpoint.bin", meta);
+  write(meta_dir, "savepoint.bin",
+        checkpoint_storage::encode_metadata(sample_checkpoint(checkpoint_trigger_kind::savepoint)));
+  completed_checkpoint empty;
+  empty.job = job_id_text;
+  empty.id = 1;
+  write(meta_dir, "empty.bin", checkpoint_storage::encode_metadata(empty));
+  write(meta_dir, "torn.bin", meta.substr(0, meta.size() - 9));
+  std::string bad_crc = meta;
+  bad_crc.back() = static_cast<char>(bad_crc.back() ^ 0x5a);
+  write(meta_dir, "bad_checksum.bin", bad_crc);
+
+  std::cout << "corpus written to " << root.string() << "\n";
+  return 0;
+}

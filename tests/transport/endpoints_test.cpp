@@ -1,0 +1,156 @@
+// The coordinator and worker endpoints in one process over loopback TCP, with a fake job side:
+// the round trip through both endpoints, and a worker that stops reading.
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <catch2/catch.hpp>
+#include <map>
+#include <memory>
+#include <vector>
+#include <zmq.hpp>
+
+#include "tests/transport/socket_test_support.hpp"
+#include "transport/coordinator_endpoint.hpp"
+#include "transport/envelope.hpp"
+#include "transport/stub_task_executor.hpp"
+#include "transport/worker_endpoint.hpp"
+
+using namespace std::chrono_literals;
+using namespace snapflow;
+using namespace snapflow::transport;
+using snapflow::transport::testing::io_guard;
+
+namespace {
+
+const job_id job = "0123456789abcdef0123456789abcdef";
+
+// The job side, reduced to recording what the endpoint reports.
+class fake_jobs final : public worker_event_handler {
+ public:
+  worker_registry registry;
+  std::vector<worker_id> registered;
+  std::vector<worker_id> lost;
+  std::vector<std::pair<execution_attempt_id, execution_state>> states;
+  std::vector<checkpoint_ack> acks;
+  std::map<execution_attempt_id, worker_id> owners;
+
+  worker_registry& workers() override { return registry; }
+  void worker_registered(const worker_id& w, bool) override { registered.push_back(w); }
+  void worker_lost(const worker_id& w) override { lost.push_back(w); }
+  void task_state_changed(const job_id&, const execution_attempt_id& a, execution_state s,
+                          const std::string&) override {
+    states.emplace_back(a, s);
+  }
+  std::optional<worker_id> owner_of(const job_id& j,
+                                    const execution_attempt_id& a) const override {
+    auto it = owners.find(a);
+    if (j != job || it == owners.end()) return std::nullopt;
+    return it->second;
+  }
+  void acknowledge_checkpoint(checkpoint_ack ack) override { acks.push_back(std::move(ack)); }
+  void decline_checkpoint(const checkpoint_decline&) override {}
+};
+
+struct cluster {
+  zmq::context_t context{1};  // outlives the io_context, whose coroutines own sockets
+  asio::io_context io;
+  std::shared_ptr<fake_jobs> jobs = std::make_shared<fake_jobs>();
+  std::shared_ptr<coordinator_endpoint> coordinator;
+  std::vector<std::shared_ptr<worker_endpoint>> workers;
+
+  explicit cluster(coordinator_endpoint_options o = {}) {
+    o.bind_address = "tcp://127.0.0.1:*";
+    coordinator = std::make_shared<coordinator_endpoint>(io.get_executor(), context, o);
+    coordinator->set_handler(jobs);
+    REQUIRE_FALSE(coordinator->start());
+  }
+  ~cluster() {
+    coordinator->stop();
+    for (auto& w : workers) w->stop();
+    io.restart();
+    io.poll();
+  }
+  worker_endpoint& add_worker(const std::string& id) {
+    worker_endpoint_options o;
+    o.coordinator_address = coordinator->endpoint();
+    o.worker_id = id;
+    auto w = std::make_shared<worker_endpoint>(io.get_executor(), context, o);
+    w->set_executor(std::make_shared<stub_task_executor>(w->listener(), "tcp://" + id));
+    REQUIRE_FALSE(w->start({}));
+    workers.push_back(w);
+    return *w;
+  }
+  void deploy(const worker_id& w, const execution_attempt_id& a, std::string graph = "g") {
+    jobs->owners[a] = w;
+    task_deployment_descriptor d;
+    d.job = job;
+    d.attempt = a;
+    d.job_graph_bytes = std::move(graph);
+    coordinator->deploy(w, d);
+  }
+};
+
+execution_attempt_id attempt_of(std::uint32_t index) { return {{0, index}, 0}; }
+
+}  // namespace
+
+TEST_CASE("a trigger reaches the owning worker and its acknowledgement comes back") {
+  cluster c;
+  io_guard guard(c.io, 20s);
+  auto& w1 = c.add_worker("w1");
+  auto& w2 = c.add_worker("w2");
+  guard.run_until([&] { return w1.registered() && w2.registered(); });
+  CHECK(c.jobs->registry.workers().size() == 2);
+
+  c.deploy("w1", attempt_of(0));
+  c.deploy("w2", attempt_of(1));
+  guard.run_until([&] { return c.jobs->states.size() == 2; });
+  CHECK(c.jobs->states[0].second == execution_state::running);
+
+  auto gateway = c.coordinator->checkpoint_gateway(job);
+  for (checkpoint_id id = 1; id <= 20; ++id) {
+    gateway->trigger_checkpoint(attempt_of(0), id, 0, {});
+    gateway->trigger_checkpoint(attempt_of(1), id, 0, {});
+    guard.run_until([&] { return c.jobs->acks.size() == 2 * static_cast<std::size_t>(id); });
+  }
+  CHECK(c.coordinator->counters().refused_messages == 0);
+  CHECK(c.coordinator->counters().bad_frames == 0);
+}
+
+TEST_CASE("a worker that stops reading is declared lost and the others are still served") {
+  coordinator_endpoint_options o;
+  o.socket_send_hwm = 2;
+  o.max_queued_frames_per_worker = 8;
+  o.heartbeat_timeout = 60s;  // only the overflow may declare it lost
+  cluster c(o);
+  io_guard guard(c.io, 60s);
+  auto& w1 = c.add_worker("w1");
+
+  // "sleepy" registers by hand and then never reads.
+  zmq::socket_t sleepy(c.context, zmq::socket_type::dealer);
+  sleepy.set(zmq::sockopt::linger, 0);
+  sleepy.set(zmq::sockopt::routing_id, "sleepy");
+  sleepy.set(zmq::sockopt::rcvhwm, 1);
+  sleepy.connect(c.coordinator->endpoint());
+  const std::string hello = wire::encode(wire::register_worker{"sleepy", 1, "x", 1, 1, 1});
+  REQUIRE(sleepy.send(zmq::buffer(hello), zmq::send_flags::none));
+  guard.run_until([&] { return w1.registered() && c.jobs->registered.size() == 2; });
+  c.deploy("w1", attempt_of(0));
+  guard.run_until([&] { return c.jobs->states.size() == 1; });
+
+  // Deployments pile up at sleepy until its queue overflows; meanwhile w1 keeps answering.
+  auto gateway = c.coordinator->checkpoint_gateway(job);
+  const std::string big(64 * 1024, 'x');
+  checkpoint_id id = 0;
+  for (int round = 0; round < 10'000 && c.jobs->lost.empty(); ++round) {
+    c.deploy("sleepy", attempt_of(100), big);
+    gateway->trigger_checkpoint(attempt_of(0), ++id, 0, {});
+    guard.run_until([&] { return c.jobs->acks.size() == static_cast<std::size_t>(id); });
+  }
+  REQUIRE(c.jobs->lost == std::vector<worker_id>{"sleepy"});
+  CHECK(c.coordinator->counters().workers_lost == 1);
+  CHECK(c.jobs->registry.find("sleepy") == nullptr);
+  const std::size_t acks = c.jobs->acks.size();
+  for (int i = 0; i < 5; ++i) gateway->trigger_checkpoint(attempt_of(0), ++id, 0, {});
+  guard.run_until([&] { return c.jobs->acks.size() == acks + 5; });
+  CHECK(c.jobs->lost.size() == 1);
+}
