@@ -446,8 +446,12 @@ void checkpoint_coordinator_core::abort(checkpoint_id id, checkpoint_failure_rea
     discard_after_write_.emplace(id, discard_location{std::move(location), std::move(handles)});
   else if (was_finalizing)
     actions_.push_back(discard_location{std::move(location), std::move(handles)});
-  else if (!handles.empty())
-    actions_.push_back(discard_state{std::move(handles)});
+  else {
+    if (!handles.empty()) actions_.push_back(discard_state{std::move(handles)});
+    // The folder the subtasks wrote into (chk-<id>) is garbage too; left behind it would only
+    // be skipped with a warning by every later recovery.
+    if (!location.empty()) actions_.push_back(discard_location{std::move(location), {}});
+  }
 
   stats_->report_failed(id, now_us, reason, message);
   if (counts_toward_tolerable(reason))

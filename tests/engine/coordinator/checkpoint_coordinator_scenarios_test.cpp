@@ -471,6 +471,10 @@ TEST_CASE("scenario 22: a partially acked checkpoint that times out is disposed 
   auto discards = h.logged<discard_state>();
   REQUIRE(discards.size() == 1);
   CHECK(discards[0].handles.size() == 2);
+  // The folder the subtasks wrote into goes too.
+  auto folders = h.logged<discard_location>();
+  REQUIRE(folders.size() == 1);
+  CHECK_THAT(folders[0].location, Catch::EndsWith("chk-1"));
   CHECK(h.logged<notify_complete>().empty());
   CHECK(h.logged<write_metadata>().empty());
   CHECK(h.finished().back().failure == reason::checkpoint_expired);
