@@ -149,6 +149,7 @@ class bench_jobs final : public worker_event_handler {
     on_change();
   }
   void decline_checkpoint(const checkpoint_decline&) override {}
+  void source_exhausted(const job_id&, const execution_attempt_id&, checkpoint_id) override {}
 };
 
 struct worker_thread {

@@ -113,7 +113,8 @@ int main(int argc, char** argv) {
   }
   if (keygen_command->parsed()) return keygen(key_prefix);
   if (timeout_ms <= interval_ms) {
-    std::cerr << program << ": --heartbeat-timeout-ms must be longer than --heartbeat-interval-ms\n";
+    std::cerr << program
+              << ": --heartbeat-timeout-ms must be longer than --heartbeat-interval-ms\n";
     return exit_usage;
   }
   if (auto logging = setup_process_logging("coordinator", log_level); !logging) {
@@ -173,9 +174,19 @@ int main(int argc, char** argv) {
   auto jobs = std::make_shared<dispatcher>(io.get_executor(), workers, endpoint, nullptr, d);
   endpoint->set_handler(std::make_shared<transport::dispatcher_event_handler>(jobs));
   auto api = std::make_shared<rest::coordinator_rest_api>(jobs);
-  endpoint->set_counters_observer([api](const transport::coordinator_endpoint_counters& c) {
-    api->set_transport_counters({c.frames_received, c.bad_frames, c.refused_messages, c.workers});
-  });
+  // Weak: the API holds the dispatcher, whose job masters hold the endpoint.
+  endpoint->set_counters_observer(
+      [weak = std::weak_ptr(api)](const transport::coordinator_endpoint_counters& c) {
+        if (auto a = weak.lock())
+          a->set_transport_counters({c.frames_received, c.bad_frames, c.refused_messages,
+                                     c.workers});
+      });
+  // The endpoint holds the dispatcher through its handler and the dispatcher holds the
+  // endpoint as its deployer: the handler goes once the endpoint has stopped.
+  auto release_handler = [&] {
+    endpoint->stop();
+    endpoint->set_handler(nullptr);
+  };
 
   // Jobs that were running when the previous coordinator stopped start again; they wait for
   // slots until workers register.
@@ -183,13 +194,16 @@ int main(int argc, char** argv) {
 
   if (auto e = endpoint->start()) {
     std::cerr << program << ": cannot bind " << o.bind_address << ": " << e.message() << "\n";
+    release_handler();
     return exit_failure;
   }
   rest::rest_server rest(io.get_executor(), api);
   const int bound_port = rest.start(rest_host, rest_port);
   if (bound_port < 0) {
     std::cerr << program << ": cannot serve REST on " << rest_host << ":" << rest_port << "\n";
-    endpoint->stop();
+    release_handler();
+    io.restart();
+    io.poll();
     return exit_failure;
   }
   // The one line on stdout, for scripts, tests and `snapflow local`.
@@ -228,7 +242,7 @@ int main(int argc, char** argv) {
   // holds the endpoint -> dispatcher -> job masters -> endpoint cycle together.
   io.restart();
   io.poll();
-  endpoint->set_handler(nullptr);
+  release_handler();
   if (zap) zap->stop();
   spdlog::info("coordinator stopped");
   spdlog::shutdown();

@@ -13,7 +13,9 @@
 #include <zmq.hpp>
 
 #include "cmd/process_logging.hpp"
+#include "engine/runtime/runtime_task_executor.hpp"
 #include "transport/curve_keys.hpp"
+#include "transport/data/network_data_plane.hpp"
 #include "transport/stub_task_executor.hpp"
 #include "transport/worker_endpoint.hpp"
 
@@ -42,10 +44,15 @@ result<std::shared_ptr<task_executor>> make_executor(const std::string& name,
     return std::shared_ptr<task_executor>(
         std::make_shared<transport::stub_task_executor>(context.listener,
                                                         context.data_bind_address));
-  if (name == "runtime")
-    // The seam for engine/runtime's executor (stream tasks and network data channels): build it
-    // here from context.operators once it exists.
-    return error{"the runtime executor is not available in this build yet; use --executor stub"};
+  if (name == "runtime") {
+    // Real stream tasks, with their data channels over this worker's data plane.
+    auto plane = data::network_data_plane::create(context.data_bind_address);
+    if (!plane) return plane.err();
+    runtime_task_executor_options options;
+    options.operators = context.operators;
+    return std::shared_ptr<task_executor>(
+        std::make_shared<runtime_task_executor>(context.listener, *plane, options));
+  }
   return error{"unknown executor '" + name + "'"};
 }
 
@@ -61,7 +68,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
   std::string id;
   std::string data_bind = "tcp://127.0.0.1:*";
   std::string log_level;
-  std::string executor_name = "stub";
+  std::string executor_name = "runtime";
   std::int64_t interval_ms = o.heartbeat_interval.count();
   std::int64_t timeout_ms = o.heartbeat_timeout.count();
   std::string curve_secret;
@@ -81,7 +88,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
       ->capture_default_str();
   app.add_option("--data-bind", data_bind,
                  "where this worker's data channels accept connections, reported to the "
-                 "coordinator (the stub executor opens none)")
+                 "coordinator (the stub executor opens none; the runtime executor binds it)")
       ->capture_default_str();
   app.add_option("--executor", executor_name, "task executor: " + executor_names)
       ->capture_default_str();
@@ -185,7 +192,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
     return exit_usage;
   }
   spdlog::info("worker {} started: coordinator {}, {} slots, executor {}, data endpoint {}{}",
-               o.worker_id, o.coordinator_address, o.slots, executor_name, data_bind,
+               o.worker_id, o.coordinator_address, o.slots, executor_name, tasks->data_endpoint(),
                o.curve ? ", CURVE" : "");
   try {
     io.run();

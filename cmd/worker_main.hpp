@@ -37,8 +37,8 @@ struct worker_extensions {
   // Adds kinds to the operator factory executors build tasks with. Register the same kind
   // names in the operator_registry the coordinator validates job graphs against.
   std::function<void(operator_factory&)> register_operators;
-  // More executors, selected with --executor NAME. "stub" is built in; "runtime" is reserved
-  // for engine/runtime's executor once it exists.
+  // More executors, selected with --executor NAME. "runtime" (the default: stream tasks over
+  // the network data plane) and "stub" are built in.
   std::map<std::string, executor_factory> executors;
 };
 

@@ -241,7 +241,8 @@ asio::awaitable<void> coordinator_endpoint::writer() {
     if (outcome.index() == 1) {
       const std::string peer = next->peer;
       outgoing_.hold_back(std::move(*next), now_us(), first_hold_us, max_hold_us);
-      if (sessions_.contains(peer) && outgoing_.queued(peer) >= options_.max_queued_frames_per_worker)
+      if (sessions_.contains(peer) &&
+          outgoing_.queued(peer) >= options_.max_queued_frames_per_worker)
         schedule_loss(peer, "it stopped reading: its outgoing queue is full");
       continue;
     }
@@ -330,6 +331,9 @@ void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m
           on_ack(peer, body);
         } else if constexpr (std::is_same_v<T, wire::decline_checkpoint>) {
           on_decline(peer, body);
+        } else if constexpr (std::is_same_v<T, wire::source_exhausted>) {
+          if (owns(peer, body.job, body.attempt, "a source_exhausted"))
+            handler_->source_exhausted(body.job, body.attempt, body.last_barrier);
         } else {
           refuse(peer, "a " + std::string(T::wire_type) + ", which only the coordinator sends");
         }
@@ -466,6 +470,11 @@ void coordinator_endpoint::cancel(const worker_id& worker, const job_id& job,
   send_to_worker(worker, wire::cancel_task{job, attempt});
 }
 
+void coordinator_endpoint::finish(const worker_id& worker, const job_id& job,
+                                  const execution_attempt_id& attempt) {
+  send_to_worker(worker, wire::finish_task{job, attempt});
+}
+
 void coordinator_endpoint::send_trigger(const job_id& job, const execution_attempt_id& attempt,
                                         checkpoint_id id, std::int64_t timestamp_us,
                                         const checkpoint_options& options) {
@@ -541,11 +550,9 @@ void coordinator_endpoint::wake_writer() {
 void coordinator_endpoint::expire_workers() {
   const std::int64_t timeout_us =
       std::chrono::duration_cast<std::chrono::microseconds>(options_.heartbeat_timeout).count();
-  for (const worker_id& worker : handler_->workers().expire(now_us(), timeout_us)) {
-    if (!sessions_.contains(worker)) continue;  // registered by someone else
-    declare_lost(worker, "nothing heard from it for " +
-                             std::to_string(options_.heartbeat_timeout.count()) + " ms");
-  }
+  for (const worker_id& worker : handler_->workers().expire(now_us(), timeout_us))
+    forget(worker, "nothing heard from it for " +
+                       std::to_string(options_.heartbeat_timeout.count()) + " ms");
 }
 
 void coordinator_endpoint::schedule_loss(const worker_id& worker, std::string why) {
@@ -561,8 +568,13 @@ void coordinator_endpoint::schedule_loss(const worker_id& worker, std::string wh
 }
 
 void coordinator_endpoint::declare_lost(const worker_id& worker, const std::string& why) {
-  if (!running_ || sessions_.erase(worker) == 0) return;
-  handler_->workers().remove(worker);  // expire() removed it already; overflow did not
+  if (!running_ || !sessions_.contains(worker)) return;
+  handler_->workers().remove(worker);
+  forget(worker, why);
+}
+
+void coordinator_endpoint::forget(const worker_id& worker, const std::string& why) {
+  sessions_.erase(worker);
   outgoing_.drop(worker);
   ++counters_.workers_lost;
   spdlog::warn("worker {} is lost: {}", printable_peer(worker), why);

@@ -110,6 +110,8 @@ class coordinator_endpoint : public task_deployment_gateway,
   void deploy(const worker_id& worker, const task_deployment_descriptor& descriptor) override;
   void cancel(const worker_id& worker, const job_id& job,
               const execution_attempt_id& attempt) override;
+  void finish(const worker_id& worker, const job_id& job,
+              const execution_attempt_id& attempt) override;
 
   // The per-job gateways send through these.
   void send_trigger(const job_id& job, const execution_attempt_id& attempt, checkpoint_id id,
@@ -157,6 +159,8 @@ class coordinator_endpoint : public task_deployment_gateway,
   // job side's own work (a job master deploying), which must not see a worker vanish under it.
   void schedule_loss(const worker_id& worker, std::string why);
   void declare_lost(const worker_id& worker, const std::string& why);
+  // The worker is out of the registry: drop what is queued for it, tell the job side.
+  void forget(const worker_id& worker, const std::string& why);
   void publish_counters();
   std::int64_t now_us() const;
 

@@ -44,4 +44,10 @@ void dispatcher_event_handler::decline_checkpoint(const checkpoint_decline& decl
   master->coordinator()->receive_decline(decline);
 }
 
+void dispatcher_event_handler::source_exhausted(const job_id& job,
+                                                const execution_attempt_id& attempt,
+                                                checkpoint_id last_barrier) {
+  jobs_->on_source_exhausted(job, attempt, last_barrier);
+}
+
 }  // namespace snapflow::transport

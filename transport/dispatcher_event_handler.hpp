@@ -22,6 +22,8 @@ class dispatcher_event_handler final : public worker_event_handler {
                                     const execution_attempt_id& attempt) const override;
   void acknowledge_checkpoint(checkpoint_ack ack) override;
   void decline_checkpoint(const checkpoint_decline& decline) override;
+  void source_exhausted(const job_id& job, const execution_attempt_id& attempt,
+                        checkpoint_id last_barrier) override;
 
  private:
   std::shared_ptr<dispatcher> jobs_;

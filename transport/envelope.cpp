@@ -127,6 +127,19 @@ void describe(V& v, M& m) {
   v.optional("latest_completed_checkpoint_id", m.latest_completed_checkpoint_id);
 }
 
+template <typename V, message_of<source_exhausted> M>
+void describe(V& v, M& m) {
+  v.required("job_id", m.job);
+  v.required("attempt", m.attempt);
+  v.required("last_barrier", m.last_barrier);
+}
+
+template <typename V, message_of<finish_task> M>
+void describe(V& v, M& m) {
+  v.required("job_id", m.job);
+  v.required("attempt", m.attempt);
+}
+
 // Nested records are maps of their own, for the same reason the envelope is (fields can be
 // added).
 template <typename V, message_of<execution_attempt_id> M>

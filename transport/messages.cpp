@@ -141,6 +141,15 @@ std::ostream& operator<<(std::ostream& os, const notify_checkpoint_aborted& m) {
             << ", id=" << m.checkpoint << ", latest=" << m.latest_completed_checkpoint_id << "}";
 }
 
+std::ostream& operator<<(std::ostream& os, const source_exhausted& m) {
+  return os << "source_exhausted{job=" << m.job << ", attempt=" << m.attempt
+            << ", last_barrier=" << m.last_barrier << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const finish_task& m) {
+  return os << "finish_task{job=" << m.job << ", attempt=" << m.attempt << "}";
+}
+
 std::ostream& operator<<(std::ostream& os, const message& m) {
   std::visit([&os](const auto& v) { os << v; }, m);
   return os;

@@ -217,10 +217,35 @@ struct notify_checkpoint_aborted {
   bool operator==(const notify_checkpoint_aborted&) const = default;
 };
 
+// worker -> coordinator: a bounded source attempt emitted its last record. It stays running,
+// still taking checkpoints, until told to finish (the final-checkpoint rule, docs/protocol.md).
+struct source_exhausted {
+  static constexpr std::string_view wire_type = "source_exhausted";
+
+  job_id job;
+  execution_attempt_id attempt;
+  // The newest barrier it injected before its last record, 0 for none: every checkpoint with a
+  // greater id was taken after its last record.
+  checkpoint_id last_barrier = 0;
+
+  bool operator==(const source_exhausted&) const = default;
+};
+
+// coordinator -> worker: an exhausted source ends now; its end of input flows downstream.
+struct finish_task {
+  static constexpr std::string_view wire_type = "finish_task";
+
+  job_id job;
+  execution_attempt_id attempt;
+
+  bool operator==(const finish_task&) const = default;
+};
+
 using message =
     std::variant<register_worker, register_ack, heartbeat, deploy_task, cancel_task,
                  task_state_update, trigger_checkpoint, acknowledge_checkpoint, decline_checkpoint,
-                 notify_checkpoint_complete, notify_checkpoint_aborted, not_registered>;
+                 notify_checkpoint_complete, notify_checkpoint_aborted, not_registered,
+                 source_exhausted, finish_task>;
 
 // The "t" of a message on the wire, e.g. "trigger_checkpoint".
 std::string_view type_name(const message& m);
@@ -241,6 +266,8 @@ std::ostream& operator<<(std::ostream& os, const acknowledge_checkpoint& m);
 std::ostream& operator<<(std::ostream& os, const decline_checkpoint& m);
 std::ostream& operator<<(std::ostream& os, const notify_checkpoint_complete& m);
 std::ostream& operator<<(std::ostream& os, const notify_checkpoint_aborted& m);
+std::ostream& operator<<(std::ostream& os, const source_exhausted& m);
+std::ostream& operator<<(std::ostream& os, const finish_task& m);
 std::ostream& operator<<(std::ostream& os, const message& m);
 
 }  // namespace snapflow::wire

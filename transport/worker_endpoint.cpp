@@ -163,6 +163,10 @@ class worker_endpoint::listener_proxy final : public task_executor_listener {
   void decline_checkpoint(const checkpoint_decline& decline) override {
     inbox_->push(wire::encode(to_wire(decline)));
   }
+  void source_exhausted(const job_id& job, const execution_attempt_id& attempt,
+                        checkpoint_id last_barrier) override {
+    inbox_->push(wire::encode(wire::source_exhausted{job, attempt, last_barrier}));
+  }
 
  private:
   std::shared_ptr<task_inbox> inbox_;
@@ -230,8 +234,9 @@ void worker_endpoint::stop() {
 
 void worker_endpoint::new_session() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
-  do session_ = rng();
-  while (session_ == 0);
+  do {
+    session_ = rng();
+  } while (session_ == 0);  // 0 means "no session" on the wire
 }
 
 std::error_code worker_endpoint::open_connection() {
@@ -404,6 +409,8 @@ void worker_endpoint::on_message(wire::message&& m) {
           tasks_->deploy(from_wire(body));
         } else if constexpr (std::is_same_v<T, wire::cancel_task>) {
           tasks_->cancel(body.job, body.attempt);
+        } else if constexpr (std::is_same_v<T, wire::finish_task>) {
+          tasks_->finish(body.job, body.attempt);
         } else if constexpr (std::is_same_v<T, wire::trigger_checkpoint>) {
           tasks_->trigger_checkpoint(body.job, body.attempt, body.checkpoint,
                                      timestamp_us_from_wire(body), options_from_wire(body));

@@ -29,6 +29,9 @@ class worker_event_handler {
   // Only called with attempts the sender owns.
   virtual void acknowledge_checkpoint(checkpoint_ack ack) = 0;
   virtual void decline_checkpoint(const checkpoint_decline& decline) = 0;
+  // Only called with attempts the sender owns.
+  virtual void source_exhausted(const job_id& job, const execution_attempt_id& attempt,
+                                checkpoint_id last_barrier) = 0;
 };
 
 }  // namespace snapflow::transport

@@ -18,6 +18,10 @@ class task_executor_listener {
                                   execution_state state, const std::string& message) = 0;
   virtual void acknowledge_checkpoint(const checkpoint_ack& ack) = 0;
   virtual void decline_checkpoint(const checkpoint_decline& decline) = 0;
+  // A bounded source attempt emitted its last record (task_status_listener::on_source_exhausted
+  // says what `last_barrier` means). A listener that never runs sources may ignore it.
+  virtual void source_exhausted(const job_id& /*job*/, const execution_attempt_id& /*attempt*/,
+                                checkpoint_id /*last_barrier*/) {}
 };
 
 // What a worker endpoint drives: the tasks of one worker process. Called on the worker's
@@ -34,6 +38,9 @@ class task_executor {
                                           checkpoint_id id) = 0;
   virtual void notify_checkpoint_aborted(const job_id& job, const execution_attempt_id& attempt,
                                          checkpoint_id id, checkpoint_id latest_completed) = 0;
+  // The final-checkpoint rule's last step (stream_task::finish): an exhausted source emits
+  // end-of-input and ends. An executor without bounded sources may ignore it.
+  virtual void finish(const job_id& /*job*/, const execution_attempt_id& /*attempt*/) {}
   // The coordinator is gone or the process exits: stop every task.
   virtual void cancel_all() = 0;
   // Where this worker's data channels accept connections (reported at registration).

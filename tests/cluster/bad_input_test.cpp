@@ -47,7 +47,8 @@ class raw_peer {
       zmq::message_t frame;
       if (!socket_.recv(frame)) return std::nullopt;
       auto decoded = wire::decode(frame.to_string_view());
-      if (decoded && std::holds_alternative<T>(decoded.value())) return std::get<T>(decoded.value());
+      if (decoded && std::holds_alternative<T>(decoded.value()))
+        return std::get<T>(decoded.value());
     }
     return std::nullopt;
   }
@@ -148,7 +149,8 @@ TEST_CASE("bad input is refused and counted while a valid worker keeps being ser
   for (std::uint64_t i = 0; i < flood_frames; ++i) flood.send(random_bytes(32));
 
   const std::uint64_t expected_bad = garbage_frames + 1 + flood_frames;
-  REQUIRE(eventually([&] { return counter(coordinator, "bad-frames") >= bad_before + expected_bad; }));
+  REQUIRE(eventually(
+      [&] { return counter(coordinator, "bad-frames") >= bad_before + expected_bad; }));
   CHECK(counter(coordinator, "refused-messages") >= refused_before + refused_messages);
   // One line per peer (garbage, newer, flood) at most in this short test, plus margin.
   CHECK(coordinator.process().count_in_stderr("bad frame from") <= 5);

@@ -40,7 +40,8 @@ class temp_dir {
 
 // Checks `condition` every few milliseconds until it holds (true) or `within` passes (false).
 // The pause between checks only paces the polling; the outcome never depends on it.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds within = patience);
+bool eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds within = patience);
 
 struct http_result {
   int status = 0;  // 0 when there was no answer

@@ -165,8 +165,8 @@ TEST_CASE("acknowledgements and declines survive the trip; unknown reasons becom
   ack.metrics = {10, 20, 30, 40};
   CHECK(from_wire(to_wire(ack)) == ack);
 
-  checkpoint_decline d{"j", attempt_of(1, 0), 9, checkpoint_failure_reason::checkpoint_declined_subsumed,
-                       "newer barrier"};
+  checkpoint_decline d{"j", attempt_of(1, 0), 9,
+                       checkpoint_failure_reason::checkpoint_declined_subsumed, "newer barrier"};
   CHECK(from_wire(to_wire(d)) == d);
   auto from_newer = to_wire(d);
   from_newer.reason = "checkpoint_declined_by_a_future_reason";

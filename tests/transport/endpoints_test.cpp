@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
+#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
@@ -48,6 +49,42 @@ class fake_jobs final : public worker_event_handler {
   }
   void acknowledge_checkpoint(checkpoint_ack ack) override { acks.push_back(std::move(ack)); }
   void decline_checkpoint(const checkpoint_decline&) override {}
+  void source_exhausted(const job_id&, const execution_attempt_id& a,
+                        checkpoint_id last_barrier) override {
+    exhausted.emplace_back(a, last_barrier);
+  }
+
+  std::vector<std::pair<execution_attempt_id, checkpoint_id>> exhausted;
+};
+
+// The stub, plus a record of the finish calls the coordinator sends.
+class finishing_executor final : public task_executor {
+ public:
+  explicit finishing_executor(std::shared_ptr<task_executor_listener> listener)
+      : stub_(std::move(listener), "tcp://finishing") {}
+
+  void deploy(const task_deployment_descriptor& d) override { stub_.deploy(d); }
+  void cancel(const job_id& j, const execution_attempt_id& a) override { stub_.cancel(j, a); }
+  void trigger_checkpoint(const job_id& j, const execution_attempt_id& a, checkpoint_id id,
+                          std::int64_t ts, const checkpoint_options& o) override {
+    stub_.trigger_checkpoint(j, a, id, ts, o);
+  }
+  void notify_checkpoint_complete(const job_id& j, const execution_attempt_id& a,
+                                  checkpoint_id id) override {
+    stub_.notify_checkpoint_complete(j, a, id);
+  }
+  void notify_checkpoint_aborted(const job_id& j, const execution_attempt_id& a,
+                                 checkpoint_id id, checkpoint_id latest) override {
+    stub_.notify_checkpoint_aborted(j, a, id, latest);
+  }
+  void finish(const job_id&, const execution_attempt_id& a) override { finished.push_back(a); }
+  void cancel_all() override { stub_.cancel_all(); }
+  std::string data_endpoint() const override { return stub_.data_endpoint(); }
+
+  std::vector<execution_attempt_id> finished;
+
+ private:
+  stub_task_executor stub_;
 };
 
 struct cluster {
@@ -69,12 +106,18 @@ struct cluster {
     io.restart();
     io.poll();
   }
-  worker_endpoint& add_worker(const std::string& id) {
+  worker_endpoint& add_worker(const std::string& id,
+                              std::shared_ptr<finishing_executor>* executor = nullptr) {
     worker_endpoint_options o;
     o.coordinator_address = coordinator->endpoint();
     o.worker_id = id;
     auto w = std::make_shared<worker_endpoint>(io.get_executor(), context, o);
-    w->set_executor(std::make_shared<stub_task_executor>(w->listener(), "tcp://" + id));
+    if (executor) {
+      *executor = std::make_shared<finishing_executor>(w->listener());
+      w->set_executor(*executor);
+    } else {
+      w->set_executor(std::make_shared<stub_task_executor>(w->listener(), "tcp://" + id));
+    }
     REQUIRE_FALSE(w->start({}));
     workers.push_back(w);
     return *w;
@@ -153,4 +196,35 @@ TEST_CASE("a worker that stops reading is declared lost and the others are still
   for (int i = 0; i < 5; ++i) gateway->trigger_checkpoint(attempt_of(0), ++id, 0, {});
   guard.run_until([&] { return c.jobs->acks.size() == acks + 5; });
   CHECK(c.jobs->lost.size() == 1);
+}
+
+TEST_CASE("a source's exhaustion reaches the job side and finish reaches the executor") {
+  cluster c;
+  io_guard guard(c.io, 20s);
+  std::shared_ptr<finishing_executor> executor;
+  auto& w1 = c.add_worker("w1", &executor);
+  auto& w2 = c.add_worker("w2");
+  guard.run_until([&] { return w1.registered() && w2.registered(); });
+  c.deploy("w1", attempt_of(0));
+  c.deploy("w2", attempt_of(1));
+  guard.run_until([&] { return c.jobs->states.size() == 2; });
+
+  // From the endpoint's own thread, and from a task thread of its own.
+  auto listener = w1.listener();
+  listener->source_exhausted(job, attempt_of(0), 7);
+  std::thread task([&] { listener->source_exhausted(job, attempt_of(0), 8); });
+  task.join();
+  guard.run_until([&] { return c.jobs->exhausted.size() == 2; });
+  CHECK(c.jobs->exhausted[0] == std::pair{attempt_of(0), checkpoint_id{7}});
+  CHECK(c.jobs->exhausted[1] == std::pair{attempt_of(0), checkpoint_id{8}});
+
+  // w1 speaking for w2's source is refused.
+  const auto refused = c.coordinator->counters().refused_messages;
+  listener->source_exhausted(job, attempt_of(1), 9);
+  guard.run_until([&] { return c.coordinator->counters().refused_messages == refused + 1; });
+  CHECK(c.jobs->exhausted.size() == 2);
+
+  c.coordinator->finish("w1", job, attempt_of(0));
+  guard.run_until([&] { return executor->finished.size() == 1; });
+  CHECK(executor->finished[0] == attempt_of(0));
 }

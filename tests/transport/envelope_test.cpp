@@ -71,6 +71,12 @@ TEST_CASE("not_registered round-trips, with and without a reason") {
   check_round_trip(not_registered{});
 }
 
+TEST_CASE("source_exhausted and finish_task round-trip") {
+  check_round_trip(source_exhausted{job, attempt_of(0, 3, 1), 17});
+  check_round_trip(source_exhausted{job, attempt_of(0, 0, 0), 0});
+  check_round_trip(finish_task{job, attempt_of(0, 3, 1)});
+}
+
 TEST_CASE("register_ack round-trips, accepted and refused") {
   check_round_trip(register_ack{true, "", 100, 1000});
   check_round_trip(register_ack{false, "duplicate worker id", 0, 0});
@@ -148,7 +154,7 @@ TEST_CASE("every alternative of the message variant has a distinct wire type") {
   }(std::make_index_sequence<std::variant_size_v<message>>{});
   std::sort(names.begin(), names.end());
   CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
-  CHECK(names.size() == 12);
+  CHECK(names.size() == 14);
 }
 
 // ---- what a peer may legitimately do --------------------------------------------------------

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "engine/runtime/channel.hpp"
+#include "graph/ids.hpp"
+
+namespace snapflow {
+
+// Names one data channel of one deployment: the edge (source vertex -> target vertex), the
+// producing and the consuming subtask, and the consumer's attempt number. Jobs restart as a
+// whole, so every subtask of a deployment has the same attempt number; a channel of an earlier
+// deployment differs in `attempt`, which is how a transport tells its stale data apart.
+struct channel_key {
+  job_id job;
+  vertex_id source = 0;
+  std::uint32_t producer = 0;
+  vertex_id target = 0;
+  std::uint32_t consumer = 0;
+  std::uint32_t attempt = 0;
+
+  bool operator==(const channel_key&) const = default;
+  auto operator<=>(const channel_key&) const = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const channel_key& k) {
+  return os << "channel{job=" << k.job << ", " << k.source << "[" << k.producer << "] -> "
+            << k.target << "[" << k.consumer << "], attempt=" << k.attempt << "}";
+}
+
+// Makes the data channels of subtasks that run in this process, whoever hosts their peers: the
+// worker's data plane implements it (transport/data), so engine/runtime needs no socket.
+// Called on the worker's control thread.
+class channel_factory {
+ public:
+  virtual ~channel_factory() = default;
+
+  // The producing end of `key`, sending to the worker whose data endpoint is
+  // `consumer_endpoint`. Used by one task thread (send); cancel from any thread.
+  virtual std::shared_ptr<output_channel> open_output(const channel_key& key,
+                                                      const std::string& consumer_endpoint) = 0;
+  // The consuming end of `key`: data for it from now on goes there, and data naming another
+  // attempt of the same channel is dropped. Releasing the last reference closes it.
+  virtual std::shared_ptr<input_channel> open_input(const channel_key& key) = 0;
+  // Where producers on other workers reach this process's input channels.
+  virtual std::string data_endpoint() const = 0;
+};
+
+}  // namespace snapflow

@@ -1,0 +1,195 @@
+#include "engine/runtime/runtime_task_executor.hpp"
+
+#include <cassert>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "graph/job_graph_codec.hpp"
+
+namespace snapflow {
+
+// A task's responder and status listener: forwards to the worker's listener with the job id
+// the task-level calls leave out. Both only queue (task_executor_listener never blocks).
+class runtime_task_executor::reporter final : public checkpoint_responder,
+                                              public task_status_listener {
+ public:
+  reporter(std::shared_ptr<task_executor_listener> listener, job_id job)
+      : listener_(std::move(listener)), job_(std::move(job)) {}
+
+  void acknowledge(checkpoint_ack ack) override { listener_->acknowledge_checkpoint(ack); }
+  void decline(checkpoint_decline decline) override { listener_->decline_checkpoint(decline); }
+  void on_task_state(const execution_attempt_id& attempt, execution_state state,
+                     const std::string& message) override {
+    listener_->task_state_changed(job_, attempt, state, message);
+  }
+  void on_source_exhausted(const execution_attempt_id& attempt,
+                           checkpoint_id last_barrier) override {
+    listener_->source_exhausted(job_, attempt, last_barrier);
+  }
+
+ private:
+  std::shared_ptr<task_executor_listener> listener_;
+  job_id job_;
+};
+
+runtime_task_executor::runtime_task_executor(std::shared_ptr<task_executor_listener> listener,
+                                             std::shared_ptr<channel_factory> channels,
+                                             runtime_task_executor_options options)
+    : listener_(std::move(listener)), channels_(std::move(channels)), options_(options) {
+  assert(listener_);
+  assert(channels_);
+  assert(options_.batch_size >= 1);
+  assert(options_.snapshot_threads >= 1);
+  if (!options_.operators)
+    options_.operators = std::shared_ptr<const operator_factory>(&operator_factory::builtin(),
+                                                                 [](const operator_factory*) {});
+  if (!options_.registry) options_.registry = &operator_registry::builtin();
+  writer_ = std::make_shared<snapshot_writer>(options_.snapshot_threads);
+}
+
+runtime_task_executor::~runtime_task_executor() {
+  for (auto& [_, task] : tasks_) task->cancel();
+  tasks_.clear();  // joins
+}
+
+std::string runtime_task_executor::data_endpoint() const { return channels_->data_endpoint(); }
+
+std::size_t runtime_task_executor::running_tasks() const {
+  std::size_t n = 0;
+  for (const auto& [_, task] : tasks_)
+    if (!task->done()) ++n;
+  return n;
+}
+
+void runtime_task_executor::fail_deploy(const task_deployment_descriptor& d,
+                                        const std::string& why) {
+  spdlog::error("cannot deploy {} of job {}: {}", [&] {
+    std::ostringstream os;
+    os << d.attempt;
+    return os.str();
+  }(), d.job, why);
+  listener_->task_state_changed(d.job, d.attempt, execution_state::failed, why);
+}
+
+void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
+  reap();
+  if (tasks_.contains({d.job, d.attempt})) return;  // a resent deployment
+  auto graph = decode_job_graph(d.job_graph_bytes);
+  if (!graph) return fail_deploy(d, "bad job graph: " + graph.err().message);
+  const job_graph& job = *graph;
+  const job_vertex* v = job.find_vertex(d.attempt.subtask.vertex);
+  if (v == nullptr) return fail_deploy(d, "the job graph has no vertex of this subtask");
+  const std::uint32_t index = d.attempt.subtask.index;
+  if (index >= v->parallelism) return fail_deploy(d, "subtask index beyond the parallelism");
+
+  stream_task_config c;
+  c.job = d.job;
+  c.attempt = d.attempt;
+  c.vertex = *v;
+  bool has_inputs = false;
+  for (const job_edge& edge : job.edges)
+    if (edge.target == v->id) has_inputs = true;
+  if (const operator_kind* kind = options_.registry->find(v->kind))
+    c.role = kind->role;
+  else
+    c.role = has_inputs ? operator_role::transform : operator_role::source;
+  if ((c.role == operator_role::source) == has_inputs)
+    return fail_deploy(d, "operator kind '" + v->kind + "' and the job's edges disagree on "
+                          "whether it is a source");
+
+  // Jobs restart as a whole, so every subtask of this deployment has this attempt number.
+  const std::uint32_t attempt = d.attempt.attempt;
+  for (const job_edge& edge : job.edges) {
+    if (edge.target == v->id) {
+      const job_vertex* from = job.find_vertex(edge.source);
+      if (from == nullptr) return fail_deploy(d, "an edge names an unknown vertex");
+      for (std::uint32_t j = 0; j < from->parallelism; ++j) {
+        if (edge.part == partitioning::forward && j != index) continue;
+        c.inputs.push_back(
+            channels_->open_input(channel_key{d.job, edge.source, j, v->id, index, attempt}));
+      }
+    }
+    if (edge.source == v->id) {
+      const job_vertex* to = job.find_vertex(edge.target);
+      if (to == nullptr) return fail_deploy(d, "an edge names an unknown vertex");
+      output_edge out;
+      out.part = edge.part;
+      out.target_max_parallelism = to->max_parallelism;
+      for (std::uint32_t k = 0; k < to->parallelism; ++k) {
+        if (edge.part == partitioning::forward && k != index) continue;
+        auto endpoint = d.subtask_endpoints.find(subtask_id{to->id, k});
+        if (endpoint == d.subtask_endpoints.end() || endpoint->second.empty())
+          return fail_deploy(d, "no data endpoint for a subtask of vertex '" + to->name + "'");
+        out.channels.push_back(channels_->open_output(
+            channel_key{d.job, v->id, index, to->id, k, attempt}, endpoint->second));
+      }
+      c.outputs.push_back(std::move(out));
+    }
+  }
+  c.mode = job.checkpointing ? job.checkpointing->config.mode : checkpointing_mode::exactly_once;
+  c.final_checkpoint = job.checkpointing.has_value();
+  c.restore_checkpoint = d.restore_checkpoint_id;
+  c.restore_states = d.restore_states;
+  c.batch_size = options_.batch_size;
+  c.operators = options_.operators;
+  auto r = std::make_shared<reporter>(listener_, d.job);
+  c.responder = r;
+  c.listener = r;
+  c.writer = writer_;
+  auto task = std::make_unique<stream_task>(std::move(c));
+  task->start();
+  tasks_.emplace(task_key{d.job, d.attempt}, std::move(task));
+}
+
+stream_task* runtime_task_executor::find(const job_id& job, const execution_attempt_id& attempt) {
+  auto it = tasks_.find({job, attempt});
+  return it == tasks_.end() ? nullptr : it->second.get();
+}
+
+void runtime_task_executor::reap() {
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    if (it->second->done()) {
+      it = tasks_.erase(it);  // joins a thread that has ended
+    } else {
+      ++it;
+    }
+  }
+}
+
+void runtime_task_executor::cancel(const job_id& job, const execution_attempt_id& attempt) {
+  if (stream_task* t = find(job, attempt)) t->cancel();
+  reap();
+}
+
+void runtime_task_executor::trigger_checkpoint(const job_id& job,
+                                               const execution_attempt_id& attempt,
+                                               checkpoint_id id, std::int64_t timestamp_us,
+                                               const checkpoint_options& options) {
+  if (stream_task* t = find(job, attempt)) t->trigger_checkpoint(id, timestamp_us, options);
+}
+
+void runtime_task_executor::notify_checkpoint_complete(const job_id& job,
+                                                       const execution_attempt_id& attempt,
+                                                       checkpoint_id id) {
+  // The coordinator's timestamp does not travel; the tasks do not use it.
+  if (stream_task* t = find(job, attempt)) t->notify_checkpoint_complete(id, 0);
+}
+
+void runtime_task_executor::notify_checkpoint_aborted(const job_id& job,
+                                                      const execution_attempt_id& attempt,
+                                                      checkpoint_id id,
+                                                      checkpoint_id latest_completed) {
+  if (stream_task* t = find(job, attempt)) t->notify_checkpoint_aborted(id, latest_completed);
+}
+
+void runtime_task_executor::finish(const job_id& job, const execution_attempt_id& attempt) {
+  if (stream_task* t = find(job, attempt)) t->finish();
+}
+
+void runtime_task_executor::cancel_all() {
+  for (auto& [_, task] : tasks_) task->cancel();
+  reap();
+}
+
+}  // namespace snapflow

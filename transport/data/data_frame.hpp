@@ -1,0 +1,70 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "engine/runtime/channel_factory.hpp"
+#include "engine/runtime/stream_element.hpp"
+#include "transport/decode_error.hpp"
+#include "transport/frame_limits.hpp"
+
+// The frames of the data plane between workers (docs/protocol.md, "Data plane"): one ZeroMQ
+// frame each, a msgpack map {"v": version, "t": "data" | "credit", ...}. Element batches go from
+// a producer's DEALER to the consumer worker's ROUTER; credits come back on the same connection.
+namespace snapflow::data {
+
+inline constexpr std::uint32_t data_protocol_version = 1;
+
+// One batch of elements on one channel. `seq` counts the channel's batches from 0, so the
+// consumer notices a batch that went missing.
+struct data_frame {
+  channel_key key;
+  std::uint64_t seq = 0;
+  element_batch elements;
+
+  bool operator==(const data_frame&) const = default;
+};
+
+// Consumer -> producer: the consumer has taken `consumed` batches of this channel in all.
+// Cumulative, so a duplicate or a resend is harmless; the producer may have at most
+// (its capacity) batches sent and not yet consumed.
+struct credit_frame {
+  channel_key key;
+  std::uint64_t consumed = 0;
+
+  bool operator==(const credit_frame&) const = default;
+};
+
+using data_message = std::variant<data_frame, credit_frame>;
+
+std::ostream& operator<<(std::ostream& os, const data_frame& f);
+std::ostream& operator<<(std::ostream& os, const credit_frame& f);
+
+class [[nodiscard]] data_decode_result {
+ public:
+  data_decode_result(data_message value) : data_(std::move(value)) {}
+  data_decode_result(wire::decode_error error) : data_(std::move(error)) {}
+
+  bool ok() const { return data_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  const data_message& value() const& { return std::get<0>(data_); }
+  data_message&& value() && { return std::get<0>(std::move(data_)); }
+  const wire::decode_error& error() const { return std::get<1>(data_); }
+
+ private:
+  std::variant<data_message, wire::decode_error> data_;
+};
+
+std::string encode(const data_frame& f);
+std::string encode(const credit_frame& f);
+
+// Reads one frame from an untrusted peer: never throws, refuses declared lengths above
+// `max_frame_bytes` before allocating, and checks every field's type and range.
+data_decode_result decode_data_frame(
+    std::string_view frame, std::size_t max_frame_bytes = transport::default_max_frame_bytes) noexcept;
+
+}  // namespace snapflow::data

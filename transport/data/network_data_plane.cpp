@@ -1,0 +1,476 @@
+#include "transport/data/network_data_plane.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include <spdlog/spdlog.h>
+
+#include "transport/data/data_frame.hpp"
+
+namespace snapflow::data {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// How long a waiting producer or the idle I/O thread sleeps before it looks at its flags again
+// (cancel, stop); data and credits wake them at once.
+constexpr long poll_timeout_ms = 50;
+// Frames the I/O thread takes in one go before it sends the credits they freed.
+constexpr int frames_per_turn = 256;
+
+// A channel apart from its attempt: where the attempts of one channel meet.
+using route_id = std::tuple<job_id, vertex_id, std::uint32_t, vertex_id, std::uint32_t>;
+
+route_id route_of(const channel_key& k) {
+  return {k.job, k.source, k.producer, k.target, k.consumer};
+}
+
+std::string random_routing_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::uint64_t a = rng();
+  const std::uint64_t b = rng();
+  // A leading non-zero byte: ZeroMQ reserves routing ids that start with 0.
+  std::string id = "d";
+  id.append(reinterpret_cast<const char*>(&a), sizeof a);
+  id.append(reinterpret_cast<const char*>(&b), sizeof b);
+  return id;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The consuming end: a bounded queue the I/O thread fills and the task thread drains.
+
+class network_input_channel final : public input_channel {
+ public:
+  network_input_channel(std::shared_ptr<network_data_plane::core> core, channel_key key,
+                        std::size_t capacity)
+      : core_(std::move(core)), key_(std::move(key)), capacity_(capacity) {}
+
+  std::optional<element_batch> try_take() override;
+  void set_wakeup(std::shared_ptr<task_wakeup> wakeup) override {
+    std::lock_guard lock(mutex_);
+    wakeup_ = std::move(wakeup);
+  }
+  void cancel() override {
+    std::shared_ptr<task_wakeup> w;
+    {
+      std::lock_guard lock(mutex_);
+      cancelled_ = true;
+      w = wakeup_;
+    }
+    if (w) w->notify();
+  }
+
+  // I/O thread (or the control thread when it adopts pending batches). False when the buffer
+  // is full: the producer ignored its credit.
+  bool deliver(element_batch batch) {
+    std::shared_ptr<task_wakeup> w;
+    {
+      std::lock_guard lock(mutex_);
+      if (cancelled_) return true;
+      if (queue_.size() >= capacity_) return false;
+      queue_.push_back(std::move(batch));
+      w = wakeup_;
+    }
+    if (w) w->notify();
+    return true;
+  }
+
+ private:
+  std::shared_ptr<network_data_plane::core> core_;
+  const channel_key key_;
+  const std::size_t capacity_;
+  std::mutex mutex_;
+  std::deque<element_batch> queue_;
+  std::shared_ptr<task_wakeup> wakeup_;
+  std::uint64_t consumed_ = 0;
+  bool cancelled_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// What the I/O thread, the control thread and task threads share: the channels by route, and
+// the credits waiting to go back to producers.
+
+class network_data_plane::core {
+ public:
+  core(std::size_t capacity, int event_fd) : capacity_(capacity), event_fd_(event_fd) {}
+  ~core() { ::close(event_fd_); }
+
+  int event_fd() const { return event_fd_; }
+
+  void wake() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof one);
+  }
+
+  // Control thread.
+  std::shared_ptr<input_channel> open_input(const std::shared_ptr<core>& self,
+                                            const channel_key& key) {
+    auto input = std::make_shared<network_input_channel>(self, key, capacity_);
+    std::lock_guard lock(mutex_);
+    route& r = routes_[route_of(key)];
+    if (r.opened || r.attempt != key.attempt) {
+      // A new attempt (or the first): whatever is pending belongs to another one.
+      if (r.attempt > key.attempt && !r.pending.empty()) {
+        // Data of a newer deployment arrived already: this attempt is stale itself and will be
+        // cancelled; leave the route to the newer one.
+        return input;
+      }
+      r = route{};
+      r.attempt = key.attempt;
+    }
+    r.opened = true;
+    r.input = input;
+    for (auto& batch : r.pending) input->deliver(std::move(batch));
+    r.pending.clear();
+    return input;
+  }
+
+  // Task thread: the consumer of `key` has taken `consumed` batches.
+  void note_consumed(const channel_key& key, std::uint64_t consumed) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = routes_.find(route_of(key));
+      if (it == routes_.end() || it->second.attempt != key.attempt) return;
+      it->second.consumed = std::max(it->second.consumed, consumed);
+      dirty_.insert(it->first);
+    }
+    wake();
+  }
+
+  // I/O thread.
+  void on_data(const std::string& peer, data_frame&& f) {
+    std::shared_ptr<network_input_channel> input;
+    {
+      std::lock_guard lock(mutex_);
+      auto [it, fresh] = routes_.try_emplace(route_of(f.key));
+      route& r = it->second;
+      if (fresh || f.key.attempt > r.attempt) {
+        // The producer of a deployment whose consumer is not (yet) deployed here.
+        if (!fresh && r.opened) r.input.reset();
+        r = route{};
+        r.attempt = f.key.attempt;
+      } else if (f.key.attempt < r.attempt) {
+        ++counters_.stale_batches;
+        return;
+      }
+      if (f.seq != r.next_seq) {
+        ++counters_.sequence_gaps;
+        spdlog::error("data plane: {} batch {} arrived where {} was due", describe(f.key), f.seq,
+                      r.next_seq);
+      }
+      r.next_seq = f.seq + 1;
+      r.peer = peer;
+      if (!r.opened) {
+        if (r.pending.size() >= capacity_) {
+          ++counters_.overflow_batches;
+          return;
+        }
+        r.pending.push_back(std::move(f.elements));
+        return;
+      }
+      input = r.input.lock();
+      if (!input) {
+        ++counters_.stale_batches;  // the consumer is gone (ended or cancelled)
+        return;
+      }
+    }
+    if (!input->deliver(std::move(f.elements))) {
+      std::lock_guard lock(mutex_);
+      ++counters_.overflow_batches;
+    }
+  }
+
+  void on_bad_frame(const wire::decode_error& e) {
+    std::lock_guard lock(mutex_);
+    ++counters_.bad_frames;
+    // Rate-limited by count: the first few say what is wrong, the counter tells the rest.
+    if (counters_.bad_frames <= 10)
+      spdlog::warn("data plane: bad frame refused: {} {}", wire::to_string(e.code), e.detail);
+  }
+
+  void count_frame() {
+    std::lock_guard lock(mutex_);
+    ++counters_.frames_received;
+  }
+
+  // I/O thread: sends the credits of every channel whose consumer took batches since. A credit
+  // ZeroMQ does not take now stays due and goes next time.
+  void send_credits(zmq::socket_t& router) {
+    std::lock_guard lock(mutex_);
+    for (auto it = dirty_.begin(); it != dirty_.end();) {
+      auto r = routes_.find(*it);
+      if (r == routes_.end() || r->second.peer.empty()) {
+        it = dirty_.erase(it);
+        continue;
+      }
+      const auto& [job, source, producer, target, consumer] = r->first;
+      const std::string frame = encode(credit_frame{
+          channel_key{job, source, producer, target, consumer, r->second.attempt},
+          r->second.consumed});
+      const std::string& peer = r->second.peer;
+      bool sent = false;
+      try {
+        sent = router.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)
+                   .has_value() &&
+               router.send(zmq::buffer(frame), zmq::send_flags::dontwait).has_value();
+      } catch (const zmq::error_t&) {
+        // host_unreachable: the producer's connection is gone (its worker died); its attempt
+        // will be replaced.
+        sent = true;
+      }
+      if (sent) {
+        it = dirty_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  bool credits_due() const {
+    std::lock_guard lock(mutex_);
+    return !dirty_.empty();
+  }
+
+  data_plane_counters counters() const {
+    std::lock_guard lock(mutex_);
+    return counters_;
+  }
+
+ private:
+  struct route {
+    std::uint32_t attempt = 0;
+    bool opened = false;  // the consumer of `attempt` is deployed here
+    std::weak_ptr<network_input_channel> input;
+    std::deque<element_batch> pending;  // until it is
+    std::string peer;                   // the producer's routing id, for credits
+    std::uint64_t next_seq = 0;
+    std::uint64_t consumed = 0;
+  };
+
+  static std::string describe(const channel_key& k) {
+    std::ostringstream os;
+    os << k;
+    return os.str();
+  }
+
+  const std::size_t capacity_;
+  const int event_fd_;
+  mutable std::mutex mutex_;
+  std::map<route_id, route> routes_;
+  std::set<route_id> dirty_;
+  data_plane_counters counters_;
+};
+
+std::optional<element_batch> network_input_channel::try_take() {
+  std::uint64_t consumed = 0;
+  std::optional<element_batch> out;
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_.empty()) return std::nullopt;
+    out = std::move(queue_.front());
+    queue_.pop_front();
+    consumed = ++consumed_;
+  }
+  core_->note_consumed(key_, consumed);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The producing end: a DEALER of its own, used by the sending task thread only.
+
+class network_output_channel final : public output_channel {
+ public:
+  network_output_channel(std::shared_ptr<zmq::context_t> context, channel_key key,
+                         const std::string& endpoint, const data_plane_options& options)
+      : context_(std::move(context)),
+        socket_(*context_, zmq::socket_type::dealer),
+        key_(std::move(key)),
+        capacity_(options.channel_capacity_batches),
+        max_frame_bytes_(options.max_frame_bytes),
+        finished_linger_ms_(options.finished_linger_ms) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(max_frame_bytes_));
+    // A fixed routing id keeps credits reaching this socket across a reconnect.
+    socket_.set(zmq::sockopt::routing_id, random_routing_id());
+    socket_.connect(endpoint);
+  }
+
+  ~network_output_channel() override {
+    // Normally ended: let ZeroMQ deliver the last batches (end-of-input) after the task is
+    // gone. Cancelled: nothing unsent matters any more.
+    if (!cancelled_.load()) socket_.set(zmq::sockopt::linger, finished_linger_ms_);
+    socket_.close();
+  }
+
+  bool send(element_batch batch) override {
+    std::string frame = encode(data_frame{key_, seq_, std::move(batch)});
+    for (;;) {
+      if (cancelled_.load()) return false;
+      take_credits();
+      short wanted = ZMQ_POLLIN;
+      if (sent_ - consumed_ < capacity_) {
+        try {
+          if (socket_.send(zmq::buffer(frame), zmq::send_flags::dontwait)) {
+            ++sent_;
+            ++seq_;
+            return true;
+          }
+        } catch (const zmq::error_t& e) {
+          spdlog::error("data plane: sending on {} failed: {}", describe(), e.what());
+          return false;
+        }
+        wanted |= ZMQ_POLLOUT;  // ZeroMQ's own queue is full (the peer is not reading)
+      }
+      zmq::pollitem_t item{socket_.handle(), 0, wanted, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(poll_timeout_ms));
+    }
+  }
+
+  void cancel() override { cancelled_ = true; }
+
+ private:
+  void take_credits() {
+    zmq::message_t msg;
+    for (;;) {
+      auto got = socket_.recv(msg, zmq::recv_flags::dontwait);
+      if (!got) return;
+      auto decoded = decode_data_frame(msg.to_string_view(), max_frame_bytes_);
+      if (!decoded) continue;
+      const auto* credit = std::get_if<credit_frame>(&decoded.value());
+      if (credit == nullptr || credit->key != key_) continue;
+      consumed_ = std::clamp(credit->consumed, consumed_, sent_);
+    }
+  }
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << key_;
+    return os.str();
+  }
+
+  std::shared_ptr<zmq::context_t> context_;  // outlives the socket
+  zmq::socket_t socket_;
+  const channel_key key_;
+  const std::size_t capacity_;
+  const std::size_t max_frame_bytes_;
+  const int finished_linger_ms_;
+  std::uint64_t sent_ = 0;
+  std::uint64_t consumed_ = 0;
+  std::uint64_t seq_ = 0;
+  std::atomic<bool> cancelled_{false};
+};
+
+// ---------------------------------------------------------------------------------------------
+
+result<std::shared_ptr<network_data_plane>> network_data_plane::create(
+    const std::string& bind_address, data_plane_options options) {
+  assert(options.channel_capacity_batches >= 1);
+  auto context = std::make_shared<zmq::context_t>(1);
+  zmq::socket_t router(*context, zmq::socket_type::router);
+  std::string endpoint;
+  try {
+    router.set(zmq::sockopt::linger, 0);
+    router.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_frame_bytes));
+    router.bind(bind_address);
+    endpoint = router.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return error{"cannot bind the data endpoint " + bind_address + ": " + e.what()};
+  }
+  const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0) return error{"cannot create an eventfd for the data plane"};
+  auto shared = std::make_shared<core>(options.channel_capacity_batches, fd);
+  std::shared_ptr<network_data_plane> plane(
+      new network_data_plane(options, std::move(context), std::move(shared)));
+  plane->endpoint_ = endpoint;
+  // The ROUTER moves to the I/O thread, which alone uses it from now on.
+  plane->io_thread_ = std::thread(
+      [p = plane.get(), r = std::move(router)]() mutable { p->run(std::move(r)); });
+  return plane;
+}
+
+network_data_plane::network_data_plane(data_plane_options options,
+                                       std::shared_ptr<zmq::context_t> context,
+                                       std::shared_ptr<core> shared)
+    : options_(options), context_(std::move(context)), core_(std::move(shared)) {}
+
+network_data_plane::~network_data_plane() {
+  stopping_ = true;
+  core_->wake();
+  if (io_thread_.joinable()) io_thread_.join();
+}
+
+std::shared_ptr<output_channel> network_data_plane::open_output(
+    const channel_key& key, const std::string& consumer_endpoint) {
+  return std::make_shared<network_output_channel>(context_, key, consumer_endpoint, options_);
+}
+
+std::shared_ptr<input_channel> network_data_plane::open_input(const channel_key& key) {
+  return core_->open_input(core_, key);
+}
+
+data_plane_counters network_data_plane::counters() const { return core_->counters(); }
+
+void network_data_plane::run(zmq::socket_t router) {
+  zmq::pollitem_t items[2] = {{router.handle(), 0, ZMQ_POLLIN, 0},
+                              {nullptr, core_->event_fd(), ZMQ_POLLIN, 0}};
+  zmq::message_t peer;
+  zmq::message_t payload;
+  while (!stopping_.load()) {
+    // With credits due that ZeroMQ did not take, look again soon rather than at the timeout.
+    const long timeout = core_->credits_due() ? 5 : poll_timeout_ms;
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(timeout));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      spdlog::critical("data plane: poll failed: {}", e.what());
+      return;
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      std::uint64_t ignored = 0;
+      [[maybe_unused]] auto n = ::read(core_->event_fd(), &ignored, sizeof ignored);
+    }
+    // ZMQ_POLLIN on a socket is level-triggered through zmq_poll; still drain in bounded turns.
+    for (int i = 0; i < frames_per_turn; ++i) {
+      auto got = router.recv(peer, zmq::recv_flags::dontwait);
+      if (!got) break;
+      bool more = peer.more();
+      if (!more) continue;  // a routing id without payload: not possible from a DEALER
+      (void)router.recv(payload, zmq::recv_flags::none);  // the parts of a message arrive together
+      more = payload.more();
+      while (more) {
+        // More than one payload part: not ours. Drain and refuse.
+        zmq::message_t extra;
+        (void)router.recv(extra, zmq::recv_flags::none);
+        more = extra.more();
+        if (!more) payload = zmq::message_t();
+      }
+      core_->count_frame();
+      auto decoded = decode_data_frame(payload.to_string_view(), options_.max_frame_bytes);
+      if (!decoded) {
+        core_->on_bad_frame(decoded.error());
+        continue;
+      }
+      data_message m = std::move(decoded).value();
+      if (auto* f = std::get_if<data_frame>(&m)) core_->on_data(peer.to_string(), std::move(*f));
+      // Credits only travel to producers; one arriving here is ignored.
+    }
+    core_->send_credits(router);
+  }
+  router.close();
+}
+
+}  // namespace snapflow::data
