@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 build_dir=${SNAPFLOW_TEST_BUILD_DIR:-build-asan}
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNAPFLOW_SANITIZE=ON \
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSNAPFLOW_SANITIZE=ON \
   -DSNAPFLOW_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build_dir" --parallel "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

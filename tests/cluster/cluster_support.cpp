@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 
@@ -143,6 +144,10 @@ std::unique_ptr<child_process> start_worker(const std::string& control, const st
                                 std::to_string(heartbeat_interval_ms),
                                 "--heartbeat-timeout-ms",
                                 std::to_string(heartbeat_timeout_ms)};
+  // These tests exercise the control plane: they keep the stub executor, which the worker no
+  // longer defaults to, unless they ask for another.
+  if (std::find(extra_args.begin(), extra_args.end(), "--executor") == extra_args.end())
+    argv.insert(argv.end(), {"--executor", "stub"});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   return std::make_unique<child_process>(std::move(argv));
 }

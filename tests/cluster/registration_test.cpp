@@ -112,7 +112,8 @@ TEST_CASE("both binaries describe their options and refuse bad ones") {
   child_process coordinator_help({SNAPFLOW_COORDINATOR_BIN, "--help"});
   child_process worker_help({SNAPFLOW_WORKER_BIN, "--help"});
   child_process bad_executor({SNAPFLOW_WORKER_BIN, "--executor", "warp-drive"});
-  child_process runtime_executor({SNAPFLOW_WORKER_BIN, "--executor", "runtime"});
+  // The runtime executor (the default) binds its data endpoint at start: a bad one is refused.
+  child_process bad_data_bind({SNAPFLOW_WORKER_BIN, "--data-bind", "nowhere"});
   REQUIRE(coordinator_help.wait_exit(patience) == 0);
   REQUIRE(worker_help.wait_exit(patience) == 0);
   CHECK_THAT(coordinator_help.stdout_text(),
@@ -121,6 +122,6 @@ TEST_CASE("both binaries describe their options and refuse bad ones") {
              Catch::Contains("--coordinator") && Catch::Contains("--executor"));
   CHECK(bad_executor.wait_exit(patience) == 2);
   CHECK_THAT(bad_executor.stderr_text(), Catch::Contains("unknown executor 'warp-drive'"));
-  CHECK(runtime_executor.wait_exit(patience) == 2);
-  CHECK_THAT(runtime_executor.stderr_text(), Catch::Contains("--executor stub"));
+  CHECK(bad_data_bind.wait_exit(patience) == 2);
+  CHECK_THAT(bad_data_bind.stderr_text(), Catch::Contains("cannot bind the data endpoint nowhere"));
 }

@@ -65,6 +65,7 @@ std::string encode(const credit_frame& f);
 // Reads one frame from an untrusted peer: never throws, refuses declared lengths above
 // `max_frame_bytes` before allocating, and checks every field's type and range.
 data_decode_result decode_data_frame(
-    std::string_view frame, std::size_t max_frame_bytes = transport::default_max_frame_bytes) noexcept;
+    std::string_view frame,
+    std::size_t max_frame_bytes = transport::default_max_frame_bytes) noexcept;
 
 }  // namespace snapflow::data

@@ -1,0 +1,158 @@
+// The exactly-once example on real worker processes with the runtime executor: records flow
+// between workers over the data plane, and the committed output holds every record exactly
+// once with correct running sums, with and without a worker killed mid-run.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "tests/cluster/cluster_support.hpp"
+
+using namespace snapflow::testing;
+
+namespace {
+
+constexpr std::int64_t record_count = 100'000;
+constexpr std::int64_t key_count = 16;
+
+// The example at reduced size: 2 sources, keyed_sum and sink of parallelism 4. `rate` (records
+// per second per source, 0 = unlimited) keeps the job running long enough to kill a worker.
+std::string exactly_once_job(const std::filesystem::path& out, int rate) {
+  std::ostringstream os;
+  os << "[job]\nname = \"exactly-once-sum-test\"\nparallelism = 4\nmax_parallelism = 128\n\n"
+     << "[checkpointing]\ninterval_ms = 30\nmode = \"exactly_once\"\n\n"
+     << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 2\n"
+     << "params = { count = " << record_count << ", keys = " << key_count
+     << ", rate = " << rate << " }\n\n"
+     << "[[operator]]\nuid = \"sum\"\nkind = \"keyed_sum\"\ninput = \"source\"\n"
+     << "partition = \"hash\"\nparallelism = 4\n\n"
+     << "[[operator]]\nuid = \"sink\"\nkind = \"two_phase_commit_file_sink\"\ninput = \"sum\"\n"
+     << "parallelism = 4\nparams = { path = " << json(out.string()).dump() << " }\n";
+  return os.str();
+}
+
+// A runtime worker with two slots (the job needs four: its widest vertex).
+std::unique_ptr<child_process> runtime_worker(const std::string& control, const std::string& id) {
+  return std::make_unique<child_process>(std::vector<std::string>{
+      SNAPFLOW_WORKER_BIN, "--coordinator", control, "--id", id, "--slots", "2", "--executor",
+      "runtime", "--heartbeat-interval-ms", std::to_string(heartbeat_interval_ms),
+      "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms)});
+}
+
+// Checks the committed output: every seq exactly once, and the running sum of its key after it
+// (value = seq, key = seq % keys, so the sum after seq s of key k sums k, k + keys, ..., s).
+void check_exactly_once(const std::filesystem::path& out) {
+  std::vector<int> seen(record_count, 0);
+  std::size_t lines = 0;
+  std::size_t wrong_sums = 0;
+  std::size_t bad_lines = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name.starts_with(".")) continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      ++lines;
+      std::istringstream fields(line);
+      std::int64_t key = 0, seq = 0, value = 0;
+      char c1 = 0, c2 = 0;
+      fields >> key >> c1 >> seq >> c2 >> value;
+      if (!fields || c1 != ',' || c2 != ',' || seq < 0 || seq >= record_count ||
+          key != seq % key_count) {
+        ++bad_lines;
+        continue;
+      }
+      ++seen[static_cast<std::size_t>(seq)];
+      const std::int64_t n = (seq - key) / key_count;
+      if (value != (n + 1) * key + key_count * n * (n + 1) / 2) ++wrong_sums;
+    }
+  }
+  std::size_t missing = 0;
+  std::size_t duplicated = 0;
+  for (int count : seen) {
+    if (count == 0) ++missing;
+    if (count > 1) ++duplicated;
+  }
+  INFO("lines " << lines);
+  CHECK(bad_lines == 0);
+  CHECK(missing == 0);
+  CHECK(duplicated == 0);
+  CHECK(wrong_sums == 0);
+  CHECK(lines == static_cast<std::size_t>(record_count));
+}
+
+bool job_finished(const coordinator_process& coordinator, const std::string& job,
+                  std::chrono::milliseconds within) {
+  return eventually([&] { return coordinator.job(job).value("state", "") == "FINISHED"; },
+                    within);
+}
+
+}  // namespace
+
+TEST_CASE("the exactly-once example runs on two runtime workers and commits every record once") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto w1 = runtime_worker(coordinator.control(), "w1");
+  auto w2 = runtime_worker(coordinator.control(), "w2");
+  REQUIRE(coordinator.wait_for_workers(2));
+
+  const auto out = dir.path() / "out";
+  const std::string job = coordinator.submit(exactly_once_job(out, 0));
+  const bool finished = job_finished(coordinator, job, 40s);
+  INFO("job: " << coordinator.job(job).dump() << "\nw1 stderr: " << w1->stderr_text()
+               << "\nw2 stderr: " << w2->stderr_text());
+  REQUIRE(finished);
+  // The sink committed through checkpoints (the final one at least), not only at the end.
+  CHECK(coordinator.checkpoints(job)["counts"]["completed"].get<std::int64_t>() >= 1);
+  check_exactly_once(out);
+
+  w1->send_signal(SIGTERM);
+  w2->send_signal(SIGTERM);
+  coordinator.process().send_signal(SIGTERM);
+  CHECK(w1->wait_exit(patience) == 0);
+  CHECK(w2->wait_exit(patience) == 0);
+  CHECK(coordinator.process().wait_exit(patience) == 0);
+}
+
+TEST_CASE("the exactly-once example survives a worker killed mid-run and stays exactly once") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto w1 = runtime_worker(coordinator.control(), "w1");
+  auto w2 = runtime_worker(coordinator.control(), "w2");
+  REQUIRE(coordinator.wait_for_workers(2));
+
+  const auto out = dir.path() / "out";
+  // About 2.5 s of input: long enough to kill a worker in the middle of it.
+  const std::string job = coordinator.submit(exactly_once_job(out, 20'000));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, 3));
+  const json running = coordinator.job(job);
+  REQUIRE(running.value("state", "") == "RUNNING");
+  // Subtasks on both workers: records cross the network between them.
+  std::set<std::string> workers;
+  for (const auto& vertex : running["vertices"])
+    for (const auto& subtask : vertex["subtasks"]) workers.insert(subtask["worker"]);
+  CHECK(workers == std::set<std::string>{"w1", "w2"});
+
+  w2->send_signal(SIGKILL);
+  REQUIRE(w2->wait_exit(patience).has_value());
+  // A new process with the same id: the coordinator takes it as a new incarnation.
+  w2 = runtime_worker(coordinator.control(), "w2");
+
+  const bool finished = job_finished(coordinator, job, 60s);
+  const json details = coordinator.job(job);
+  INFO("job: " << details.dump() << "\nw1 stderr: " << w1->stderr_text()
+               << "\nw2 stderr: " << w2->stderr_text());
+  REQUIRE(finished);
+  CHECK(details.value("restarts", 0) >= 1);
+  check_exactly_once(out);
+
+  w1->send_signal(SIGTERM);
+  w2->send_signal(SIGTERM);
+  coordinator.process().send_signal(SIGTERM);
+  CHECK(w1->wait_exit(patience) == 0);
+  CHECK(w2->wait_exit(patience) == 0);
+  CHECK(coordinator.process().wait_exit(patience) == 0);
+}
