@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
       return exit_failure;
     }
   }
-  asio::io_context io;  // the coordinator thread: this one
+  // The coordinator thread: this one, alone (hint 1); the REST and disk threads only post to it.
+  asio::io_context io{1};
   asio::thread_pool disk(io_threads);
 
   auto endpoint = std::make_shared<transport::coordinator_endpoint>(io.get_executor(),

@@ -154,7 +154,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
   // The ZeroMQ context outlives the io_context: sockets still owned by pending coroutines are
   // closed when the io_context goes, and only then may the context terminate.
   zmq::context_t zmq_context(1);
-  asio::io_context io;
+  asio::io_context io{1};  // the worker's control thread: this one, alone
   auto endpoint = std::make_shared<transport::worker_endpoint>(io.get_executor(), zmq_context, o);
 
   auto operators = std::make_shared<operator_factory>(operator_factory::builtin());

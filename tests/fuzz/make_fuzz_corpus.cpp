@@ -183,6 +183,8 @@ std::vector<std::pair<std::string, wire::message>> messages() {
       {"notify_checkpoint_complete", wire::notify_checkpoint_complete{job_id_text, attempt, 8}},
       {"notify_checkpoint_aborted",
        wire::notify_checkpoint_aborted{job_id_text, attempt, 9, std::optional<checkpoint_id>(8)}},
+      {"source_exhausted", wire::source_exhausted{job_id_text, attempt, 8}},
+      {"finish_task", wire::finish_task{job_id_text, attempt}},
   };
 }
 
