@@ -4,6 +4,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -105,6 +106,40 @@ using coordinator_action =
                  send_trigger, write_metadata, discard_state, discard_location, notify_complete,
                  notify_abort, reschedule_periodic, request_finished>;
 
-std::ostream& operator<<(std::ostream& os, const coordinator_action& action);
+// Names the action and its checkpoint or request, for test failures and traces.
+inline std::ostream& operator<<(std::ostream& os, const coordinator_action& action) {
+  std::visit(
+      [&os](const auto& a) {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, allocate_checkpoint_id>)
+          os << "allocate_checkpoint_id{request=" << a.request_id << "}";
+        else if constexpr (std::is_same_v<T, snapshot_master_hooks>)
+          os << "snapshot_master_hooks{" << a.id << "}";
+        else if constexpr (std::is_same_v<T, arm_timeout>)
+          os << "arm_timeout{" << a.id << ", deadline_us=" << a.deadline_us << "}";
+        else if constexpr (std::is_same_v<T, cancel_timeout>)
+          os << "cancel_timeout{" << a.id << "}";
+        else if constexpr (std::is_same_v<T, send_trigger>)
+          os << "send_trigger{" << a.id << " -> " << a.attempt << "}";
+        else if constexpr (std::is_same_v<T, write_metadata>)
+          os << "write_metadata{" << a.checkpoint.id << "}";
+        else if constexpr (std::is_same_v<T, discard_state>)
+          os << "discard_state{" << a.handles.size() << " files}";
+        else if constexpr (std::is_same_v<T, discard_location>)
+          os << "discard_location{" << a.location << "}";
+        else if constexpr (std::is_same_v<T, notify_complete>)
+          os << "notify_complete{" << a.id << " -> " << a.attempt << "}";
+        else if constexpr (std::is_same_v<T, notify_abort>)
+          os << "notify_abort{" << a.id << " -> " << a.attempt << ", latest=" << a.latest_completed_id
+             << "}";
+        else if constexpr (std::is_same_v<T, reschedule_periodic>)
+          os << "reschedule_periodic{" << a.delay_us << " us}";
+        else if constexpr (std::is_same_v<T, request_finished>)
+          os << "request_finished{request=" << a.request_id << ", "
+             << (a.failure ? std::string(to_string(*a.failure)) : std::string("ok")) << "}";
+      },
+      action);
+  return os;
+}
 
 }  // namespace snapflow
