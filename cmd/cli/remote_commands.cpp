@@ -5,12 +5,10 @@
 #include <sstream>
 #include <thread>
 
-#include <fcntl.h>
-#include <unistd.h>
-#include <zmq.h>
 
 #include "cmd/cli/commands.hpp"
 #include "cmd/cli/rest_client.hpp"
+#include "transport/curve_keys.hpp"
 
 namespace snapflow::cli {
 
@@ -179,24 +177,15 @@ int run_set_interval(const common_options& c, const std::string& job, long long 
 }
 
 int run_keygen(const std::string& prefix) {
-  char public_key[41] = {};
-  char secret_key[41] = {};
-  if (zmq_has("curve") == 0) return fail("this libzmq was built without CURVE support");
-  if (zmq_curve_keypair(public_key, secret_key) != 0) return fail("zmq_curve_keypair failed");
+  // The same key files the coordinator and workers read (transport/curve_keys).
+  auto keys = transport::generate_curve_key_pair();
+  if (!keys) return fail(keys.err().message);
   if (prefix.empty()) {
-    std::cout << "public " << public_key << "\nsecret " << secret_key << "\n";
+    std::cout << "public " << keys->public_key << "\nsecret " << keys->secret_key << "\n";
     return 0;
   }
-  std::ofstream pub(prefix + ".public");
-  if (!pub) return fail("cannot write " + prefix + ".public");
-  pub << public_key << "\n";
-  // The secret key is readable by its owner only.
-  int fd = ::open((prefix + ".secret").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) return fail("cannot write " + prefix + ".secret");
-  std::string line = std::string(secret_key) + "\n";
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ::close(fd);
-  if (!ok) return fail("cannot write " + prefix + ".secret");
+  if (auto written = transport::write_key_pair(prefix, *keys); !written)
+    return fail(written.err().message);
   std::cout << "wrote " << prefix << ".public and " << prefix << ".secret\n";
   return 0;
 }

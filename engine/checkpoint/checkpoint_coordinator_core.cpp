@@ -302,7 +302,7 @@ ack_outcome checkpoint_coordinator_core::on_ack(checkpoint_ack ack, std::int64_t
   }
   pending_checkpoint& pending = it->second;
   sub.end_to_end_duration_us = now_us - pending.trigger_timestamp_us();
-  std::vector<state_handle> handles = ack.state.handles;
+  // acknowledge() moves the state only on success; otherwise it is still ours to discard.
   switch (pending.acknowledge(ack.attempt, std::move(ack.state))) {
     case ack_result::success:
       stats_->report_ack(ack.id, sub);
@@ -315,7 +315,8 @@ ack_outcome checkpoint_coordinator_core::on_ack(checkpoint_ack ack, std::int64_t
       return ack_outcome::duplicate;
     case ack_result::unknown:
     case ack_result::discarded:
-      if (!handles.empty()) actions_.push_back(discard_state{std::move(handles)});
+      if (!ack.state.handles.empty())
+        actions_.push_back(discard_state{std::move(ack.state.handles)});
       return ack_outcome::unknown_attempt;
   }
   return ack_outcome::late_ignored;

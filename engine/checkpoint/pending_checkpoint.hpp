@@ -44,8 +44,8 @@ class pending_checkpoint {
   bool is_acknowledged(const execution_attempt_id& attempt) const;
   bool is_waiting_for(const execution_attempt_id& attempt) const;
 
-  // Records the state of `attempt`. On anything but success the caller owns (and must discard)
-  // the state carried by the ack.
+  // Records the state of `attempt`, moving from `state` only on success. On anything else
+  // `state` is left untouched: the caller owns (and must discard) the files it names.
   ack_result acknowledge(const execution_attempt_id& attempt, subtask_state&& state);
 
   void set_master_states(std::map<std::string, std::string> states) {

@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <random>
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_coordinator_core.hpp"
+#include "tests/engine/checkpoint_parts/temp_folder.hpp"
 
 namespace snapflow::test {
 
@@ -233,19 +233,11 @@ struct coordinator_harness {
   std::string last_failure_cause;
 };
 
-// A unique temporary folder, removed when the test ends.
+// A unique temporary folder, removed when the test ends (the shared helper, with `path` as a
+// member for brevity at call sites).
 struct temp_dir {
-  temp_dir() {
-    std::random_device rd;
-    path = std::filesystem::temp_directory_path() /
-           ("snapflow-test-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::filesystem::path path;
+  testing::temp_folder folder;
+  std::filesystem::path path = folder.path();
 };
 
 }  // namespace snapflow::test
