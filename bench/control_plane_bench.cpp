@@ -4,7 +4,12 @@
 // the same run. One round = a frame out to every worker and one back from each; the table
 // shows per-round medians and the ratio (target: within 1.2x of raw ZeroMQ).
 //
-//   control_plane_bench [rounds-per-size] [repetitions] [raw|endpoint]
+// A third run splits the difference: the same ping-pong through async_socket alone (the Asio
+// adapter, no messages decoded, no endpoint logic), so the table shows how much of the gap is
+// the event-loop integration (an epoll re-arm and wait per wake-up instead of one blocking
+// poll) and how much is the endpoints' own work.
+//
+//   control_plane_bench [rounds-per-size] [repetitions] [raw|adapter|endpoint]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,12 +21,15 @@
 #include <thread>
 #include <vector>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "transport/async_socket.hpp"
 #include "transport/coordinator_endpoint.hpp"
 #include "transport/envelope.hpp"
 #include "transport/stub_task_executor.hpp"
@@ -113,6 +121,69 @@ void raw_round_trips(int workers, int rounds, std::vector<double>& samples) {
     (void)router.send(zmq::buffer(id), zmq::send_flags::sndmore);
     (void)router.send(zmq::str_buffer("stop"), zmq::send_flags::none);
   }
+  for (auto& t : threads) t.join();
+}
+
+// ---- async_socket alone ------------------------------------------------------------------
+
+// Sends as the endpoints do: at once when ZeroMQ takes the frame, through a coroutine if not.
+asio::awaitable<std::error_code> quick_send(async_socket& s, const std::string& payload) {
+  const std::error_code quick = s.try_send(payload);
+  if (quick != std::errc::resource_unavailable_try_again) co_return quick;
+  co_return co_await s.send(payload);
+}
+
+asio::awaitable<std::error_code> quick_send(async_socket& s, const std::string& id,
+                                            const std::string& payload) {
+  const std::error_code quick = s.try_send(id, payload);
+  if (quick != std::errc::resource_unavailable_try_again) co_return quick;
+  co_return co_await s.send(id, payload);
+}
+
+// A worker: answers every frame with `reply` until "stop".
+asio::awaitable<void> adapter_worker(async_socket& dealer, std::string reply) {
+  if (co_await quick_send(dealer, "hello")) co_return;
+  for (;;) {
+    received_frame in = co_await dealer.receive();
+    if (in.error || in.payload == "stop") co_return;
+    if (co_await quick_send(dealer, reply)) co_return;
+  }
+}
+
+asio::awaitable<void> adapter_coordinator(async_socket& router, int workers, int rounds,
+                                          std::vector<double>& samples) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < workers; ++i) ids.push_back((co_await router.receive()).routing_id);
+  const std::string trigger = trigger_frame();
+  for (int r = 0; r < warmup_rounds + rounds; ++r) {
+    const auto start = clock_type::now();
+    for (const auto& id : ids) (void)co_await quick_send(router, id, trigger);
+    for (int i = 0; i < workers; ++i) (void)co_await router.receive();
+    if (r >= warmup_rounds) samples.push_back(micros(clock_type::now() - start));
+  }
+  for (const auto& id : ids) (void)co_await quick_send(router, id, "stop");
+}
+
+void adapter_round_trips(int workers, int rounds, std::vector<double>& samples) {
+  zmq::context_t context(1);
+  asio::io_context io{1};
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
+  if (router.bind("tcp://127.0.0.1:*")) std::exit(1);
+  const std::string endpoint = router.last_endpoint();
+  const std::string reply = ack_frame();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < workers; ++i)
+    threads.emplace_back([&, i] {
+      asio::io_context worker_io{1};
+      socket_options o;
+      o.routing_id = worker_name(i);
+      async_socket dealer(worker_io.get_executor(), context, zmq::socket_type::dealer, o);
+      if (dealer.connect(endpoint)) std::exit(1);
+      asio::co_spawn(worker_io, adapter_worker(dealer, reply), asio::detached);
+      worker_io.run();
+    });
+  asio::co_spawn(io, adapter_coordinator(router, workers, rounds, samples), asio::detached);
+  io.run();
   for (auto& t : threads) t.join();
 }
 
@@ -260,18 +331,21 @@ int main(int argc, char** argv) {
   std::printf("control-plane round trip: trigger to every worker, acknowledgement back\n");
   std::printf("(%d repetitions alternating raw and endpoint runs; microseconds per round)\n\n",
               repetitions);
-  std::printf("%8s %14s %14s %14s %14s %9s\n", "workers", "raw p50", "endpoint p50", "raw p90",
-              "endpoint p90", "ratio");
+  std::printf("%8s %10s %12s %13s %10s %13s %15s %9s\n", "workers", "raw p50", "adapter p50",
+              "endpoint p50", "raw p90", "endpoint p90", "adapter ratio", "ratio");
   for (int workers : {1, 4, 16}) {
     const int rounds = std::max(100, base_rounds / workers);
-    std::vector<double> raw, endpoint;
+    std::vector<double> raw, adapter, endpoint;
     for (int rep = 0; rep < repetitions; ++rep) {
-      if (only != "endpoint") raw_round_trips(workers, rounds, raw);
-      if (only != "raw") endpoint_round_trips(workers, rounds, endpoint);
+      if (only.empty() || only == "raw") raw_round_trips(workers, rounds, raw);
+      if (only.empty() || only == "adapter") adapter_round_trips(workers, rounds, adapter);
+      if (only.empty() || only == "endpoint") endpoint_round_trips(workers, rounds, endpoint);
     }
-    const double raw_p50 = percentile(raw, 0.5), endpoint_p50 = percentile(endpoint, 0.5);
-    std::printf("%8d %14.1f %14.1f %14.1f %14.1f %8.2fx\n", workers, raw_p50, endpoint_p50,
-                percentile(raw, 0.9), percentile(endpoint, 0.9), endpoint_p50 / raw_p50);
+    const double raw_p50 = percentile(raw, 0.5), adapter_p50 = percentile(adapter, 0.5),
+                 endpoint_p50 = percentile(endpoint, 0.5);
+    std::printf("%8d %10.1f %12.1f %13.1f %10.1f %13.1f %14.2fx %8.2fx\n", workers, raw_p50,
+                adapter_p50, endpoint_p50, percentile(raw, 0.9), percentile(endpoint, 0.9),
+                adapter_p50 / raw_p50, endpoint_p50 / raw_p50);
   }
   return 0;
 }

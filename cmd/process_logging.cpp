@@ -36,18 +36,26 @@ const std::string& log_level_names() {
   return names;
 }
 
-result<void> setup_process_logging(const std::string& role, const std::string& level) {
+result<void> setup_process_logging(const std::string& role, const std::string& level,
+                                   const std::string& fallback) {
+  const auto parse = [](const std::string& name) -> std::optional<spdlog::level::level_enum> {
+    for (const auto& l : levels)
+      if (name == l.name) return l.level;
+    return std::nullopt;
+  };
   std::optional<spdlog::level::level_enum> chosen;
   if (!level.empty()) {
-    for (const auto& l : levels)
-      if (level == l.name) chosen = l.level;
+    chosen = parse(level);
     if (!chosen) return error{"unknown log level '" + level + "' (use " + log_level_names() + ")"};
   }
+  const auto otherwise = parse(fallback);
+  if (!otherwise)
+    return error{"unknown log level '" + fallback + "' (use " + log_level_names() + ")"};
   auto logger = spdlog::stderr_color_mt(role);
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ " + role + "[" + std::to_string(::getpid()) +
                       "] %v");
   spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::info);
+  spdlog::set_level(*otherwise);
   if (chosen)
     spdlog::set_level(*chosen);
   else if (std::getenv("SPDLOG_LEVEL") != nullptr)

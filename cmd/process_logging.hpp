@@ -8,9 +8,11 @@ namespace snapflow {
 
 // One logger per process, on stderr (stdout is for machine-readable lines), naming the role and
 // the pid on every line so interleaved logs of a local cluster stay readable. The level comes
-// from `level` when given, else from SPDLOG_LEVEL (spdlog's syntax), else info. Becomes the
-// default logger, so the engine's spdlog calls go through it too.
-result<void> setup_process_logging(const std::string& role, const std::string& level);
+// from `level` when given, else from SPDLOG_LEVEL (spdlog's syntax), else `fallback`. Becomes the
+// default logger, so the engine's spdlog calls go through it too. `fallback` is the level when
+// neither is set (the command line uses warn: its own output is what the user asked for).
+result<void> setup_process_logging(const std::string& role, const std::string& level,
+                                   const std::string& fallback = "info");
 
 // The level names --log-level accepts, for --help.
 const std::string& log_level_names();

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
                                 "(PREFIX.secret from keygen)")
                      ->check(CLI::ExistingFile);
   auto* allow = app.add_option("--curve-allowlist", curve_allowlist,
-                               "the worker public keys let in, one Z85 key per line")
+                               "the worker public keys let in: one Z85 key per line, "
+                               "optionally followed by the only worker id it may register")
                     ->check(CLI::ExistingFile);
   secret->needs(allow);
   allow->needs(secret);
@@ -173,8 +174,10 @@ int main(int argc, char** argv) {
     return e ? e->checkpoint_gateway(job) : std::shared_ptr<checkpoint_task_gateway>();
   };
   auto jobs = std::make_shared<dispatcher>(io.get_executor(), workers, endpoint, nullptr, d);
-  endpoint->set_handler(std::make_shared<transport::dispatcher_event_handler>(jobs));
-  auto api = std::make_shared<rest::coordinator_rest_api>(jobs);
+  // Record counters from heartbeats, shown by the REST API (and so the CLI's records/s).
+  auto task_io = std::make_shared<task_io_metrics>();
+  endpoint->set_handler(std::make_shared<transport::dispatcher_event_handler>(jobs, task_io));
+  auto api = std::make_shared<rest::coordinator_rest_api>(jobs, task_io);
   // Weak: the API holds the dispatcher, whose job masters hold the endpoint.
   endpoint->set_counters_observer(
       [weak = std::weak_ptr(api)](const transport::coordinator_endpoint_counters& c) {

@@ -35,9 +35,10 @@ std::string default_worker_id() {
   return std::string(host.data()) + "-" + std::to_string(::getpid());
 }
 
-result<std::shared_ptr<task_executor>> make_executor(const std::string& name,
-                                                     const worker_context& context,
-                                                     const worker_extensions& extensions) {
+// `plane`: set to the data plane when the executor has one (its figures are logged at exit).
+result<std::shared_ptr<task_executor>> make_executor(
+    const std::string& name, const worker_context& context, const worker_extensions& extensions,
+    std::shared_ptr<data::network_data_plane>& plane_out) {
   if (auto it = extensions.executors.find(name); it != extensions.executors.end())
     return it->second(context);
   if (name == "stub")
@@ -48,8 +49,10 @@ result<std::shared_ptr<task_executor>> make_executor(const std::string& name,
     // Real stream tasks, with their data channels over this worker's data plane.
     auto plane = data::network_data_plane::create(context.data_bind_address);
     if (!plane) return plane.err();
+    plane_out = *plane;
     runtime_task_executor_options options;
     options.operators = context.operators;
+    options.registry = context.registry;
     return std::shared_ptr<task_executor>(
         std::make_shared<runtime_task_executor>(context.listener, *plane, options));
   }
@@ -159,9 +162,18 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
 
   auto operators = std::make_shared<operator_factory>(operator_factory::builtin());
   if (extensions.register_operators) extensions.register_operators(*operators);
-  const worker_context context{o.worker_id,        o.slots,   data_bind, endpoint->listener(),
-                               std::move(operators), io.get_executor()};
-  auto executor = make_executor(executor_name, context, extensions);
+  auto registry = std::make_shared<operator_registry>(operator_registry::builtin());
+  if (extensions.register_kinds) extensions.register_kinds(*registry);
+  worker_context context;
+  context.worker_id = o.worker_id;
+  context.slots = o.slots;
+  context.data_bind_address = data_bind;
+  context.listener = endpoint->listener();
+  context.operators = std::move(operators);
+  context.registry = std::move(registry);
+  context.control_executor = io.get_executor();
+  std::shared_ptr<data::network_data_plane> plane;
+  auto executor = make_executor(executor_name, context, extensions, plane);
   if (!executor) {
     std::cerr << extensions.program_name << ": " << executor.err().message << "\n";
     return exit_usage;
@@ -204,6 +216,15 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
   endpoint->stop();
   io.restart();
   io.poll();
+  if (plane) {
+    // What backpressure held the input buffers to (tests compare it with their bound).
+    const data::data_plane_counters c = plane->counters();
+    spdlog::info(
+        "data plane: buffered_bytes_high_water={} buffered_bytes={} frames_received={} "
+        "bad_frames={} overflow_batches={}",
+        plane->buffered_bytes_high_water(), plane->buffered_bytes(), c.frames_received,
+        c.bad_frames, c.overflow_batches);
+  }
   spdlog::info("worker {} stopped", o.worker_id);
   spdlog::shutdown();
   return exit_code;

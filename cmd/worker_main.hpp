@@ -10,6 +10,7 @@
 
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/task_executor.hpp"
+#include "graph/operator_registry.hpp"
 #include "graph/result.hpp"
 
 namespace snapflow {
@@ -23,6 +24,9 @@ struct worker_context {
   std::shared_ptr<task_executor_listener> listener;
   // The built-in operator kinds plus those worker_extensions::register_operators added.
   std::shared_ptr<const operator_factory> operators;
+  // Their shapes (role, parameters): the built-in ones plus worker_extensions::register_kinds.
+  // Executors take operator roles from it (a custom keyed kind gets keyed state).
+  std::shared_ptr<const operator_registry> registry;
   // The worker's control thread: every task_executor member is called there.
   asio::any_io_executor control_executor;
 };
@@ -37,6 +41,10 @@ struct worker_extensions {
   // Adds kinds to the operator factory executors build tasks with. Register the same kind
   // names in the operator_registry the coordinator validates job graphs against.
   std::function<void(operator_factory&)> register_operators;
+  // Declares the shape of those kinds (above all their role: a keyed kind gets keyed state,
+  // snapshotted and restored with each checkpoint). A kind left out here is still run: as a
+  // source without inputs, keyed when all its inputs are hash-partitioned, else a transform.
+  std::function<void(operator_registry&)> register_kinds;
   // More executors, selected with --executor NAME. "runtime" (the default: stream tasks over
   // the network data plane) and "stub" are built in.
   std::map<std::string, executor_factory> executors;

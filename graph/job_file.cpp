@@ -44,12 +44,17 @@ constexpr std::uintmax_t max_job_file_bytes = 16 * 1024 * 1024;
 
 constexpr std::int64_t parallelism_limit = job_graph::max_parallelism_limit;
 
-constexpr std::array<std::string_view, 3> top_level_keys = {"job", "checkpointing", "operator"};
+constexpr std::array<std::string_view, 4> top_level_keys = {"job", "checkpointing", "restart",
+                                                            "operator"};
 constexpr std::array<std::string_view, 3> job_keys = {"name", "parallelism", "max_parallelism"};
 constexpr std::array<std::string_view, 13> checkpointing_keys = {
     "interval_ms", "mode", "timeout_ms", "min_pause_ms", "max_concurrent", "tolerable_failures",
     "retained", "retention", "unaligned", "checkpoint_dir", "savepoint_dir", "stats_history_size",
     "state_backend"};
+constexpr std::array<std::string_view, 9> restart_keys = {
+    "strategy", "max_attempts", "delay_ms", "initial_backoff_ms", "max_backoff_ms",
+    "backoff_multiplier", "reset_backoff_after_ms", "max_failures_per_interval",
+    "failure_rate_interval_ms"};
 constexpr std::array<std::string_view, 9> operator_keys = {
     "uid", "kind", "name", "parallelism", "max_parallelism", "input", "inputs", "partition",
     "params"};
@@ -298,6 +303,10 @@ class job_file_parser {
       const toml::table* section = table_at(*node, "checkpointing", "a table ([checkpointing])");
       if (section == nullptr || !parse_checkpointing(*section)) return false;
     }
+    if (const toml::node* node = find_entry(*top, "restart")) {
+      const toml::table* section = table_at(*node, "restart", "a table ([restart])");
+      if (section == nullptr || !parse_restart(*section)) return false;
+    }
     const toml::node* node = find_entry(*top, "operator");
     if (node == nullptr)
       return fail("operator", std::max<std::uint32_t>(1, line_of(root)),
@@ -398,6 +407,76 @@ class job_file_parser {
       return fail(prefix, line_of(table), *error);
     }
     checkpointing_ = c;
+    return true;
+  }
+
+  // [restart]: the strategy, then only the settings that strategy uses, so a setting that
+  // would be silently ignored is reported instead.
+  bool parse_restart(const toml::table& table) {
+    const std::string prefix = "restart";
+    auto keys = entries(table, prefix, "[restart]", restart_keys);
+    if (!keys) return false;
+    restart_strategy_config c;
+    const toml::node* strategy = find_entry(*keys, "strategy");
+    if (strategy == nullptr)
+      return fail(join(prefix, "strategy"), line_of(table),
+                  "missing required key 'strategy' (none, fixed_delay, exponential_backoff or "
+                  "failure_rate)");
+    std::string text;
+    if (!read_string(*strategy, join(prefix, "strategy"), text)) return false;
+    auto type = parse_restart_strategy(text);
+    if (!type)
+      return fail(join(prefix, "strategy"), line_of(*strategy),
+                  "unknown strategy '" + text +
+                      "' (expected none, fixed_delay, exponential_backoff or failure_rate)");
+    c.type = *type;
+    for (const auto& [name, node] : *keys) {
+      if (name == "strategy") continue;
+      const std::string key = join(prefix, name);
+      if (!restart_setting_applies(c.type, name)) {
+        std::vector<std::string_view> used;
+        for (std::string_view k : restart_keys)
+          if (restart_setting_applies(c.type, k)) used.push_back(k);
+        return fail(key, line_of(*node),
+                    std::string(name) + " does not apply to strategy '" + text + "' (" +
+                        (used.empty() ? std::string("it takes no settings")
+                                      : "its settings: " + comma_list(used)) +
+                        ")");
+      }
+      bool ok = true;
+      if (name == "max_attempts") {
+        ok = read_int32(*node, key, c.max_attempts);
+      } else if (name == "max_failures_per_interval") {
+        ok = read_int32(*node, key, c.max_failures_per_interval);
+      } else if (name == "backoff_multiplier") {
+        if (const auto* f = node->as_floating_point())
+          c.backoff_multiplier = f->get();
+        else if (const auto* i = node->as_integer())
+          c.backoff_multiplier = static_cast<double>(i->get());
+        else
+          ok = wrong_type(key, *node, "a number");
+      } else {
+        std::int64_t* target = name == "delay_ms"                 ? &c.delay_ms
+                               : name == "initial_backoff_ms"     ? &c.initial_backoff_ms
+                               : name == "max_backoff_ms"         ? &c.max_backoff_ms
+                               : name == "reset_backoff_after_ms" ? &c.reset_backoff_after_ms
+                                                                  : &c.failure_rate_interval_ms;
+        ok = read_integer(*node, key, std::numeric_limits<std::int64_t>::min(),
+                          std::numeric_limits<std::int64_t>::max(), *target);
+      }
+      if (!ok) return false;
+    }
+    if (auto error = c.validate()) {
+      // validate() opens with "restart <setting>", the setting named like the key here.
+      std::string_view rest = *error;
+      constexpr std::string_view opening = "restart ";
+      if (rest.starts_with(opening)) rest.remove_prefix(opening.size());
+      const std::string_view setting = rest.substr(0, rest.find(' '));
+      if (const toml::node* node = find_entry(*keys, setting))
+        return fail(join(prefix, setting), line_of(*node), *error);
+      return fail(prefix, line_of(table), *error);
+    }
+    restart_ = c;
     return true;
   }
 
@@ -708,6 +787,7 @@ class job_file_parser {
         g.edges.push_back({id_of[input], id_of[i], partition_of(op, operators_[input])});
     }
     if (checkpointing_) g.checkpointing = make_checkpointing_settings(g, *checkpointing_);
+    g.restart = restart_;
     return g;
   }
 
@@ -737,6 +817,7 @@ class job_file_parser {
   std::uint32_t default_parallelism_ = 1;
   std::uint32_t default_max_parallelism_ = 1;
   std::optional<checkpoint_config> checkpointing_;
+  std::optional<restart_strategy_config> restart_;
   std::vector<operator_decl> operators_;
   std::map<std::string, std::size_t, std::less<>> by_uid_;
 };

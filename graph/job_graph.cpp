@@ -65,6 +65,8 @@ std::string describe(const job_vertex& v) {
 
 std::optional<std::string> validate(const job_graph& graph, const operator_registry& registry) {
   if (graph.vertices.empty()) return std::string("job has no operators");
+  if (graph.restart)
+    if (auto error = graph.restart->validate()) return error;
   std::unordered_map<vertex_id, const job_vertex*> by_id;
   std::set<std::string, std::less<>> uids;
   for (const auto& v : graph.vertices) {
@@ -198,6 +200,7 @@ std::ostream& operator<<(std::ostream& os, const job_graph& g) {
   for (const auto& e : g.edges) os << e << " ";
   os << "]";
   if (g.checkpointing) os << ", " << g.checkpointing->config;
+  if (g.restart) os << ", " << *g.restart;
   return os << "}";
 }
 

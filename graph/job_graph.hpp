@@ -11,6 +11,7 @@
 #include "graph/checkpoint_config.hpp"
 #include "graph/ids.hpp"
 #include "graph/operator_registry.hpp"
+#include "graph/restart_strategy_config.hpp"
 #include "graph/user_function.hpp"
 
 namespace snapflow {
@@ -69,6 +70,8 @@ struct job_graph {
   std::vector<job_vertex> vertices;  // in topological order once validated
   std::vector<job_edge> edges;
   std::optional<job_checkpointing_settings> checkpointing;
+  // The job's own restart strategy; absent means the coordinator's default applies.
+  std::optional<restart_strategy_config> restart;
 
   static constexpr std::uint32_t max_parallelism_limit = 32768;
 

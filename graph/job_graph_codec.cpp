@@ -1,6 +1,7 @@
 #include "graph/job_graph_codec.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -44,12 +45,23 @@ constexpr std::string_view checkpoint_dir = "checkpoint_dir";
 constexpr std::string_view savepoint_dir = "savepoint_dir";
 constexpr std::string_view stats_history_size = "stats_history_size";
 constexpr std::string_view state_backend = "state_backend";
+constexpr std::string_view restart = "restart";
+constexpr std::string_view strategy = "strategy";
+constexpr std::string_view max_attempts = "max_attempts";
+constexpr std::string_view delay_ms = "delay_ms";
+constexpr std::string_view initial_backoff_ms = "initial_backoff_ms";
+constexpr std::string_view max_backoff_ms = "max_backoff_ms";
+constexpr std::string_view backoff_multiplier = "backoff_multiplier";
+constexpr std::string_view reset_backoff_after_ms = "reset_backoff_after_ms";
+constexpr std::string_view max_failures_per_interval = "max_failures_per_interval";
+constexpr std::string_view failure_rate_interval_ms = "failure_rate_interval_ms";
 }  // namespace key
 
 // Enum values on the wire: the declaration order, which therefore must never change.
 constexpr std::uint32_t partitioning_count = 4;
 constexpr std::uint32_t checkpointing_mode_count = 2;
 constexpr std::uint32_t externalized_retention_count = 2;
+constexpr std::uint32_t restart_strategy_count = 4;
 
 using packer = msgpack::packer<msgpack::sbuffer>;
 
@@ -98,6 +110,28 @@ void pack_config(packer& pk, const checkpoint_config& c) {
   pk.pack_int32(c.stats_history_size);
   pack_string(pk, key::state_backend);
   pack_string(pk, c.state_backend);
+}
+
+void pack_restart(packer& pk, const restart_strategy_config& c) {
+  pk.pack_map(9);
+  pack_string(pk, key::strategy);
+  pk.pack_uint8(static_cast<std::uint8_t>(c.type));
+  pack_string(pk, key::max_attempts);
+  pk.pack_int32(c.max_attempts);
+  pack_string(pk, key::delay_ms);
+  pk.pack_int64(c.delay_ms);
+  pack_string(pk, key::initial_backoff_ms);
+  pk.pack_int64(c.initial_backoff_ms);
+  pack_string(pk, key::max_backoff_ms);
+  pk.pack_int64(c.max_backoff_ms);
+  pack_string(pk, key::backoff_multiplier);
+  pk.pack_double(c.backoff_multiplier);
+  pack_string(pk, key::reset_backoff_after_ms);
+  pk.pack_int64(c.reset_backoff_after_ms);
+  pack_string(pk, key::max_failures_per_interval);
+  pk.pack_int32(c.max_failures_per_interval);
+  pack_string(pk, key::failure_rate_interval_ms);
+  pk.pack_int64(c.failure_rate_interval_ms);
 }
 
 void pack_vertex(packer& pk, const job_vertex& v) {
@@ -247,6 +281,23 @@ class reader {
     return true;
   }
 
+  // Any msgpack number; NaN and infinities are refused so a decoded value always compares
+  // equal to itself after a round trip.
+  bool read(const msgpack::object& o, std::string_view prefix, std::string_view key, double& out) {
+    double value = 0;
+    if (o.type == msgpack::type::FLOAT32 || o.type == msgpack::type::FLOAT64)
+      value = o.via.f64;
+    else if (o.type == msgpack::type::POSITIVE_INTEGER)
+      value = static_cast<double>(o.via.u64);
+    else if (o.type == msgpack::type::NEGATIVE_INTEGER)
+      value = static_cast<double>(o.via.i64);
+    else
+      return fail(prefix, key, "expected a number, got " + std::string(type_name(o.type)));
+    if (!std::isfinite(value)) return fail(prefix, key, "expected a finite number");
+    out = value;
+    return true;
+  }
+
   bool read(const msgpack::object& o, std::string_view prefix, std::string_view key,
             std::chrono::milliseconds& out) {
     std::int64_t ms = 0;
@@ -389,6 +440,31 @@ void read_config(reader& r, const msgpack::object& o, std::string_view prefix,
   r.get(o, at, key::state_backend, c.state_backend);
 }
 
+void read_restart(reader& r, const msgpack::object& o, restart_strategy_config& c) {
+  const std::string_view at = key::restart;
+  if (!r.expect(o, msgpack::type::MAP, "", at)) return;
+  r.get_enum(o, at, key::strategy, restart_strategy_count, c.type);
+  r.get(o, at, key::max_attempts, c.max_attempts);
+  r.get(o, at, key::delay_ms, c.delay_ms);
+  r.get(o, at, key::initial_backoff_ms, c.initial_backoff_ms);
+  r.get(o, at, key::max_backoff_ms, c.max_backoff_ms);
+  r.get(o, at, key::backoff_multiplier, c.backoff_multiplier);
+  r.get(o, at, key::reset_backoff_after_ms, c.reset_backoff_after_ms);
+  r.get(o, at, key::max_failures_per_interval, c.max_failures_per_interval);
+  r.get(o, at, key::failure_rate_interval_ms, c.failure_rate_interval_ms);
+}
+
+// A map's value for `key`, or null when absent: for fields added after the first version.
+const msgpack::object* optional_field(const msgpack::object& map, std::string_view key) {
+  for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
+    const msgpack::object_kv& kv = map.via.map.ptr[i];
+    if (kv.key.type == msgpack::type::STR &&
+        std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key)
+      return &kv.val;
+  }
+  return nullptr;
+}
+
 void read_vertex(reader& r, const msgpack::object& o, const std::string& at, job_vertex& v) {
   if (!r.expect(o, msgpack::type::MAP, at, "")) return;
   r.get(o, at, key::id, v.id);
@@ -477,6 +553,13 @@ job_graph read_graph(reader& r, const msgpack::object& o) {
     g.checkpointing.emplace();
     read_settings(r, *settings, *g.checkpointing);
   }
+  // Added after the first version: absent (older senders and persisted jobs) or nil means the
+  // coordinator's default strategy.
+  if (const msgpack::object* restart = optional_field(o, key::restart);
+      restart != nullptr && restart->type != msgpack::type::NIL && !r.failed()) {
+    g.restart.emplace();
+    read_restart(r, *restart, *g.restart);
+  }
   if (!r.failed()) check_references(r, g);
   return g;
 }
@@ -532,7 +615,8 @@ msgpack::unpack_limit unpack_limit_for(std::size_t bytes) {
 }
 
 void pack_job_graph(packer& pk, const job_graph& g) {
-  pk.pack_map(5);
+  // `restart` is only written when set, so a graph without one encodes exactly as before.
+  pk.pack_map(g.restart ? 6 : 5);
   pack_string(pk, key::id);
   pack_string(pk, g.id);
   pack_string(pk, key::name);
@@ -546,18 +630,22 @@ void pack_job_graph(packer& pk, const job_graph& g) {
   pack_string(pk, key::checkpointing);
   if (!g.checkpointing) {
     pk.pack_nil();
-    return;
+  } else {
+    const job_checkpointing_settings& s = *g.checkpointing;
+    pk.pack_map(4);
+    pack_string(pk, key::to_trigger);
+    pack_ids(pk, s.to_trigger);
+    pack_string(pk, key::to_acknowledge);
+    pack_ids(pk, s.to_acknowledge);
+    pack_string(pk, key::to_confirm);
+    pack_ids(pk, s.to_confirm);
+    pack_string(pk, key::config);
+    pack_config(pk, s.config);
   }
-  const job_checkpointing_settings& s = *g.checkpointing;
-  pk.pack_map(4);
-  pack_string(pk, key::to_trigger);
-  pack_ids(pk, s.to_trigger);
-  pack_string(pk, key::to_acknowledge);
-  pack_ids(pk, s.to_acknowledge);
-  pack_string(pk, key::to_confirm);
-  pack_ids(pk, s.to_confirm);
-  pack_string(pk, key::config);
-  pack_config(pk, s.config);
+  if (g.restart) {
+    pack_string(pk, key::restart);
+    pack_restart(pk, *g.restart);
+  }
 }
 
 void pack_checkpoint_config(packer& pk, const checkpoint_config& config) {

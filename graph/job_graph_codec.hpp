@@ -17,7 +17,7 @@
 // The encoding (integers are msgpack's smallest fitting form):
 //
 //   job_graph        {id: str, name: str, vertices: [vertex], edges: [edge],
-//                     checkpointing: nil | settings}
+//                     checkpointing: nil | settings, restart?: restart}
 //   vertex           {id: u32, name: str, uid: str, kind: str, params: {str: str},
 //                     parallelism: u32, max_parallelism: u32}
 //   edge             {source: u32, target: u32, partitioning: u8 (0 forward, 1 hash,
@@ -30,6 +30,15 @@
 //                     retained: i32, retention: u8 (0 delete_on_cancellation,
 //                     1 retain_on_cancellation), checkpoint_dir: str, savepoint_dir: str,
 //                     stats_history_size: i32, state_backend: str}
+//   restart          {strategy: u8 (0 none, 1 fixed_delay, 2 exponential_backoff,
+//                     3 failure_rate), max_attempts: i32, delay_ms: i64,
+//                     initial_backoff_ms: i64, max_backoff_ms: i64,
+//                     backoff_multiplier: f64 (any finite number), reset_backoff_after_ms: i64,
+//                     max_failures_per_interval: i32, failure_rate_interval_ms: i64}
+//
+// `restart` was added later: it is written only when the job sets its own strategy, and a
+// graph without it (older senders, jobs persisted before) decodes with the coordinator's
+// default. Its ranges are checked by validate(), not by the decoder.
 //
 // A vertex's C++ callable (job_vertex::function) is never encoded: it only exists in the
 // process that declared it.

@@ -47,7 +47,11 @@ operator_registry make_builtin() {
          operator_role::source,
          {text("path", true, "", "file to read, one record per line")},
          "lines of a file as records; offset kept in state"});
-  r.add({"map_identity", operator_role::transform, {}, "passes records through"});
+  r.add({"map_identity",
+         operator_role::transform,
+         {integer("delay_us_per_record", false, "0",
+                  "sleep before each record, 0..1000000 (a deliberately slow stage)")},
+         "passes records through"});
   r.add({"map_add",
          operator_role::transform,
          {integer("value", true, "", "added to record.value")},
@@ -67,12 +71,20 @@ operator_registry make_builtin() {
          operator_role::transform,
          {integer("times", true, "", "copies emitted per input record")},
          "emits each record several times"});
-  r.add({"keyed_sum", operator_role::keyed, {}, "running sum of record.value per key"});
+  r.add({"keyed_sum",
+         operator_role::keyed,
+         {integer("state_bytes", false, "0",
+                  "extra opaque operator state per subtask, in bytes (for benchmarks)")},
+         "running sum of record.value per key"});
   r.add({"keyed_count", operator_role::keyed, {}, "running count of records per key"});
   r.add({"print_sink", operator_role::sink, {}, "prints records to standard output"});
+  r.add({"discard_sink", operator_role::sink, {},
+         "drops every record (benchmarks: the pipeline's cost without a sink's)"});
   r.add({"file_sink",
          operator_role::sink,
-         {text("path", true, "", "output folder")},
+         {text("path", true, "", "output folder"),
+          integer("delay_us_per_record", false, "0",
+                  "sleep before each record, 0..1000000 (a deliberately slow sink)")},
          "appends records to a file (at-least-once)"});
   r.add({"two_phase_commit_file_sink",
          operator_role::sink,

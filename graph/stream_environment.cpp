@@ -169,6 +169,12 @@ stream_environment& stream_environment::set_externalized_retention(externalized_
 stream_environment& stream_environment::enable_unaligned_checkpoints(bool enabled) {
   return update_config([&](checkpoint_config& c) { c.unaligned = enabled; });
 }
+stream_environment& stream_environment::set_restart_strategy(
+    const restart_strategy_config& restart) {
+  if (auto error = restart.validate()) throw invalid_config(*error);
+  graph_.restart = restart;
+  return *this;
+}
 stream_environment& stream_environment::set_checkpoint_dir(std::string dir) {
   return update_config([&](checkpoint_config& c) { c.checkpoint_dir = std::move(dir); });
 }

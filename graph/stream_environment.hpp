@@ -91,6 +91,13 @@ class stream_environment {
   stream_environment& set_checkpoint_stats_history_size(std::int32_t size);
   stream_environment& set_state_backend(std::string name);
 
+  // The job's own restart strategy, used by the job master instead of the coordinator's
+  // default. Throws invalid_config naming the setting when it is out of range.
+  stream_environment& set_restart_strategy(const restart_strategy_config& restart);
+  const std::optional<restart_strategy_config>& get_restart_strategy() const {
+    return graph_.restart;
+  }
+
   // The checkpoint configuration as it stands (defaults if checkpointing was never enabled).
   const checkpoint_config& get_checkpoint_config() const { return config_; }
   bool checkpointing_enabled() const { return graph_.checkpointing.has_value(); }

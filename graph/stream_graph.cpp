@@ -58,6 +58,7 @@ job_graph stream_graph::to_job_graph(const operator_registry& registry) const {
     g.edges.push_back({e.source, e.target, part});
   }
   if (checkpointing) g.checkpointing = make_checkpointing_settings(g, *checkpointing);
+  g.restart = restart;
   if (auto error = validate(g, registry)) throw invalid_config(*error);
   return g;
 }

@@ -37,6 +37,8 @@ class stream_graph {
   std::uint32_t default_max_parallelism = 128;
   // Set by enable_checkpointing; absent means checkpointing is off.
   std::optional<checkpoint_config> checkpointing;
+  // Set by set_restart_strategy; absent means the coordinator's default.
+  std::optional<restart_strategy_config> restart;
 
   stream_node& add_node(std::string kind, std::string name);
   void add_edge(vertex_id source, vertex_id target, std::optional<partitioning> part);

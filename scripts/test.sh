@@ -5,9 +5,11 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 build_dir=${SNAPFLOW_TEST_BUILD_DIR:-build-asan}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSNAPFLOW_SANITIZE=ON \
-  -DSNAPFLOW_BUILD_BENCH=OFF >/dev/null
+  -DSNAPFLOW_BUILD_BENCH=OFF -DSNAPFLOW_LIBFUZZER_TESTS=ON >/dev/null
 cmake --build "$build_dir" --parallel "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+# setup.sh installed clang: the libFuzzer tests must not skip for want of it.
+export SNAPFLOW_REQUIRE_LIBFUZZER=1
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cd "$build_dir"
 status=0

@@ -128,10 +128,12 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
     assert(options.max_frame_bytes <=
            static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()));
     socket.set(zmq::sockopt::linger, 0);
-    socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_frame_bytes));
+    socket.set(zmq::sockopt::maxmsgsize,
+               static_cast<std::int64_t>(frame_ceiling_bytes(options.max_frame_bytes)));
     socket.set(zmq::sockopt::sndhwm, options.send_hwm);
     socket.set(zmq::sockopt::rcvhwm, options.receive_hwm);
     if (!options.routing_id.empty()) socket.set(zmq::sockopt::routing_id, options.routing_id);
+    read_user_id = options.read_user_id;
     if (t == zmq::socket_type::router) {
       // Unknown peer: an error instead of a silent drop; full peer: EAGAIN instead of a drop.
       socket.set(zmq::sockopt::router_mandatory, true);
@@ -193,6 +195,7 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
   asio::posix::stream_descriptor descriptor;
   asio::steady_timer retry_timer;
   zmq::socket_type type;
+  bool read_user_id = false;
   bool open = true;
   waiter reader{ZMQ_POLLIN};
   waiter writer{ZMQ_POLLOUT};
@@ -322,6 +325,11 @@ asio::awaitable<received_frame> receive_on(state_ptr s) {
       return finished(make_error_code(socket_errc::multipart_message));
     }
     out.payload.assign(static_cast<const char*>(payload.data()), payload.size());
+    if (s->read_user_id) {
+      // Metadata is per connection and travels with every message; absent without ZAP.
+      const char* user_id = zmq_msg_gets(payload.handle(), "User-Id");
+      if (user_id != nullptr) out.user_id = user_id;
+    }
     return finished();
   };
   out.error = co_await drive(s, s->reader, attempt);

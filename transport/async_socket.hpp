@@ -20,13 +20,17 @@ struct async_socket_state;
 }
 
 struct socket_options {
-  // Larger inbound frames are refused by ZeroMQ itself (ZMQ_MAXMSGSIZE): the connection that
-  // sent one is dropped and the frame is never delivered.
+  // The frame size limit the caller enforces. ZeroMQ delivers inbound frames up to
+  // frame_ceiling_bytes(max_frame_bytes) so the caller can count and refuse them; beyond that
+  // ZeroMQ drops the connection that sent one (ZMQ_MAXMSGSIZE) and the frame never arrives.
   std::size_t max_frame_bytes = default_max_frame_bytes;
   int send_hwm = 1000;     // messages queued per peer before sends wait
   int receive_hwm = 1000;  // messages queued per peer before the peer's sends wait
   // DEALER: the routing id the ROUTER sees (snapflow: the worker id). Empty lets ZeroMQ pick.
   std::string routing_id;
+  // Fill received_frame::user_id from each message's "User-Id" metadata (what the ZAP
+  // handler said about the connection, e.g. the client's CURVE public key).
+  bool read_user_id = false;
 };
 
 // Faults of the adapter itself; ZeroMQ's own errors come as std::generic_category (POSIX
@@ -43,6 +47,8 @@ struct received_frame {
   std::error_code error;
   std::string routing_id;  // ROUTER only: who sent it, the id to answer to
   std::string payload;
+  // With socket_options::read_user_id: the connection's ZAP user id (empty when none).
+  std::string user_id;
 };
 
 // Lets a C++20 coroutine co_await one message on a ZeroMQ socket without blocking its thread

@@ -131,6 +131,7 @@ std::error_code coordinator_endpoint::start() {
   socket_options so;
   so.max_frame_bytes = options_.max_frame_bytes;
   so.send_hwm = options_.socket_send_hwm;
+  so.read_user_id = options_.curve.has_value();  // the ZAP handler names each client's key
   auto socket = std::make_unique<async_socket>(executor_, context_, zmq::socket_type::router, so);
   if (options_.curve) {
     if (auto e = apply_curve_server(socket->native_handle(), *options_.curve)) return e;
@@ -189,7 +190,7 @@ asio::awaitable<void> coordinator_endpoint::reader() {
                       in.error.message());
       co_return;
     }
-    on_frame(in.routing_id, in.payload);
+    on_frame(in.routing_id, in.payload, in.user_id);
     publish_counters();
     if (++frames_this_turn == frames_per_turn) {
       frames_this_turn = 0;
@@ -287,14 +288,15 @@ asio::awaitable<void> coordinator_endpoint::ticker() {
 // ---------------------------------------------------------------------------------------------
 // Receiving.
 
-void coordinator_endpoint::on_frame(const std::string& peer, std::string_view payload) {
+void coordinator_endpoint::on_frame(const std::string& peer, std::string_view payload,
+                                    const std::string& curve_key) {
   ++counters_.frames_received;
   wire::decode_result decoded = wire::decode(payload, options_.max_frame_bytes);
   if (!decoded) {
     on_bad_frame(peer, decoded.error());
     return;
   }
-  on_message(peer, std::move(decoded).value());
+  on_message(peer, std::move(decoded).value(), curve_key);
 }
 
 void coordinator_endpoint::on_bad_frame(const std::string& peer, const wire::decode_error& e) {
@@ -315,16 +317,27 @@ void coordinator_endpoint::on_bad_frame(const std::string& peer, const wire::dec
   }
 }
 
-void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m) {
-  if (!std::holds_alternative<wire::register_worker>(m) && is_registered(peer))
+void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m,
+                                      const std::string& curve_key) {
+  const bool registering = std::holds_alternative<wire::register_worker>(m);
+  if (options_.curve && !registering) {
+    // ROUTER_HANDOVER lets any connection take over a routing id; with CURVE a message only
+    // speaks for a registered worker when it comes with the key that worker registered with.
+    if (auto it = sessions_.find(peer); it != sessions_.end() && it->second.curve_key != curve_key) {
+      refuse(peer, "a " + std::string(wire::type_name(m)) +
+                       " sent with a CURVE key other than the one this worker registered with");
+      return;
+    }
+  }
+  if (!registering && is_registered(peer))
     handler_->workers().heartbeat(peer, now_us());  // any message counts as a sign of life
   std::visit(
       [&](auto& body) {
         using T = std::decay_t<decltype(body)>;
         if constexpr (std::is_same_v<T, wire::register_worker>) {
-          on_register(peer, body);
+          on_register(peer, body, curve_key);
         } else if constexpr (std::is_same_v<T, wire::heartbeat>) {
-          on_heartbeat(peer);
+          on_heartbeat(peer, body);
         } else if constexpr (std::is_same_v<T, wire::task_state_update>) {
           on_task_state(peer, body);
         } else if constexpr (std::is_same_v<T, wire::acknowledge_checkpoint>) {
@@ -367,7 +380,22 @@ void coordinator_endpoint::tell_not_registered(const std::string& peer) {
                                               printable_peer(peer) + ": register first"});
 }
 
-void coordinator_endpoint::on_register(const std::string& peer, const wire::register_worker& m) {
+std::optional<std::string> coordinator_endpoint::curve_binding_refusal(
+    const worker_id& worker, const std::string& curve_key) const {
+  if (!options_.curve) return std::nullopt;
+  const auto allowed = options_.curve->allowed_clients.find(curve_key);
+  // ZAP lets only listed keys connect; an unlisted one here means the handler is misconfigured.
+  if (allowed == options_.curve->allowed_clients.end())
+    return "its CURVE key is not on the allowlist";
+  if (!allowed->second.empty() && allowed->second != worker)
+    return "its CURVE key is bound to worker id '" + printable_peer(allowed->second) + "'";
+  if (auto it = sessions_.find(worker); it != sessions_.end() && it->second.curve_key != curve_key)
+    return "worker '" + printable_peer(worker) + "' is registered with another CURVE key";
+  return std::nullopt;
+}
+
+void coordinator_endpoint::on_register(const std::string& peer, const wire::register_worker& m,
+                                       const std::string& curve_key) {
   if (m.worker_id != peer) {
     refuse_registration(peer, "worker id '" + printable_peer(m.worker_id) +
                                   "' differs from the socket's routing id '" +
@@ -378,6 +406,10 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
     refuse_registration(peer, "protocol version " + std::to_string(m.protocol_version) +
                                   " is not supported: this coordinator speaks version " +
                                   std::to_string(wire::current_protocol_version));
+    return;
+  }
+  if (auto why = curve_binding_refusal(peer, curve_key)) {
+    refuse_registration(peer, std::move(*why));
     return;
   }
   const wire::register_ack accepted{
@@ -400,7 +432,7 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
   }
   // Frames still queued for an earlier incarnation are about tasks that no longer exist.
   outgoing_.drop(peer);
-  sessions_[peer] = worker_session{m.session, m.pid};
+  sessions_[peer] = worker_session{m.session, m.pid, curve_key};
   ++counters_.workers_registered;
   spdlog::info("worker {} registered: {} slots, data endpoint {}, pid {}{}", printable_peer(peer),
                m.slots, m.data_endpoint, m.pid,
@@ -409,11 +441,17 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
   handler_->worker_registered(peer, registered->replaced);
 }
 
-void coordinator_endpoint::on_heartbeat(const std::string& peer) {
+void coordinator_endpoint::on_heartbeat(const std::string& peer, const wire::heartbeat& m) {
   if (!is_registered(peer)) {
     refuse(peer, "a heartbeat from a worker that is not registered");
     tell_not_registered(peer);
     return;
+  }
+  // Counters of attempts that are not current or not the sender's are stale (a task ended
+  // after a failover) or wrong: dropped quietly, they are only statistics.
+  for (const auto& t : m.tasks.value_or(std::vector<wire::task_io>{})) {
+    const std::optional<worker_id> owner = handler_->owner_of(t.job, t.attempt);
+    if (owner && *owner == peer) handler_->task_io_reported(from_wire(t));
   }
   send_to_worker(peer, wire::heartbeat{"coordinator", wall_clock_ms()});
 }

@@ -125,17 +125,26 @@ class coordinator_endpoint : public task_deployment_gateway,
   struct worker_session {
     std::uint64_t session = 0;
     std::int64_t pid = 0;
+    // With CURVE: the public key the registration came with. Every later message from this
+    // worker id must come over a connection with the same key.
+    std::string curve_key;
   };
 
   asio::awaitable<void> reader();
   asio::awaitable<void> writer();
   asio::awaitable<void> ticker();
 
-  void on_frame(const std::string& peer, std::string_view payload);
+  // `curve_key`: the sender's CURVE public key as the ZAP handler named it (CURVE only).
+  void on_frame(const std::string& peer, std::string_view payload, const std::string& curve_key);
   void on_bad_frame(const std::string& peer, const wire::decode_error& e);
-  void on_message(const std::string& peer, wire::message&& m);
-  void on_register(const std::string& peer, const wire::register_worker& m);
-  void on_heartbeat(const std::string& peer);
+  void on_message(const std::string& peer, wire::message&& m, const std::string& curve_key);
+  void on_register(const std::string& peer, const wire::register_worker& m,
+                   const std::string& curve_key);
+  // With CURVE, why `curve_key` may not register `worker` (the allowlist binds the key to
+  // another worker id, or the worker is registered with another key); nothing otherwise.
+  std::optional<std::string> curve_binding_refusal(const worker_id& worker,
+                                                   const std::string& curve_key) const;
+  void on_heartbeat(const std::string& peer, const wire::heartbeat& m);
   void on_task_state(const std::string& peer, const wire::task_state_update& m);
   void on_ack(const std::string& peer, const wire::acknowledge_checkpoint& m);
   void on_decline(const std::string& peer, const wire::decline_checkpoint& m);

@@ -116,10 +116,10 @@ result<curve_key_pair> read_secret_key_file(const std::filesystem::path& path) {
   return curve_key_pair{*pub, *secret};
 }
 
-result<std::set<std::string>> read_allowlist(const std::filesystem::path& path) {
+result<curve_allowlist> read_allowlist(const std::filesystem::path& path) {
   auto text = read_small_file(path);
   if (!text) return text.err();
-  std::set<std::string> keys;
+  curve_allowlist keys;
   std::size_t start = 0;
   int line_number = 0;
   while (start < text->size()) {
@@ -129,10 +129,18 @@ result<std::set<std::string>> read_allowlist(const std::filesystem::path& path) 
     start = end + 1;
     ++line_number;
     if (line.empty() || line[0] == '#') continue;
-    if (!is_z85_key(line))
-      return error{path.string() + ":" + std::to_string(line_number) +
-                   ": not a Z85 CURVE public key (40 characters expected)"};
-    keys.insert(line);
+    const auto where = [&] { return path.string() + ":" + std::to_string(line_number) + ": "; };
+    const std::size_t space = line.find_first_of(" \t");
+    const std::string key = line.substr(0, space);
+    const std::string worker =
+        space == std::string::npos ? std::string() : trim(std::string_view(line).substr(space));
+    if (!is_z85_key(key))
+      return error{where() + "not a Z85 CURVE public key (40 characters expected)"};
+    if (worker.find_first_of(" \t") != std::string::npos || worker.size() > 255)
+      return error{where() + "expected a key and at most one worker id (1 to 255 characters)"};
+    if (auto [it, inserted] = keys.emplace(key, worker); !inserted && it->second != worker)
+      return error{where() + "the key is listed twice with different worker ids ('" +
+                   it->second + "' and '" + worker + "')"};
   }
   return keys;
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -12,8 +13,9 @@
 
 // ZeroMQ CURVE keys as snapflow stores them: Z85 text (40 characters), one key per file, the
 // same layout `snapflow keygen --out PREFIX` writes: PREFIX.public and PREFIX.secret (mode
-// 0600). An allowlist is a text file of public keys, one per line; blank lines and lines
-// starting with '#' are skipped.
+// 0600). An allowlist is a text file with one public key per line, optionally followed by the
+// worker id the key is bound to (`KEY` or `KEY WORKER-ID`); blank lines and lines starting with
+// '#' are skipped. A bound key can only register that worker id.
 namespace snapflow::transport {
 
 inline constexpr std::size_t z85_key_chars = 40;
@@ -25,10 +27,14 @@ struct curve_key_pair {
   bool operator==(const curve_key_pair&) const = default;
 };
 
+// The public keys the coordinator lets in, each with the worker id it is bound to (empty: the
+// key may register any worker id).
+using curve_allowlist = std::map<std::string, std::string>;
+
 // The coordinator side: its key pair and the public keys of the workers it lets in.
 struct curve_server_config {
   curve_key_pair keys;
-  std::set<std::string> allowed_clients;
+  curve_allowlist allowed_clients;
 };
 
 // The worker side: its key pair and the coordinator's public key, which it verifies.
@@ -51,7 +57,7 @@ result<void> write_key_pair(const std::string& prefix, const curve_key_pair& key
 result<std::string> read_key_file(const std::filesystem::path& path);
 // A secret key file, with the public key derived from it.
 result<curve_key_pair> read_secret_key_file(const std::filesystem::path& path);
-result<std::set<std::string>> read_allowlist(const std::filesystem::path& path);
+result<curve_allowlist> read_allowlist(const std::filesystem::path& path);
 
 // Socket options for either side, set before bind/connect. CURVE must be available.
 std::error_code apply_curve_server(zmq::socket_ref socket, const curve_server_config& config);

@@ -36,6 +36,8 @@ std::string_view to_string(decode_errc code) {
       return "unknown_type";
     case decode_errc::unsupported_version:
       return "unsupported_version";
+    case decode_errc::frame_too_large:
+      return "frame_too_large";
   }
   return "unknown_decode_error";
 }

@@ -22,6 +22,7 @@ enum class decode_errc {
   invalid_value,              // right type, impossible value: out of range, unknown enum name
   unknown_type,               // "t" names no message this build knows
   unsupported_version,        // "v" is not a version this build speaks
+  frame_too_large,            // the frame itself is over the frame size limit
 };
 
 std::string_view to_string(decode_errc code);

@@ -3,11 +3,18 @@
 #include <cassert>
 #include <utility>
 
+#include "engine/clock.hpp"
+
 namespace snapflow::transport {
 
-dispatcher_event_handler::dispatcher_event_handler(std::shared_ptr<dispatcher> jobs)
-    : jobs_(std::move(jobs)) {
+dispatcher_event_handler::dispatcher_event_handler(std::shared_ptr<dispatcher> jobs,
+                                                   std::shared_ptr<task_io_metrics> io)
+    : jobs_(std::move(jobs)), io_(std::move(io)) {
   assert(jobs_);
+}
+
+void dispatcher_event_handler::task_io_reported(const task_io_counters& counters) {
+  if (io_) io_->report(counters, coordinator_clock::now_us());
 }
 
 worker_registry& dispatcher_event_handler::workers() { return *jobs_->workers(); }

@@ -11,7 +11,9 @@ namespace snapflow::transport {
 // acknowledgements and declines to the checkpoint coordinator of their job.
 class dispatcher_event_handler final : public worker_event_handler {
  public:
-  explicit dispatcher_event_handler(std::shared_ptr<dispatcher> jobs);
+  // Record counters from heartbeats go to `io` when given (the REST API reads them there).
+  explicit dispatcher_event_handler(std::shared_ptr<dispatcher> jobs,
+                                    std::shared_ptr<task_io_metrics> io = nullptr);
 
   worker_registry& workers() override;
   void worker_registered(const worker_id& worker, bool replaced_earlier_incarnation) override;
@@ -24,9 +26,11 @@ class dispatcher_event_handler final : public worker_event_handler {
   void decline_checkpoint(const checkpoint_decline& decline) override;
   void source_exhausted(const job_id& job, const execution_attempt_id& attempt,
                         checkpoint_id last_barrier) override;
+  void task_io_reported(const task_io_counters& counters) override;
 
  private:
   std::shared_ptr<dispatcher> jobs_;
+  std::shared_ptr<task_io_metrics> io_;
 };
 
 }  // namespace snapflow::transport

@@ -50,6 +50,7 @@ template <typename V, message_of<heartbeat> M>
 void describe(V& v, M& m) {
   v.required("sender", m.sender);
   v.required("timestamp_ms", m.timestamp_ms);
+  v.optional("tasks", m.tasks);
 }
 
 template <typename V, message_of<deploy_task> M>
@@ -101,6 +102,9 @@ void describe(V& v, M& m) {
   v.optional("async_duration_us", m.async_duration_us);
   v.optional("alignment_duration_us", m.alignment_duration_us);
   v.optional("bytes_processed_during_alignment", m.bytes_processed_during_alignment);
+  v.optional("records_held_during_alignment", m.records_held_during_alignment);
+  v.optional("records_after_barrier", m.records_after_barrier);
+  v.optional("barrier_received_timestamp_us", m.barrier_received_timestamp_us);
 }
 
 template <typename V, message_of<decline_checkpoint> M>
@@ -163,6 +167,14 @@ void describe(V& v, M& m) {
   v.required("endpoint", m.endpoint);
 }
 
+template <typename V, message_of<task_io> M>
+void describe(V& v, M& m) {
+  v.required("job_id", m.job);
+  v.required("attempt", m.attempt);
+  v.optional("records_in", m.records_in);
+  v.optional("records_out", m.records_out);
+}
+
 template <typename V, message_of<subtask_restore_state> M>
 void describe(V& v, M& m) {
   v.required("subtask", m.subtask);
@@ -178,7 +190,8 @@ struct is_optional<std::optional<T>> : std::true_type {};
 // A struct that travels as a nested map.
 template <typename T>
 concept record = std::same_as<T, execution_attempt_id> || std::same_as<T, state_handle> ||
-                 std::same_as<T, subtask_endpoint> || std::same_as<T, subtask_restore_state>;
+                 std::same_as<T, subtask_endpoint> || std::same_as<T, subtask_restore_state> ||
+                 std::same_as<T, task_io>;
 
 // ---------------------------------------------------------------------------------------------
 // Writing.

@@ -88,8 +88,14 @@ std::ostream& operator<<(std::ostream& os, const register_ack& m) {
             << ", timeout_ms=" << m.heartbeat_timeout_ms << "}";
 }
 
+std::ostream& operator<<(std::ostream& os, const task_io& t) {
+  return os << "task_io{job=" << t.job << ", attempt=" << t.attempt << ", in=" << t.records_in
+            << ", out=" << t.records_out << "}";
+}
+
 std::ostream& operator<<(std::ostream& os, const heartbeat& m) {
-  return os << "heartbeat{sender=" << m.sender << ", ts_ms=" << m.timestamp_ms << "}";
+  return os << "heartbeat{sender=" << m.sender << ", ts_ms=" << m.timestamp_ms
+            << ", tasks=" << (m.tasks ? m.tasks->size() : 0) << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const deploy_task& m) {
@@ -122,7 +128,10 @@ std::ostream& operator<<(std::ostream& os, const acknowledge_checkpoint& m) {
             << ", size=" << m.state_size_bytes << ", sync_us=" << m.sync_duration_us
             << ", async_us=" << m.async_duration_us
             << ", alignment_us=" << m.alignment_duration_us
-            << ", alignment_bytes=" << m.bytes_processed_during_alignment << "}";
+            << ", alignment_bytes=" << m.bytes_processed_during_alignment
+            << ", held_records=" << m.records_held_during_alignment
+            << ", records_after_barrier=" << m.records_after_barrier
+            << ", barrier_received_us=" << m.barrier_received_timestamp_us << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const decline_checkpoint& m) {

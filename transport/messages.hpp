@@ -95,12 +95,25 @@ struct not_registered {
   bool operator==(const not_registered&) const = default;
 };
 
+// Records one attempt read and wrote since it started, carried by a worker's heartbeat.
+struct task_io {
+  job_id job;
+  execution_attempt_id attempt;
+  std::uint64_t records_in = 0;
+  std::uint64_t records_out = 0;
+
+  bool operator==(const task_io&) const = default;
+};
+
 // Both ways: the worker sends one every heartbeat_interval_ms, the coordinator answers each.
 struct heartbeat {
   static constexpr std::string_view wire_type = "heartbeat";
 
   std::string sender;  // worker id, or "coordinator"
   std::int64_t timestamp_ms = 0;
+  // worker -> coordinator: its tasks' record counters; left out when there are none, so a
+  // heartbeat without tasks is the same frame older workers send.
+  std::optional<std::vector<task_io>> tasks;
 
   bool operator==(const heartbeat&) const = default;
 };
@@ -174,6 +187,13 @@ struct acknowledge_checkpoint {
   std::int64_t async_duration_us = 0;
   std::int64_t alignment_duration_us = 0;
   std::uint64_t bytes_processed_during_alignment = 0;
+  // Records held back on inputs blocked by alignment (exactly-once), and records processed from
+  // an input after it delivered the barrier, before the snapshot (at-least-once).
+  std::uint64_t records_held_during_alignment = 0;
+  std::uint64_t records_after_barrier = 0;
+  // The sender's clock, us since the epoch, when the first barrier reached the attempt; 0 =
+  // not measured. The coordinator derives the checkpoint start delay from it.
+  std::int64_t barrier_received_timestamp_us = 0;
 
   bool operator==(const acknowledge_checkpoint&) const = default;
 };
@@ -257,6 +277,7 @@ std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r);
 std::ostream& operator<<(std::ostream& os, const register_worker& m);
 std::ostream& operator<<(std::ostream& os, const register_ack& m);
 std::ostream& operator<<(std::ostream& os, const not_registered& m);
+std::ostream& operator<<(std::ostream& os, const task_io& t);
 std::ostream& operator<<(std::ostream& os, const heartbeat& m);
 std::ostream& operator<<(std::ostream& os, const deploy_task& m);
 std::ostream& operator<<(std::ostream& os, const cancel_task& m);

@@ -145,6 +145,11 @@ std::optional<decode_error> check_msgpack_bounds(std::string_view frame,
                                                  std::size_t max_depth) {
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(frame.data());
   const std::uint64_t size = frame.size();
+  if (size > max_frame_bytes)
+    return make(decode_errc::frame_too_large, "a frame of " + std::to_string(size) +
+                                                  " bytes is over the " +
+                                                  std::to_string(max_frame_bytes) +
+                                                  "-byte frame limit");
   std::uint64_t pos = 0;
   // Values still to read in each open container, innermost last; at most max_depth entries.
   std::vector<std::uint64_t> open;

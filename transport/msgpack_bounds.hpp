@@ -11,6 +11,8 @@ namespace snapflow::wire {
 // Walks the headers of the one msgpack value that must fill `frame` exactly, without
 // allocating or copying, and says what is wrong with it, if anything:
 //  - a reserved byte (0xc1), or bytes after the value: not_msgpack;
+//  - a frame longer than `max_frame_bytes`: frame_too_large (ZeroMQ delivers frames up to
+//    frame_ceiling_bytes so that an oversized one is counted and refused here);
 //  - a length or element count above `max_frame_bytes` (each element takes at least one byte,
 //    so no acceptable frame could hold it: a lie, not an accident): too_large_declared_length;
 //  - a frame that ends inside a value, or a declared size that runs past its end: truncated;

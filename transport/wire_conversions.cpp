@@ -88,6 +88,14 @@ std::int64_t timestamp_us_from_wire(const wire::trigger_checkpoint& m) {
   return m.timestamp_ms * 1000;
 }
 
+wire::task_io to_wire(const task_io_counters& c) {
+  return {c.job, c.attempt, c.records_in, c.records_out};
+}
+
+task_io_counters from_wire(const wire::task_io& m) {
+  return {m.job, m.attempt, m.records_in, m.records_out};
+}
+
 wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack) {
   wire::acknowledge_checkpoint m;
   m.job = ack.job;
@@ -99,6 +107,9 @@ wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack) {
   m.async_duration_us = ack.metrics.async_duration_us;
   m.alignment_duration_us = ack.metrics.alignment_duration_us;
   m.bytes_processed_during_alignment = ack.metrics.bytes_processed_during_alignment;
+  m.records_held_during_alignment = ack.metrics.records_held_during_alignment;
+  m.records_after_barrier = ack.metrics.records_after_barrier;
+  m.barrier_received_timestamp_us = ack.metrics.barrier_received_timestamp_us;
   return m;
 }
 
@@ -108,8 +119,13 @@ checkpoint_ack from_wire(const wire::acknowledge_checkpoint& m) {
   ack.attempt = m.attempt;
   ack.id = m.checkpoint;
   ack.state = subtask_state{from_wire(m.state_handles), m.state_size_bytes};
-  ack.metrics = checkpoint_metrics{m.sync_duration_us, m.async_duration_us,
-                                   m.alignment_duration_us, m.bytes_processed_during_alignment};
+  ack.metrics.sync_duration_us = m.sync_duration_us;
+  ack.metrics.async_duration_us = m.async_duration_us;
+  ack.metrics.alignment_duration_us = m.alignment_duration_us;
+  ack.metrics.bytes_processed_during_alignment = m.bytes_processed_during_alignment;
+  ack.metrics.records_held_during_alignment = m.records_held_during_alignment;
+  ack.metrics.records_after_barrier = m.records_after_barrier;
+  ack.metrics.barrier_received_timestamp_us = m.barrier_received_timestamp_us;
   return ack;
 }
 

@@ -5,6 +5,7 @@
 
 #include "engine/checkpoint/checkpoint_messages.hpp"
 #include "engine/jobmaster/task_deployment.hpp"
+#include "engine/jobmaster/task_io_metrics.hpp"
 #include "graph/execution_vertex.hpp"
 #include "transport/messages.hpp"
 
@@ -25,6 +26,9 @@ wire::trigger_checkpoint to_wire(const job_id& job, const execution_attempt_id& 
 // wire and come back as periodic (tasks treat them the same).
 checkpoint_options options_from_wire(const wire::trigger_checkpoint& m);
 std::int64_t timestamp_us_from_wire(const wire::trigger_checkpoint& m);
+
+wire::task_io to_wire(const task_io_counters& counters);
+task_io_counters from_wire(const wire::task_io& m);
 
 wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack);
 checkpoint_ack from_wire(const wire::acknowledge_checkpoint& m);

@@ -154,8 +154,14 @@ class worker_endpoint::listener_proxy final : public task_executor_listener {
   void task_state_changed(const job_id& job, const execution_attempt_id& attempt,
                           execution_state state, const std::string& message) override {
     // States the protocol has no name for (scheduled, canceling) are not reported.
-    if (auto s = to_wire(state)) inbox_->push(wire::encode(wire::task_state_update{
-                                     job, attempt, *s, message}));
+    const auto s = to_wire(state);
+    if (!s) return;
+    // Before an attempt's end, a heartbeat with its final record counters (the empty frame is
+    // the cue: no encoded message is empty), so the coordinator has them when the job ends.
+    if (*s == wire::task_state::finished || *s == wire::task_state::failed ||
+        *s == wire::task_state::canceled)
+      inbox_->push(std::string());
+    inbox_->push(wire::encode(wire::task_state_update{job, attempt, *s, message}));
   }
   void acknowledge_checkpoint(const checkpoint_ack& ack) override {
     inbox_->push(wire::encode(to_wire(ack)));
@@ -365,7 +371,7 @@ asio::awaitable<void> worker_endpoint::ticker() {
       continue;
     }
     if (registered_) {
-      send(wire::heartbeat{options_.worker_id, wall_clock_ms()});
+      send_heartbeat();
     } else if (connection_ && connection_->outgoing.empty()) {
       // No answer to the last register_worker yet (it may have been lost with a connection);
       // resending within a session is harmless, the coordinator treats it as a resend.
@@ -519,7 +525,24 @@ void worker_endpoint::deliver_task_report(std::string frame) {
     ++counters_.dropped_task_reports;
     return;
   }
+  if (frame.empty()) {
+    send_heartbeat();  // a task is about to report its end: its final counters first
+    return;
+  }
   send_frame(std::move(frame));
+}
+
+void worker_endpoint::send_heartbeat() {
+  wire::heartbeat beat{options_.worker_id, wall_clock_ms(), {}};
+  if (tasks_) {
+    auto counters = tasks_->take_io_counters();
+    if (!counters.empty()) {
+      beat.tasks.emplace();
+      beat.tasks->reserve(counters.size());
+      for (const auto& c : counters) beat.tasks->push_back(to_wire(c));
+    }
+  }
+  send(std::move(beat));
 }
 
 }  // namespace snapflow::transport

@@ -107,6 +107,8 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   void send_frame(std::string frame);
   void flush_task_reports();
   void deliver_task_report(std::string frame);
+  // A heartbeat carrying the task executor's record counters.
+  void send_heartbeat();
   void new_session();
   std::int64_t now_us() const;
 

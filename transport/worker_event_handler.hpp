@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/checkpoint/checkpoint_messages.hpp"
+#include "engine/jobmaster/task_io_metrics.hpp"
 #include "engine/jobmaster/worker_registry.hpp"
 #include "graph/execution_vertex.hpp"
 
@@ -32,6 +33,9 @@ class worker_event_handler {
   // Only called with attempts the sender owns.
   virtual void source_exhausted(const job_id& job, const execution_attempt_id& attempt,
                                 checkpoint_id last_barrier) = 0;
+  // Record counters a worker's heartbeat carried, only for attempts the sender owns. Handlers
+  // that show no metrics ignore them.
+  virtual void task_io_reported(const task_io_counters& /*counters*/) {}
 };
 
 }  // namespace snapflow::transport

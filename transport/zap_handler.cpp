@@ -31,7 +31,7 @@ std::string frame_text(const zmq::message_t& m) {
 
 }  // namespace
 
-zap_handler::zap_handler(zmq::context_t& context, std::set<std::string> allowed_public_keys)
+zap_handler::zap_handler(zmq::context_t& context, curve_allowlist allowed_public_keys)
     : context_(context), allowed_(std::move(allowed_public_keys)) {
   std::ostringstream os;
   os << "inproc://snapflow-zap-stop-" << static_cast<const void*>(this);

@@ -3,12 +3,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
 #include <system_error>
 #include <thread>
 
 #include <zmq.hpp>
+
+#include "transport/curve_keys.hpp"
 
 namespace snapflow::transport {
 
@@ -22,7 +23,9 @@ namespace snapflow::transport {
 // context lets every client with a valid handshake in. Stop it after closing that socket.
 class zap_handler {
  public:
-  zap_handler(zmq::context_t& context, std::set<std::string> allowed_public_keys);
+  // Worker id bindings in the allowlist are the coordinator endpoint's to check; ZAP only lets
+  // listed keys in.
+  zap_handler(zmq::context_t& context, curve_allowlist allowed_public_keys);
   ~zap_handler();
   zap_handler(const zap_handler&) = delete;
   zap_handler& operator=(const zap_handler&) = delete;
@@ -39,7 +42,7 @@ class zap_handler {
   void answer(zmq::socket_t& requests);
 
   zmq::context_t& context_;
-  std::set<std::string> allowed_;
+  curve_allowlist allowed_;
   std::string stop_endpoint_;
   std::unique_ptr<zmq::socket_t> stop_sender_;  // used by the thread that calls stop()
   std::thread thread_;

@@ -8,6 +8,7 @@ namespace snapflow::cli {
 struct common_options {
   std::string coordinator = "127.0.0.1:8081";  // REST address of a running coordinator
   bool json = false;
+  std::string log_level;  // empty: SPDLOG_LEVEL, else warn
 };
 
 struct local_options {
@@ -16,8 +17,9 @@ struct local_options {
   std::string job_file = "examples/exactly-once-sum.toml";
   std::string state_dir;       // default: a fresh folder under the temp directory
   std::string executor = "runtime";
+  std::string worker_binary;   // default: snapflow-worker next to this binary
   int rest_port = 0;           // 0 = any free port
-  std::string log_level = "warn";
+  std::string log_level;        // empty: SPDLOG_LEVEL, else warn (this process and children)
   int timeout_s = 0;           // 0 = none
 };
 

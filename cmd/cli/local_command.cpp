@@ -3,15 +3,22 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <random>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include "cmd/cli/child_processes.hpp"
 #include "cmd/cli/commands.hpp"
+#include "cmd/cli/records_rate.hpp"
 #include "cmd/cli/rest_client.hpp"
 
 namespace snapflow::cli {
@@ -27,6 +34,21 @@ std::filesystem::path self_dir() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::filesystem::current_path() : exe.parent_path();
+}
+
+// 1234567 -> "1.23M": progress lines stay short.
+std::string format_count(double n) {
+  std::ostringstream os;
+  os.precision(3);
+  if (n >= 1e9)
+    os << n / 1e9 << "G";
+  else if (n >= 1e6)
+    os << n / 1e6 << "M";
+  else if (n >= 1e3)
+    os << n / 1e3 << "k";
+  else
+    os << std::fixed << std::setprecision(0) << n;
+  return os.str();
 }
 
 std::string format_us(double us) {
@@ -78,16 +100,32 @@ int run_local(const local_options& o) {
   sigaction(SIGTERM, &sa, nullptr);
 
   const auto bin = self_dir();
+  // The children log at the level given, else as SPDLOG_LEVEL says, else only warnings: their
+  // lines share the terminal with the progress line.
+  std::vector<std::string> log_args;
+  if (!o.log_level.empty())
+    log_args = {"--log-level", o.log_level};
+  else if (std::getenv("SPDLOG_LEVEL") == nullptr)
+    log_args = {"--log-level", "warn"};
+  const std::string worker_binary =
+      o.worker_binary.empty() ? (bin / "snapflow-worker").string() : o.worker_binary;
+  if (::access(worker_binary.c_str(), X_OK) != 0) {
+    std::cerr << "snapflow local: cannot run worker binary '" << worker_binary
+              << "': " << std::strerror(errno) << "\n";
+    return 2;
+  }
   child_processes children;
-  auto coordinator = children.spawn(
-      "coordinator", (bin / "snapflow-coordinator").string(),
-      {"--bind", "tcp://127.0.0.1:*", "--state-dir", state_dir.string(), "--rest-host",
-       "127.0.0.1", "--rest-port", std::to_string(o.rest_port), "--log-level", o.log_level},
-      true);
+  std::vector<std::string> coordinator_args{
+      "--bind",      "tcp://127.0.0.1:*", "--state-dir", state_dir.string(),
+      "--rest-host", "127.0.0.1",         "--rest-port", std::to_string(o.rest_port)};
+  coordinator_args.insert(coordinator_args.end(), log_args.begin(), log_args.end());
+  auto coordinator = children.spawn("coordinator", (bin / "snapflow-coordinator").string(),
+                                    coordinator_args, true);
   if (!coordinator) {
     std::cerr << "snapflow local: " << coordinator.err().message << "\n";
     return 1;
   }
+  spdlog::info("started the coordinator, pid {}", children.children()[*coordinator].pid);
   std::string control, rest;
   for (int i = 0; i < 100 && control.empty(); ++i) {
     auto line = children.read_line(*coordinator, std::chrono::milliseconds(100));
@@ -102,16 +140,17 @@ int run_local(const local_options& o) {
     return 1;
   }
   for (int w = 0; w < o.workers; ++w) {
-    auto worker = children.spawn(
-        "worker-" + std::to_string(w + 1), (bin / "snapflow-worker").string(),
-        {"--coordinator", control, "--id", "local-worker-" + std::to_string(w + 1), "--slots",
-         std::to_string(o.slots), "--data-bind", "tcp://127.0.0.1:*", "--executor", o.executor,
-         "--log-level", o.log_level},
-        false);
+    std::vector<std::string> worker_args{
+        "--coordinator", control, "--id", "local-worker-" + std::to_string(w + 1), "--slots",
+        std::to_string(o.slots), "--data-bind", "tcp://127.0.0.1:*", "--executor", o.executor};
+    worker_args.insert(worker_args.end(), log_args.begin(), log_args.end());
+    auto worker = children.spawn("worker-" + std::to_string(w + 1), worker_binary, worker_args,
+                                 false);
     if (!worker) {
       std::cerr << "snapflow local: " << worker.err().message << "\n";
       return 1;
     }
+    spdlog::info("started worker {}, pid {}", w + 1, children.children()[*worker].pid);
   }
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   std::cout << "snapflow local: coordinator " << control << ", REST and web page at http://" << rest
@@ -132,8 +171,12 @@ int run_local(const local_options& o) {
   std::string state = "CREATED";
   json last_checkpoints;
   int cancel_requests = 0;
+  records_rate rate;
   for (;;) {
-    for (const auto& exit : children.reap_exited()) std::cerr << "\nsnapflow local: " << exit << "\n";
+    for (const auto& exit : children.reap_exited()) {
+      spdlog::warn("{}", exit);
+      std::cerr << "\nsnapflow local: " << exit << "\n";
+    }
     if (interrupted.load() > cancel_requests) {
       cancel_requests = interrupted.load();
       if (cancel_requests == 1) {
@@ -158,6 +201,10 @@ int run_local(const local_options& o) {
       line << "[" << std::fixed;
       line.precision(1);
       line << elapsed << "s] " << state << "  restarts " << (*details)["restarts"];
+      rate.add((*details).value("source-records", std::uint64_t{0}),
+               (*details).value("records-timestamp", std::int64_t{0}));
+      line << "  " << format_count(static_cast<double>(rate.total())) << " records";
+      if (auto per_s = rate.per_second()) line << ", " << format_count(*per_s) << "/s";
       if (cps) {
         last_checkpoints = *cps;
         const auto& latest = (*cps)["latest"]["completed"];
@@ -187,6 +234,15 @@ int run_local(const local_options& o) {
   if (tty) std::cout << "\n";
 
   std::cout << "\nsummary: job " << job << " " << state << "\n";
+  {
+    const double run_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::cout << "  records: " << rate.total() << " from the sources";
+    if (auto avg = rate.average_per_second())
+      std::cout << ", " << format_count(*avg) << "/s on average while running";
+    std::cout << " (" << std::fixed << std::setprecision(1) << run_s << " s)\n"
+              << std::defaultfloat;
+  }
   if (!last_checkpoints.is_null()) {
     const auto& counts = last_checkpoints["counts"];
     const auto& e2e = last_checkpoints["summary"]["end_to_end_duration_us"];

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cmd/cli/commands.hpp"
+#include "cmd/process_logging.hpp"
 
 int main(int argc, char** argv) {
   using namespace snapflow::cli;
@@ -18,6 +19,9 @@ int main(int argc, char** argv) {
         ->envname("SNAPFLOW_COORDINATOR")
         ->capture_default_str();
     if (json) sub->add_flag("--json", common.json, "print JSON");
+    sub->add_option("--log-level", common.log_level,
+                    "this command's log level on stderr: " + snapflow::log_level_names() +
+                        " (default: SPDLOG_LEVEL, else warn)");
   };
 
   local_options local;
@@ -28,11 +32,14 @@ int main(int argc, char** argv) {
   l->add_option("--state-dir", local.state_dir, "state folder (default: a fresh temp folder)");
   l->add_option("--executor", local.executor, "task executor of the workers: runtime or stub")
       ->capture_default_str();
+  l->add_option("--worker", local.worker_binary,
+                "worker binary to start (default: snapflow-worker next to snapflow), e.g. your "
+                "own built on snapflow::worker");
   l->add_option("--rest-port", local.rest_port, "REST/web port (0 = any free port)")
       ->capture_default_str();
-  l->add_option("--log-level", local.log_level, "log level of the child processes")
-      ->envname("SPDLOG_LEVEL")
-      ->capture_default_str();
+  l->add_option("--log-level", local.log_level,
+                "log level of this command and its child processes: " +
+                    snapflow::log_level_names() + " (default: SPDLOG_LEVEL, else warn)");
   l->add_option("--timeout", local.timeout_s, "cancel after this many seconds (0 = never)");
 
   std::string job, file, folder;
@@ -73,9 +80,19 @@ int main(int argc, char** argv) {
   std::string key_prefix;
   auto* keygen = app.add_subcommand("keygen", "generate a CURVE key pair (Z85)");
   keygen->add_option("--out", key_prefix, "write PREFIX.public and PREFIX.secret");
+  keygen->add_option("--log-level", common.log_level, "log level on stderr");
   (void)cancel_after;
 
   CLI11_PARSE(app, argc, argv);
+
+  // One logger for this process too (role and pid on every line, on stderr so --json output
+  // stays clean); the command's own results still go to stdout as plain text.
+  if (auto logging = snapflow::setup_process_logging(
+          "cli", l->parsed() ? local.log_level : common.log_level, "warn");
+      !logging) {
+    std::cerr << "snapflow: " << logging.err().message << "\n";
+    return 2;
+  }
 
   if (l->parsed()) return run_local(local);
   if (submit->parsed()) return run_submit(common, file, savepoint);

@@ -284,14 +284,22 @@ ack_outcome checkpoint_coordinator_core::on_ack(checkpoint_ack ack, std::int64_t
   sub.async_duration_us = ack.metrics.async_duration_us;
   sub.alignment_duration_us = ack.metrics.alignment_duration_us;
   sub.bytes_processed_during_alignment = ack.metrics.bytes_processed_during_alignment;
+  sub.records_held_during_alignment = ack.metrics.records_held_during_alignment;
+  sub.records_after_barrier = ack.metrics.records_after_barrier;
+  const auto start_delay = [&](std::int64_t trigger_us) -> std::int64_t {
+    const std::int64_t received_us = ack.metrics.barrier_received_timestamp_us;
+    return received_us > 0 ? std::max<std::int64_t>(0, received_us - trigger_us) : 0;
+  };
 
   auto it = pending_.find(ack.id);
   if (it == pending_.end()) {
     if (was_aborted(ack.id)) {
       // The checkpoint failed: its files are garbage, but the subtask's timings still tell
       // the operator something about why it failed.
-      if (const checkpoint_stats* s = stats_->find(ack.id))
+      if (const checkpoint_stats* s = stats_->find(ack.id)) {
         sub.end_to_end_duration_us = now_us - s->trigger_timestamp_us;
+        sub.start_delay_us = start_delay(s->trigger_timestamp_us);
+      }
       stats_->report_ack(ack.id, sub);
       if (!ack.state.handles.empty())
         actions_.push_back(discard_state{std::move(ack.state.handles)});
@@ -302,6 +310,7 @@ ack_outcome checkpoint_coordinator_core::on_ack(checkpoint_ack ack, std::int64_t
   }
   pending_checkpoint& pending = it->second;
   sub.end_to_end_duration_us = now_us - pending.trigger_timestamp_us();
+  sub.start_delay_us = start_delay(pending.trigger_timestamp_us());
   // acknowledge() moves the state only on success; otherwise it is still ours to discard.
   switch (pending.acknowledge(ack.attempt, std::move(ack.state))) {
     case ack_result::success:

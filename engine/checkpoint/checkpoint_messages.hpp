@@ -16,6 +16,16 @@ struct checkpoint_metrics {
   std::int64_t async_duration_us = 0;
   std::int64_t alignment_duration_us = 0;
   std::uint64_t bytes_processed_during_alignment = 0;
+  // Records held back on inputs blocked by alignment (exactly-once), and records processed
+  // from an input after it delivered the barrier, before the snapshot (at-least-once; 0 under
+  // exactly-once). See trigger_snapshot.
+  std::uint64_t records_held_during_alignment = 0;
+  std::uint64_t records_after_barrier = 0;
+  // When the first barrier of the checkpoint reached the subtask (a source: when it took the
+  // trigger), on the coordinator_clock time line (us since the epoch); 0 = not measured. The
+  // coordinator turns it into the start delay against its own trigger timestamp, which the
+  // wire's millisecond trigger timestamp could not give to microsecond precision.
+  std::int64_t barrier_received_timestamp_us = 0;
 
   bool operator==(const checkpoint_metrics&) const = default;
 };

@@ -103,6 +103,14 @@ void checkpoint_stats_tracker::report_ack(checkpoint_id id, const subtask_checkp
       std::max(stats->max_alignment_duration_us, ack.alignment_duration_us);
   if (stats->status == checkpoint_stats_status::in_progress)
     stats->end_to_end_duration_us = stats->latest_ack_timestamp_us - stats->trigger_timestamp_us;
+  // What the subtask measured, and the rest of its end-to-end time: the ack on its way (and
+  // waiting in queues) after the snapshot was written.
+  const std::int64_t snapshot_us = ack.sync_duration_us + ack.async_duration_us;
+  stages_.trigger_to_barrier.observe(ack.start_delay_us);
+  stages_.barrier_to_aligned.observe(ack.alignment_duration_us);
+  stages_.aligned_to_snapshot_done.observe(snapshot_us);
+  stages_.snapshot_done_to_ack.observe(ack.end_to_end_duration_us - ack.start_delay_us -
+                                       ack.alignment_duration_us - snapshot_us);
 }
 
 void checkpoint_stats_tracker::report_completed(checkpoint_id id, std::int64_t completion_us,

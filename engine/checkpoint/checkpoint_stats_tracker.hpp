@@ -10,6 +10,7 @@
 
 #include "engine/checkpoint/checkpoint_failure_reason.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
+#include "engine/checkpoint/latency_histogram.hpp"
 #include "graph/checkpoint_config.hpp"
 #include "graph/ids.hpp"
 
@@ -25,6 +26,12 @@ struct subtask_checkpoint_stats {
   std::int64_t async_duration_us = 0;
   std::int64_t alignment_duration_us = 0;
   std::uint64_t bytes_processed_during_alignment = 0;
+  // Records held back by alignment / processed past the barrier (see checkpoint_metrics).
+  std::uint64_t records_held_during_alignment = 0;
+  std::uint64_t records_after_barrier = 0;
+  // Trigger to the barrier reaching the subtask (Flink's checkpoint start delay); 0 when the
+  // worker did not measure it.
+  std::int64_t start_delay_us = 0;
 
   bool operator==(const subtask_checkpoint_stats&) const = default;
 };
@@ -102,6 +109,8 @@ class checkpoint_stats_tracker {
   stats_summary state_size() const { return state_sizes_.summary(); }
   // The maximum alignment of each completed checkpoint.
   stats_summary alignment_duration_us() const { return alignments_us_.summary(); }
+  // Every ack reported so far, by stage (cumulative, for /metrics).
+  const checkpoint_stage_histograms& stage_histograms() const { return stages_; }
 
   // In progress or in history; null otherwise.
   const checkpoint_stats* find(checkpoint_id id) const;
@@ -153,6 +162,7 @@ class checkpoint_stats_tracker {
   window durations_us_;
   window state_sizes_;
   window alignments_us_;
+  checkpoint_stage_histograms stages_;
 };
 
 }  // namespace snapflow

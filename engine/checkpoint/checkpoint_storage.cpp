@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cerrno>
 #include <charconv>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -22,6 +24,24 @@ namespace snapflow {
 namespace fs = std::filesystem;
 
 namespace {
+
+// ---- the durability tests' fault injector (see write_fault_injector).
+
+std::mutex fault_injector_mutex;
+checkpoint_storage::write_fault_injector fault_injector;  // guarded by the mutex
+std::atomic<bool> fault_injector_set{false};
+
+// True when the injector asks the write to stop before `step`.
+bool injected_crash(const fs::path& file, checkpoint_storage::write_step step) {
+  if (!fault_injector_set.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(fault_injector_mutex);
+  return fault_injector && fault_injector(file, step);
+}
+
+error crash_error(const fs::path& file, checkpoint_storage::write_step step) {
+  return error{"injected crash before step " + std::to_string(static_cast<int>(step)) +
+               " of writing " + file.string()};
+}
 
 // ---- small POSIX helpers: every failure becomes an error naming the operation and the path.
 
@@ -510,29 +530,51 @@ result<void> checkpoint_storage::verify_state(const state_handle& h) {
   return success();
 }
 
+void checkpoint_storage::set_write_fault_injector(write_fault_injector injector) {
+  std::lock_guard lock(fault_injector_mutex);
+  fault_injector_set.store(static_cast<bool>(injector), std::memory_order_release);
+  fault_injector = std::move(injector);
+}
+
 result<void> checkpoint_storage::write_file_durably(const fs::path& file, std::string_view bytes) {
   assert(!file.empty());
   assert(file.has_filename());
   const fs::path dir = parent_or_dot(file);
+  if (injected_crash(file, write_step::create_folders))
+    return crash_error(file, write_step::create_folders);
   if (auto r = create_directories_durably(dir); !r) return r;
 
   fs::path tmp = file;
   tmp += ".tmp";
   {
+    if (injected_crash(file, write_step::create_temp))
+      return crash_error(file, write_step::create_temp);
     fd_guard fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) return os_error("create", tmp, errno);
-    auto r = write_all(fd.get(), bytes, tmp);
+    // Two halves only so a durability test can stop between them (a torn temp file).
+    const std::string_view first = bytes.substr(0, bytes.size() / 2);
+    if (injected_crash(file, write_step::write_first_half))
+      return crash_error(file, write_step::write_first_half);
+    auto r = write_all(fd.get(), first, tmp);
+    if (r && injected_crash(file, write_step::write_rest))
+      return crash_error(file, write_step::write_rest);
+    if (r) r = write_all(fd.get(), bytes.substr(first.size()), tmp);
+    if (r && injected_crash(file, write_step::fsync_temp))
+      return crash_error(file, write_step::fsync_temp);
     if (r && ::fsync(fd.get()) != 0) r = os_error("fsync", tmp, errno);
     if (!r) {
       ::unlink(tmp.c_str());
       return r;
     }
   }
+  if (injected_crash(file, write_step::rename)) return crash_error(file, write_step::rename);
   if (::rename(tmp.c_str(), file.c_str()) != 0) {
     const int e = errno;
     ::unlink(tmp.c_str());
     return os_error("rename into", file, e);
   }
+  if (injected_crash(file, write_step::fsync_folder))
+    return crash_error(file, write_step::fsync_folder);
   // The rename is only durable once the folder's entry is.
   return fsync_dir(dir);
 }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,25 @@ namespace snapflow {
 // so different checkpoints may be written and read from different threads at once.
 class checkpoint_storage {
  public:
+  // The steps of write_file_durably, in order; a crash between any two must leave either the
+  // old file or the new one whole.
+  enum class write_step : std::uint8_t {
+    create_folders,    // missing folders created, each parent fsynced
+    create_temp,       // <file>.tmp opened
+    write_first_half,  // the first half of the bytes written to the temp file
+    write_rest,        // the rest written
+    fsync_temp,        // the temp file fsynced
+    rename,            // temp renamed over the file
+    fsync_folder,      // the folder fsynced: the new file is durable
+  };
+  static constexpr std::uint8_t write_step_count = 7;
+  // A test seam for durability tests: when set, it is asked before each step of every durable
+  // write; returning true stops the write right there, leaving the disk exactly as a process
+  // killed at that point would (nothing cleaned up), and the write returns an error. Unset,
+  // which is the default and what production runs with, it costs one check per step.
+  using write_fault_injector = std::function<bool(const std::filesystem::path& file, write_step)>;
+  static void set_write_fault_injector(write_fault_injector injector);
+
   static constexpr std::string_view metadata_file_name = "_metadata";
   static constexpr std::string_view metadata_magic = "SNAPFLOW-CHK";
   static constexpr std::uint32_t metadata_version = 1;

@@ -43,6 +43,8 @@ result<std::shared_ptr<job_master>> job_master::create(
     std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway, options opts,
     std::optional<durable_state> state) {
   if (auto invalid = opts.restart.validate()) return error{*invalid};
+  if (graph.restart)
+    if (auto invalid = graph.restart->validate()) return error{"job " + graph.id + ": " + *invalid};
   auto built = build_execution_graph(graph, executor);
   if (!built) return built.err();
   std::shared_ptr<execution_graph> eg = std::move(*built);
@@ -84,7 +86,8 @@ job_master::job_master(asio::any_io_executor executor, std::shared_ptr<execution
       workers_(std::move(workers)),
       deployer_(std::move(deployer)),
       options_(std::move(opts)),
-      restart_strategy_(options_.restart),
+      // The job's own strategy, when it set one, wins over the coordinator's default.
+      restart_strategy_(graph_->job().restart ? *graph_->job().restart : options_.restart),
       job_graph_bytes_(encode_job_graph(graph_->job())) {
   for (const auto& v : graph_->job_vertices())
     slots_needed_ = std::max(slots_needed_, v->parallelism());
@@ -95,10 +98,22 @@ job_master::job_master(asio::any_io_executor executor, std::shared_ptr<execution
 
 void job_master::on_source_exhausted(const execution_attempt_id& attempt,
                                      checkpoint_id last_barrier) {
-  if (find_current(attempt) == nullptr || final_checkpoint_ || graph_->status() != job_status::running)
+  if (find_current(attempt) == nullptr || final_checkpoint_) return;
+  const job_status status = graph_->status();
+  // A short source may run out before every task of the job runs (the job is still CREATED or
+  // RESTARTING): keep its report, decided on once the job is RUNNING. Dropping it would leave
+  // the job waiting for that source forever.
+  if (status != job_status::running && status != job_status::created &&
+      status != job_status::restarting)
     return;
   exhausted_sources_[attempt] = last_barrier;
-  if (exhausted_sources_.size() < num_sources_) return;
+  start_final_checkpoint_if_exhausted();
+}
+
+void job_master::start_final_checkpoint_if_exhausted() {
+  if (final_checkpoint_ || graph_->status() != job_status::running ||
+      exhausted_sources_.size() < num_sources_)
+    return;
   // Every checkpoint with an id above every source's last barrier was taken after the last
   // record of every source.
   checkpoint_id newest = 0;
@@ -249,7 +264,10 @@ void job_master::on_task_state(const execution_attempt_id& attempt, execution_st
       bool all_running = std::all_of(all.begin(), all.end(), [](const execution_vertex* v) {
         return v->state() == execution_state::running || v->state() == execution_state::finished;
       });
-      if (all_running) graph_->transition_to(job_status::running);
+      if (all_running) {
+        graph_->transition_to(job_status::running);
+        start_final_checkpoint_if_exhausted();  // sources that ran out before the job ran
+      }
       return;
     }
     case execution_state::finished: {

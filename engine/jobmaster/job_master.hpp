@@ -29,6 +29,7 @@ class job_master : public std::enable_shared_from_this<job_master> {
   struct options {
     std::filesystem::path state_dir;  // checkpoints under <state_dir>/<job-id>
     asio::any_io_executor io_executor;
+    // The coordinator's default; a job graph's own `restart` replaces it.
     restart_strategy_config restart;
     // Start from this checkpoint or savepoint when the job's own store has nothing newer
     // (submit --from-savepoint).
@@ -97,6 +98,7 @@ class job_master : public std::enable_shared_from_this<job_master> {
   void restart();
   void end(job_status terminal);
   execution_vertex* find_current(const execution_attempt_id& attempt);
+  void start_final_checkpoint_if_exhausted();
   void maybe_finish_sources();
   void request_final_checkpoint();
 

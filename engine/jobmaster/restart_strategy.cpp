@@ -4,42 +4,6 @@
 
 namespace snapflow {
 
-std::string_view to_string(restart_strategy_config::kind k) {
-  switch (k) {
-    case restart_strategy_config::kind::none:
-      return "none";
-    case restart_strategy_config::kind::fixed_delay:
-      return "fixed_delay";
-    case restart_strategy_config::kind::exponential_delay:
-      return "exponential_delay";
-    case restart_strategy_config::kind::failure_rate:
-      return "failure_rate";
-  }
-  return "unknown";
-}
-
-std::optional<restart_strategy_config::kind> parse_restart_strategy(std::string_view text) {
-  for (auto k : {restart_strategy_config::kind::none, restart_strategy_config::kind::fixed_delay,
-                 restart_strategy_config::kind::exponential_delay,
-                 restart_strategy_config::kind::failure_rate})
-    if (to_string(k) == text) return k;
-  return std::nullopt;
-}
-
-std::optional<std::string> restart_strategy_config::validate() const {
-  if (max_attempts < -1) return std::string("restart max_attempts must be >= -1 (-1 = unlimited)");
-  if (delay_ms < 0) return std::string("restart delay_ms must be >= 0");
-  if (initial_backoff_ms < 1) return std::string("restart initial_backoff_ms must be >= 1");
-  if (max_backoff_ms < initial_backoff_ms)
-    return std::string("restart max_backoff_ms must be >= initial_backoff_ms");
-  if (backoff_multiplier < 1.0) return std::string("restart backoff_multiplier must be >= 1");
-  if (max_failures_per_interval < 1)
-    return std::string("restart max_failures_per_interval must be >= 1");
-  if (failure_rate_interval_ms < 1)
-    return std::string("restart failure_rate_interval_ms must be >= 1");
-  return std::nullopt;
-}
-
 restart_strategy::restart_strategy(restart_strategy_config config) : config_(config) {}
 
 std::optional<std::int64_t> restart_strategy::on_failure(std::int64_t now_us) {

@@ -19,6 +19,14 @@ struct trigger_snapshot {
   checkpoint_barrier barrier;
   std::int64_t alignment_duration_us = 0;
   std::uint64_t bytes_processed_during_alignment = 0;
+  // Records that reached the subtask on an input blocked by alignment and waited for it to end
+  // (exactly-once only; the first batch waiting on each blocked input is counted, so a lower
+  // bound of what the channels held back).
+  std::uint64_t records_held_during_alignment = 0;
+  // Records processed from an input after it delivered this barrier, before the snapshot: they
+  // overtook the barrier into the snapshot and may be replayed after a restore (at-least-once).
+  // Always 0 under exactly-once, where such an input is blocked; measured, not assumed.
+  std::uint64_t records_after_barrier = 0;
 
   bool operator==(const trigger_snapshot&) const = default;
 };
@@ -38,7 +46,9 @@ using barrier_actions = std::vector<barrier_action>;
 inline std::ostream& operator<<(std::ostream& os, const barrier_action& a) {
   if (const auto* t = std::get_if<trigger_snapshot>(&a))
     return os << "trigger_snapshot{id=" << t->barrier.id
-              << ", alignment_us=" << t->alignment_duration_us << "}";
+              << ", alignment_us=" << t->alignment_duration_us
+              << ", held=" << t->records_held_during_alignment
+              << ", after_barrier=" << t->records_after_barrier << "}";
   const auto& ab = std::get<abort_snapshot>(a);
   return os << "abort_snapshot{id=" << ab.id << ", reason=" << ab.reason << ", " << ab.message
             << "}";

@@ -76,6 +76,8 @@ void barrier_aligner::start_alignment(std::size_t input, const checkpoint_barrie
   aligning_ = barrier;
   alignment_start_us_ = now_us;
   bytes_during_alignment_ = 0;
+  records_held_ = 0;
+  records_after_barrier_ = 0;
   blocked_[input] = true;
   num_blocked_ = 1;
   maybe_complete(now_us, out);
@@ -85,7 +87,7 @@ void barrier_aligner::maybe_complete(std::int64_t now_us, barrier_actions& out) 
   assert(aligning_);
   if (num_blocked_ + num_ended_ < blocked_.size()) return;
   trigger_snapshot t{*aligning_, std::max<std::int64_t>(0, now_us - alignment_start_us_),
-                     bytes_during_alignment_};
+                     bytes_during_alignment_, records_held_, records_after_barrier_};
   const checkpoint_id id = aligning_->id;
   release_all();
   mark_handled(id);
@@ -97,6 +99,8 @@ void barrier_aligner::release_all() {
   num_blocked_ = 0;
   aligning_.reset();
   bytes_during_alignment_ = 0;
+  records_held_ = 0;
+  records_after_barrier_ = 0;
 }
 
 void barrier_aligner::mark_handled(checkpoint_id id) {

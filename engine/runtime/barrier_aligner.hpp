@@ -41,6 +41,16 @@ class barrier_aligner {
   void on_bytes_processed(std::uint64_t bytes) {
     if (aligning_) bytes_during_alignment_ += bytes;
   }
+  // The task processed a record from `input`. One from an input that already delivered the
+  // barrier being aligned would break exactly-once; the task never reads such an input, and
+  // this counts it should that ever change (reported as records_after_barrier).
+  void on_record_processed(std::size_t input) {
+    if (aligning_ && blocked_.at(input)) ++records_after_barrier_;
+  }
+  // `n` records are waiting on a blocked input (reported as records_held_during_alignment).
+  void on_records_held(std::uint64_t n) {
+    if (aligning_) records_held_ += n;
+  }
 
   bool is_blocked(std::size_t input) const { return blocked_.at(input); }
   bool has_ended(std::size_t input) const { return ended_.at(input); }
@@ -68,6 +78,8 @@ class barrier_aligner {
   std::optional<checkpoint_barrier> aligning_;
   std::int64_t alignment_start_us_ = 0;
   std::uint64_t bytes_during_alignment_ = 0;
+  std::uint64_t records_held_ = 0;
+  std::uint64_t records_after_barrier_ = 0;
   checkpoint_id last_handled_id_ = 0;
   // Checkpoints aborted before their barrier got here; bounded (the oldest are forgotten).
   std::set<checkpoint_id> aborted_ahead_;

@@ -32,7 +32,7 @@ barrier_actions barrier_tracker::on_barrier(std::size_t input, const checkpoint_
       last_handled_id_ = std::max(last_handled_id_, oldest->first);
       pending_.erase(oldest);
     }
-    counting c{barrier, std::vector<bool>(ended_.size(), false), 0, now_us};
+    counting c{barrier, std::vector<bool>(ended_.size(), false), 0, now_us, 0};
     it = pending_.emplace(barrier.id, std::move(c)).first;
   }
   if (it->second.seen[input]) return out;  // duplicate from the same input
@@ -72,8 +72,10 @@ void barrier_tracker::trigger(std::map<checkpoint_id, counting>::iterator it, st
     out.push_back(
         abort_snapshot{older->first, checkpoint_failure_reason::checkpoint_declined_subsumed,
                        "checkpoint " + std::to_string(id) + " completed its barriers first"});
+  // Nothing is ever held back here: records_held_during_alignment stays 0.
   out.push_back(trigger_snapshot{it->second.barrier,
-                                 std::max<std::int64_t>(0, now_us - it->second.first_us), 0});
+                                 std::max<std::int64_t>(0, now_us - it->second.first_us), 0, 0,
+                                 it->second.records_after_barrier});
   pending_.erase(pending_.begin(), std::next(it));
   last_handled_id_ = std::max(last_handled_id_, id);
   aborted_.erase(aborted_.begin(), aborted_.upper_bound(last_handled_id_));

@@ -31,6 +31,13 @@ class barrier_tracker {
   // The coordinator aborted `id`: stop counting it and ignore its later barriers.
   bool on_checkpoint_aborted(checkpoint_id id);
 
+  // The task processed a record from `input`: for every checkpoint whose barrier that input
+  // already delivered, the record overtook the barrier (reported as records_after_barrier).
+  void on_record_processed(std::size_t input) {
+    for (auto& [_, c] : pending_)
+      if (c.seen[input]) ++c.records_after_barrier;
+  }
+
   // Never blocks: kept so a task can treat both handlers alike.
   bool is_blocked(std::size_t) const { return false; }
   bool has_ended(std::size_t input) const { return ended_.at(input); }
@@ -45,6 +52,7 @@ class barrier_tracker {
     std::vector<bool> seen;
     std::size_t num_seen = 0;
     std::int64_t first_us = 0;
+    std::uint64_t records_after_barrier = 0;
   };
 
   bool complete(const counting& c) const;

@@ -42,9 +42,13 @@ class channel_factory {
   // `consumer_endpoint`. Used by one task thread (send); cancel from any thread.
   virtual std::shared_ptr<output_channel> open_output(const channel_key& key,
                                                       const std::string& consumer_endpoint) = 0;
-  // The consuming end of `key`: data for it from now on goes there, and data naming another
-  // attempt of the same channel is dropped. Releasing the last reference closes it.
-  virtual std::shared_ptr<input_channel> open_input(const channel_key& key) = 0;
+  // The consuming end of `key`, whose producer runs on the worker whose data endpoint is
+  // `producer_endpoint`: data for it from now on goes there, and data naming another attempt
+  // of the same channel is dropped. Releasing the last reference closes it. When both ends are
+  // in this process (both endpoints are data_endpoint()), a factory may join them in memory,
+  // whichever end is opened first, keeping the same bound and backpressure.
+  virtual std::shared_ptr<input_channel> open_input(const channel_key& key,
+                                                    const std::string& producer_endpoint) = 0;
   // Where producers on other workers reach this process's input channels.
   virtual std::string data_endpoint() const = 0;
 };

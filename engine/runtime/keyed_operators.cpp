@@ -1,19 +1,47 @@
 #include "engine/runtime/keyed_operators.hpp"
 
 #include <cassert>
+#include <string>
+
+#include "engine/runtime/operator_factory.hpp"
 
 namespace snapflow {
+
+result<std::unique_ptr<stream_operator>> keyed_sum::create(const job_vertex& vertex) {
+  auto bytes = int_param(vertex, "state_bytes", 0);
+  if (!bytes) return bytes.err();
+  if (*bytes < 0 || *bytes > max_state_bytes)
+    return error{"parameter 'state_bytes' must be between 0 and " +
+                 std::to_string(max_state_bytes) + " (got " + std::to_string(*bytes) + ")"};
+  return std::unique_ptr<stream_operator>(new keyed_sum(*bytes));
+}
 
 result<void> keyed_sum::open(const operator_context& context,
                              const std::vector<restored_operator_state>&) {
   assert(context.keyed_state != nullptr);
   state_ = context.keyed_state;
+  // Not restored: the ballast only stands for state of a given size, its content is not used.
+  ballast_.resize(static_cast<std::size_t>(state_bytes_));
+  std::uint64_t x = 0x9e3779b97f4a7c15ull * (context.subtask_index + 1);
+  for (auto& c : ballast_) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = static_cast<char>(x);
+  }
   return success();
 }
 
+result<operator_snapshot> keyed_sum::snapshot(checkpoint_id) {
+  operator_snapshot s;
+  if (!ballast_.empty()) s.state.push_back({"state_bytes", ballast_});
+  return s;
+}
+
 result<void> keyed_sum::process(const record& r, record_output& out) {
-  const std::int64_t sum = state_->value("sum").value_or(0) + r.value;
-  state_->set_value("sum", sum);
+  std::int64_t& slot = state_->value_slot("sum");
+  slot += r.value;
+  const std::int64_t sum = slot;
   record copy = r;
   copy.value = sum;
   out.emit(std::move(copy));
@@ -28,8 +56,7 @@ result<void> keyed_count::open(const operator_context& context,
 }
 
 result<void> keyed_count::process(const record& r, record_output& out) {
-  const std::int64_t count = state_->value("count").value_or(0) + 1;
-  state_->set_value("count", count);
+  const std::int64_t count = ++state_->value_slot("count");
   record copy = r;
   copy.value = count;
   out.emit(std::move(copy));

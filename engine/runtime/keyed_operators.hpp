@@ -9,14 +9,24 @@ namespace snapflow {
 // group with everything else.
 
 // Running sum of record.value per key; emits the input record with value = the new sum.
+// `state_bytes` (default 0) adds that much opaque operator state to every snapshot, so
+// benchmarks can measure checkpoints of a subtask holding N MiB (bench/run-comparison).
 class keyed_sum final : public stream_operator {
  public:
+  static constexpr std::int64_t max_state_bytes = std::int64_t{1} << 30;
+
+  keyed_sum() = default;
+  static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
   result<void> open(const operator_context& context,
                     const std::vector<restored_operator_state>& restored) override;
   result<void> process(const record& r, record_output& out) override;
+  result<operator_snapshot> snapshot(checkpoint_id id) override;
 
  private:
+  explicit keyed_sum(std::int64_t state_bytes) : state_bytes_(state_bytes) {}
   keyed_state_backend* state_ = nullptr;
+  std::int64_t state_bytes_ = 0;
+  std::string ballast_;  // filled in open(): state_bytes_ bytes, different per subtask
 };
 
 // Running count of records per key; emits the input record with value = the new count.

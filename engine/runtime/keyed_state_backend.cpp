@@ -40,6 +40,14 @@ void keyed_state_backend::set_value(std::string_view state, std::int64_t v) {
   s->second[current_key_] = v;
 }
 
+std::int64_t& keyed_state_backend::value_slot(std::string_view state) {
+  assert(has_key_);
+  auto& values = current_group().values;
+  auto s = values.find(state);
+  if (s == values.end()) s = values.emplace(std::string(state), decltype(s->second){}).first;
+  return s->second[current_key_];
+}
+
 void keyed_state_backend::clear_value(std::string_view state) {
   assert(has_key_);
   auto& values = current_group().values;

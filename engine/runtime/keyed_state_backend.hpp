@@ -49,6 +49,9 @@ class keyed_state_backend {
 
   std::optional<std::int64_t> value(std::string_view state) const;
   void set_value(std::string_view state, std::int64_t v);
+  // The current key's value, created as 0 when it has none: a read-modify-write with one
+  // lookup instead of value() + set_value()'s two (keyed aggregations do this per record).
+  std::int64_t& value_slot(std::string_view state);
   void clear_value(std::string_view state);
 
   std::optional<std::int64_t> map_get(std::string_view state, std::string_view map_key) const;

@@ -15,6 +15,11 @@ bool local_channel::send(element_batch batch) {
     std::unique_lock lock(mutex_);
     not_full_.wait(lock, [&] { return cancelled_ || queue_.size() < capacity_; });
     if (cancelled_) return false;
+    if (gauge_) {
+      const std::uint64_t bytes = approximate_bytes(batch);
+      queued_bytes_ += bytes;
+      gauge_->add(bytes);
+    }
     queue_.push_back(std::move(batch));
     assert(queue_.size() <= capacity_);
     if (queue_.size() > high_water_mark_) high_water_mark_ = queue_.size();
@@ -31,9 +36,24 @@ std::optional<element_batch> local_channel::try_take() {
     if (queue_.empty()) return std::nullopt;
     out = std::move(queue_.front());
     queue_.pop_front();
+    if (gauge_) {
+      const std::uint64_t bytes = approximate_bytes(*out);
+      queued_bytes_ -= bytes;
+      gauge_->subtract(bytes);
+    }
   }
   not_full_.notify_one();
   return out;
+}
+
+void local_channel::set_gauge(std::shared_ptr<byte_gauge> gauge) {
+  std::lock_guard lock(mutex_);
+  assert(queue_.empty());
+  gauge_ = std::move(gauge);
+}
+
+local_channel::~local_channel() {
+  if (gauge_) gauge_->subtract(queued_bytes_);
 }
 
 void local_channel::set_wakeup(std::shared_ptr<task_wakeup> wakeup) {
@@ -47,6 +67,8 @@ void local_channel::cancel() {
     std::lock_guard lock(mutex_);
     cancelled_ = true;
     queue_.clear();
+    if (gauge_) gauge_->subtract(queued_bytes_);
+    queued_bytes_ = 0;
     wakeup = wakeup_;
   }
   not_full_.notify_all();

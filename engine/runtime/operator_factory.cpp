@@ -29,15 +29,16 @@ operator_factory make_builtin() {
   operator_factory f;
   f.add("sequence_source", sequence_source::create);
   f.add("line_source", line_source::create);
-  f.add("map_identity", simple<map_identity>());
+  f.add("map_identity", map_identity::create);
   f.add("map_add", map_add::create);
   f.add("map_scale", map_scale::create);
   f.add("filter_modulo", filter_modulo::create);
   f.add("flat_map_split_words", simple<flat_map_split_words>());
   f.add("flat_map_repeat", flat_map_repeat::create);
-  f.add("keyed_sum", simple<keyed_sum>());
+  f.add("keyed_sum", keyed_sum::create);
   f.add("keyed_count", simple<keyed_count>());
   f.add("print_sink", simple<print_sink>());
+  f.add("discard_sink", simple<discard_sink>());
   f.add("file_sink", simple<file_sink>());
   f.add("two_phase_commit_file_sink", simple<two_phase_commit_file_sink>());
   f.add("user_map", user_map::create);

@@ -2,12 +2,18 @@
 
 #include <cassert>
 #include <sstream>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "graph/job_graph_codec.hpp"
 
 namespace snapflow {
+
+namespace {
+// Ended tasks whose final counters wait for a heartbeat; more only if heartbeats stopped.
+constexpr std::size_t max_ended_io = 4096;
+}  // namespace
 
 // A task's responder and status listener: forwards to the worker's listener with the job id
 // the task-level calls leave out. Both only queue (task_executor_listener never blocks).
@@ -44,7 +50,9 @@ runtime_task_executor::runtime_task_executor(std::shared_ptr<task_executor_liste
   if (!options_.operators)
     options_.operators = std::shared_ptr<const operator_factory>(&operator_factory::builtin(),
                                                                  [](const operator_factory*) {});
-  if (!options_.registry) options_.registry = &operator_registry::builtin();
+  if (!options_.registry)
+    options_.registry = std::shared_ptr<const operator_registry>(&operator_registry::builtin(),
+                                                                 [](const operator_registry*) {});
   writer_ = std::make_shared<snapshot_writer>(options_.snapshot_threads);
 }
 
@@ -88,12 +96,18 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
   c.attempt = d.attempt;
   c.vertex = *v;
   bool has_inputs = false;
+  bool all_inputs_hashed = true;
   for (const job_edge& edge : job.edges)
-    if (edge.target == v->id) has_inputs = true;
+    if (edge.target == v->id) {
+      has_inputs = true;
+      all_inputs_hashed = all_inputs_hashed && edge.part == partitioning::hash;
+    }
   if (const operator_kind* kind = options_.registry->find(v->kind))
     c.role = kind->role;
+  else if (!has_inputs)
+    c.role = operator_role::source;
   else
-    c.role = has_inputs ? operator_role::transform : operator_role::source;
+    c.role = all_inputs_hashed ? operator_role::keyed : operator_role::transform;
   if ((c.role == operator_role::source) == has_inputs)
     return fail_deploy(d, "operator kind '" + v->kind + "' and the job's edges disagree on "
                           "whether it is a source");
@@ -106,8 +120,11 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
       if (from == nullptr) return fail_deploy(d, "an edge names an unknown vertex");
       for (std::uint32_t j = 0; j < from->parallelism; ++j) {
         if (edge.part == partitioning::forward && j != index) continue;
-        c.inputs.push_back(
-            channels_->open_input(channel_key{d.job, edge.source, j, v->id, index, attempt}));
+        auto endpoint = d.subtask_endpoints.find(subtask_id{from->id, j});
+        if (endpoint == d.subtask_endpoints.end() || endpoint->second.empty())
+          return fail_deploy(d, "no data endpoint for a subtask of vertex '" + from->name + "'");
+        c.inputs.push_back(channels_->open_input(
+            channel_key{d.job, edge.source, j, v->id, index, attempt}, endpoint->second));
       }
     }
     if (edge.source == v->id) {
@@ -150,11 +167,23 @@ stream_task* runtime_task_executor::find(const job_id& job, const execution_atte
 void runtime_task_executor::reap() {
   for (auto it = tasks_.begin(); it != tasks_.end();) {
     if (it->second->done()) {
+      // Its last counters still go out with the next heartbeat.
+      if (ended_io_.size() >= max_ended_io) ended_io_.erase(ended_io_.begin());
+      ended_io_.push_back({it->first.first, it->first.second, it->second->records_in(),
+                           it->second->records_out()});
       it = tasks_.erase(it);  // joins a thread that has ended
     } else {
       ++it;
     }
   }
+}
+
+std::vector<task_io_counters> runtime_task_executor::take_io_counters() {
+  std::vector<task_io_counters> out = std::exchange(ended_io_, {});
+  out.reserve(out.size() + tasks_.size());
+  for (const auto& [key, task] : tasks_)
+    out.push_back({key.first, key.second, task->records_in(), task->records_out()});
+  return out;
 }
 
 void runtime_task_executor::cancel(const job_id& job, const execution_attempt_id& attempt) {

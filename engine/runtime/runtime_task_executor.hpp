@@ -18,9 +18,11 @@ struct runtime_task_executor_options {
   std::size_t batch_size = 256;
   std::size_t snapshot_threads = 2;
   std::shared_ptr<const operator_factory> operators;  // operator_factory::builtin() when null
-  // Where operator roles (source, keyed, ...) come from; operator_registry::builtin() when
-  // null. A kind it does not know is a source without inputs and a transform otherwise.
-  const operator_registry* registry = nullptr;
+  // Where operator roles (source, keyed, ...) come from: a custom worker's registry holds its
+  // own kinds beside the built-in ones; operator_registry::builtin() when null. A kind it does
+  // not know is a source without inputs, keyed when every input is hash-partitioned (it gets
+  // keyed state, which a kind that never touches it does not notice), a transform otherwise.
+  std::shared_ptr<const operator_registry> registry;
 };
 
 // The worker's task_executor over real stream_tasks (Flink's TaskExecutor): deploy decodes the
@@ -51,6 +53,7 @@ class runtime_task_executor final : public task_executor {
   void finish(const job_id& job, const execution_attempt_id& attempt) override;
   void cancel_all() override;
   std::string data_endpoint() const override;
+  std::vector<task_io_counters> take_io_counters() override;
 
   std::size_t running_tasks() const;
 
@@ -67,6 +70,8 @@ class runtime_task_executor final : public task_executor {
   runtime_task_executor_options options_;
   std::shared_ptr<snapshot_writer> writer_;
   std::map<task_key, std::unique_ptr<stream_task>> tasks_;
+  // Final counters of reaped tasks not yet taken (bounded: the oldest go first).
+  std::vector<task_io_counters> ended_io_;
 };
 
 }  // namespace snapflow

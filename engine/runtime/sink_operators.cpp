@@ -1,23 +1,36 @@
 #include "engine/runtime/sink_operators.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <mutex>
 
 #include "engine/runtime/operator_factory.hpp"
+#include "engine/runtime/transform_operators.hpp"
 
 namespace snapflow {
 
-std::string format_record_line(const record& r) {
-  std::string line = std::to_string(r.key);
-  line.push_back(',');
-  line.append(std::to_string(r.seq));
-  line.push_back(',');
-  line.append(std::to_string(r.value));
+void append_record_line(std::string& out, const record& r) {
+  // to_chars through a stack buffer: no temporary string per field (this runs per record).
+  const auto put = [&out](auto v) {
+    char buf[24];  // an int64 or uint64 takes at most 20
+    const auto done = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, done.ptr);
+  };
+  put(r.key);
+  out.push_back(',');
+  put(r.seq);
+  out.push_back(',');
+  put(r.value);
   if (!r.payload.empty()) {
-    line.push_back(',');
-    line.append(r.payload);
+    out.push_back(',');
+    out.append(r.payload);
   }
-  line.push_back('\n');
+  out.push_back('\n');
+}
+
+std::string format_record_line(const record& r) {
+  std::string line;
+  append_record_line(line, r);
   return line;
 }
 
@@ -33,6 +46,9 @@ result<void> file_sink::open(const operator_context& context,
                              const std::vector<restored_operator_state>&) {
   auto folder = string_param(*context.vertex, "path");
   if (!folder) return folder.err();
+  auto delay = delay_us_per_record_param(*context.vertex);
+  if (!delay) return delay.err();
+  delay_us_ = *delay;
   std::error_code ec;
   std::filesystem::create_directories(*folder, ec);
   if (ec) return error{"file_sink: create " + *folder + ": " + ec.message()};
@@ -42,6 +58,7 @@ result<void> file_sink::open(const operator_context& context,
 }
 
 result<void> file_sink::process(const record& r, record_output&) {
+  delay_record(delay_us_);
   return file_.append(format_record_line(r));
 }
 

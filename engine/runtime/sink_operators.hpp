@@ -10,12 +10,20 @@ namespace snapflow {
 // The line the file sinks write for a record: "key,seq,value", plus ",payload" when the
 // payload is not empty. For keyed_sum -> sink that is "key,seq,sum".
 std::string format_record_line(const record& r);
+// The same line appended to `out` (no allocation once `out` has room).
+void append_record_line(std::string& out, const record& r);
 
 // Prints each record's line to standard output (lines of concurrent subtasks never interleave
 // within a line).
 class print_sink final : public stream_operator {
  public:
   result<void> process(const record& r, record_output& out) override;
+};
+
+// Drops every record: lets a benchmark tell the pipeline's cost from a real sink's.
+class discard_sink final : public stream_operator {
+ public:
+  result<void> process(const record&, record_output&) override { return success(); }
 };
 
 // At-least-once file sink: appends lines to "<path>/part-<uid>-<subtask>"; a barrier flushes,
@@ -31,6 +39,7 @@ class file_sink final : public stream_operator {
 
  private:
   sink_file file_;
+  std::int64_t delay_us_ = 0;  // delay_us_per_record: a deliberately slow sink
 };
 
 }  // namespace snapflow

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/clock.hpp"
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
 
@@ -38,7 +39,9 @@ class stream_task::task_output final : public record_output {
  public:
   explicit task_output(stream_task& task) : task_(task) {}
   void emit(record r) override {
-    task_.records_out_.fetch_add(1, std::memory_order_relaxed);
+    // Only the task thread writes the counter: a relaxed load and store, no locked add.
+    task_.records_out_.store(task_.records_out_.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);
     auto& gates = task_.gates_;
     if (gates.empty()) return;
     for (std::size_t i = 0; i + 1 < gates.size(); ++i)
@@ -320,20 +323,27 @@ result<bool> stream_task::process_input(std::size_t i) {
   auto& h = *handler_;
   const auto blocked = [&] { return std::visit([i](auto& x) { return x.is_blocked(i); }, h); };
   const auto ended = [&] { return std::visit([i](auto& x) { return x.has_ended(i); }, h); };
-  if (ended() || blocked()) return false;
+  if (ended()) return false;
+  if (blocked()) {
+    hold(i);
+    return false;
+  }
   input_cursor& cursor = cursors_[i];
   if (cursor.next == cursor.batch.size()) {
     auto batch = config_.inputs[i]->try_take();
     if (!batch) return false;
     cursor.batch = std::move(*batch);
     cursor.next = 0;
+    cursor.held_counted = false;
   }
   while (cursor.next < cursor.batch.size()) {
     stream_element& e = cursor.batch[cursor.next++];
     if (auto* r = std::get_if<record>(&e)) {
-      records_in_.fetch_add(1, std::memory_order_relaxed);
+      records_in_.store(records_in_.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
       if (auto* aligner = std::get_if<barrier_aligner>(&h))
         aligner->on_bytes_processed(approximate_bytes(*r));
+      std::visit([i](auto& x) { x.on_record_processed(i); }, h);
       if (keyed_) keyed_->set_current_key(r->key);
       if (auto p = operator_->process(*r, *output_); !p) return p.err();
       if (should_stop()) return true;
@@ -357,7 +367,31 @@ result<bool> stream_task::process_input(std::size_t i) {
     cursor.batch.clear();
     cursor.next = 0;
   }
+  if (blocked()) hold(i);
   return true;
+}
+
+void stream_task::hold(std::size_t i) {
+  auto* aligner = std::get_if<barrier_aligner>(&*handler_);
+  if (aligner == nullptr) return;
+  input_cursor& cursor = cursors_[i];
+  if (cursor.next == cursor.batch.size()) {
+    // Take the next batch of a blocked input without processing it, only to count what alignment
+    // holds back: the cursor holds one batch whether or not its input is blocked, so this
+    // buffers nothing more than reading the input would.
+    auto batch = config_.inputs[i]->try_take();
+    if (!batch) return;
+    cursor.batch = std::move(*batch);
+    cursor.next = 0;
+    cursor.held_counted = false;
+  }
+  if (cursor.held_counted) return;
+  cursor.held_counted = true;
+  std::uint64_t held = 0;
+  for (std::size_t k = cursor.next;
+       k < cursor.batch.size() && std::holds_alternative<record>(cursor.batch[k]); ++k)
+    ++held;
+  aligner->on_records_held(held);
 }
 
 result<void> stream_task::finish_inputs() {
@@ -419,6 +453,9 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   const checkpoint_barrier& barrier = t.barrier;
   assert(barrier.id > 0);
   if (barrier.id > last_barrier_) last_barrier_ = barrier.id;
+  // The first barrier arrived when alignment began (a source: now, it has no alignment),
+  // read before forwarding, which may wait for credit.
+  const std::int64_t barrier_received_us = coordinator_clock::now_us() - t.alignment_duration_us;
   // Forward first: downstream aligns while this subtask copies its state.
   for (auto& gate : gates_)
     if (!gate.broadcast(barrier)) return success();  // torn down meanwhile
@@ -448,6 +485,9 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   ack.metrics.sync_duration_us = sync_us;
   ack.metrics.alignment_duration_us = t.alignment_duration_us;
   ack.metrics.bytes_processed_during_alignment = t.bytes_processed_during_alignment;
+  ack.metrics.records_held_during_alignment = t.records_held_during_alignment;
+  ack.metrics.records_after_barrier = t.records_after_barrier;
+  ack.metrics.barrier_received_timestamp_us = barrier_received_us;
   std::filesystem::path file;
   if (!snapshot->empty()) {
     if (barrier.options.target_location.empty()) {

@@ -113,6 +113,7 @@ class stream_task {
   struct input_cursor {
     element_batch batch;
     std::size_t next = 0;
+    bool held_counted = false;  // its records were counted as held back by alignment
   };
   using barrier_handler = std::variant<barrier_aligner, barrier_tracker>;
 
@@ -122,6 +123,8 @@ class stream_task {
   result<void> run_inputs();
   result<void> process_mailbox();
   result<bool> process_input(std::size_t input);
+  // Input `input` is blocked by alignment: count the records waiting on it (once per batch).
+  void hold(std::size_t input);
   result<void> perform(const barrier_actions& actions);
   result<void> take_snapshot(const trigger_snapshot& t);
   void decline(checkpoint_id id, checkpoint_failure_reason reason, const std::string& message);

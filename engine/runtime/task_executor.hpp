@@ -2,9 +2,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint/checkpoint_messages.hpp"
 #include "engine/jobmaster/task_deployment.hpp"
+#include "engine/jobmaster/task_io_metrics.hpp"
 #include "graph/execution_vertex.hpp"
 
 namespace snapflow {
@@ -45,6 +47,10 @@ class task_executor {
   virtual void cancel_all() = 0;
   // Where this worker's data channels accept connections (reported at registration).
   virtual std::string data_endpoint() const = 0;
+  // The record counters of every task it runs, and the final ones of tasks that ended since
+  // the last call (each reported once), for the worker's heartbeat. An executor that does not
+  // count records returns nothing.
+  virtual std::vector<task_io_counters> take_io_counters() { return {}; }
 };
 
 }  // namespace snapflow

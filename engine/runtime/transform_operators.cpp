@@ -1,13 +1,36 @@
 #include "engine/runtime/transform_operators.hpp"
 
 #include <cctype>
+#include <chrono>
+#include <thread>
 
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/source_operators.hpp"
 
 namespace snapflow {
 
+result<std::int64_t> delay_us_per_record_param(const job_vertex& vertex) {
+  constexpr std::int64_t max_delay_us = 1'000'000;
+  auto delay = int_param(vertex, "delay_us_per_record", 0);
+  if (!delay) return delay.err();
+  if (*delay < 0 || *delay > max_delay_us)
+    return error{"operator '" + vertex.uid + "': delay_us_per_record must be between 0 and " +
+                 std::to_string(max_delay_us) + " (got " + std::to_string(*delay) + ")"};
+  return *delay;
+}
+
+void delay_record(std::int64_t delay_us) {
+  if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+}
+
+result<std::unique_ptr<stream_operator>> map_identity::create(const job_vertex& vertex) {
+  auto delay = delay_us_per_record_param(vertex);
+  if (!delay) return delay.err();
+  return std::unique_ptr<stream_operator>(new map_identity(*delay));
+}
+
 result<void> map_identity::process(const record& r, record_output& out) {
+  delay_record(delay_us_);
   out.emit(r);
   return success();
 }

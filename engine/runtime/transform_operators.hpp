@@ -10,10 +10,23 @@ namespace snapflow {
 // The built-in stateless transforms: one small class per kind, grouped here because each is a
 // few lines. None has state, so none writes anything into a checkpoint.
 
+// Passes records through, optionally sleeping `delay_us_per_record` before each: a slow stage
+// on purpose (tests of alignment and backpressure), never a synchronisation device.
 class map_identity final : public stream_operator {
  public:
+  static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
+  map_identity() = default;
   result<void> process(const record& r, record_output& out) override;
+
+ private:
+  explicit map_identity(std::int64_t delay_us) : delay_us_(delay_us) {}
+  std::int64_t delay_us_ = 0;
 };
+
+// `delay_us_per_record` of a vertex (default 0), checked: 0 .. 1 s.
+result<std::int64_t> delay_us_per_record_param(const job_vertex& vertex);
+// Sleeps `delay_us` (nothing for 0): the per-record cost of a deliberately slow operator.
+void delay_record(std::int64_t delay_us);
 
 // value + `value`
 class map_add final : public stream_operator {

@@ -164,7 +164,9 @@ result<void> two_phase_commit_file_sink::process(const record& r, record_output&
     if (auto opened = current_.open(output_ / current_relative_, /*append=*/false); !opened)
       return opened;
   }
-  return current_.append(format_record_line(r));
+  line_.clear();
+  append_record_line(line_, r);
+  return current_.append(line_);
 }
 
 result<operator_snapshot> two_phase_commit_file_sink::snapshot(checkpoint_id id) {

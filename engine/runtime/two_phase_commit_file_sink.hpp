@@ -84,6 +84,7 @@ class two_phase_commit_file_sink final : public stream_operator {
   std::string current_relative_;
   checkpoint_id last_barrier_ = 0;
   std::vector<transaction> pre_committed_;
+  std::string line_;  // the record being written, reused (no allocation per record)
 };
 
 }  // namespace snapflow

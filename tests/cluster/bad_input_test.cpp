@@ -135,9 +135,14 @@ TEST_CASE("bad input is refused and counted while a valid worker keeps being ser
   intruder.send(wire::cancel_task{job, good_attempt});
   constexpr std::uint64_t refused_messages = 4;  // stranger ack + intruder ack, update, cancel
 
-  // A frame over the limit: ZeroMQ drops that connection; the peer reconnects and is served.
+  // A frame over the limit arrives, is counted and refused, and the connection stays. One
+  // beyond ZeroMQ's ceiling (twice the limit) makes ZeroMQ drop the connection before it is
+  // buffered; the peer reconnects and is served.
   raw_peer big(context, coordinator.control(), "big", 100);
   big.send(std::string(max_frame_bytes + 1024, 'x'));
+  REQUIRE(coordinator.process().wait_for_stderr("-byte frame limit", patience));
+  big.send(std::string(2 * max_frame_bytes + 1, 'x'));
+  constexpr std::uint64_t oversized_frames = 1;  // the second never arrives
   CHECK(eventually([&] {
     big.send(wire::heartbeat{"big", 1});
     return big.receive<wire::not_registered>().has_value();
@@ -148,7 +153,7 @@ TEST_CASE("bad input is refused and counted while a valid worker keeps being ser
   constexpr std::uint64_t flood_frames = 2000;
   for (std::uint64_t i = 0; i < flood_frames; ++i) flood.send(random_bytes(32));
 
-  const std::uint64_t expected_bad = garbage_frames + 1 + flood_frames;
+  const std::uint64_t expected_bad = garbage_frames + 1 + oversized_frames + flood_frames;
   REQUIRE(eventually(
       [&] { return counter(coordinator, "bad-frames") >= bad_before + expected_bad; }));
   CHECK(counter(coordinator, "refused-messages") >= refused_before + refused_messages);

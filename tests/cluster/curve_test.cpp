@@ -1,9 +1,11 @@
 // CURVE: only workers whose public key is on the coordinator's allowlist get in.
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <zmq.hpp>
 
 #include "tests/cluster/cluster_support.hpp"
 #include "transport/curve_keys.hpp"
+#include "transport/envelope.hpp"
 
 using namespace snapflow;
 using namespace snapflow::testing;
@@ -80,4 +82,66 @@ TEST_CASE("CURVE options need both halves and readable keys") {
   CHECK_THAT(half.stderr_text(), Catch::Contains("--curve-allowlist"));
   CHECK(bad_key.wait_exit(patience) == 2);
   CHECK_THAT(bad_key.stderr_text(), Catch::Contains("not a Z85 CURVE key"));
+}
+
+TEST_CASE("with CURVE a key bound to a worker id cannot speak for another worker") {
+  REQUIRE(transport::curve_available());
+  temp_dir dir;
+  const auto coordinator_keys = keygen(dir.path() / "coordinator");
+  const auto good_keys = keygen(dir.path() / "good");
+  const auto spare_keys = keygen(dir.path() / "spare");
+  // good's key may only register "good"; the spare key may register any id.
+  std::ofstream(dir.path() / "allowed") << good_keys.public_key << " good\n"
+                                        << spare_keys.public_key << "\n";
+  coordinator_process coordinator(
+      dir.path() / "state",
+      {"--curve-secret-key", (dir.path() / "coordinator.secret").string(), "--curve-allowlist",
+       (dir.path() / "allowed").string()});
+  const std::string coordinator_public = (dir.path() / "coordinator.public").string();
+  const auto curve_args = [&](const char* name) {
+    return std::vector<std::string>{"--curve-secret-key",
+                                    (dir.path() / (std::string(name) + ".secret")).string(),
+                                    "--curve-coordinator-key", coordinator_public};
+  };
+  auto good = start_worker(coordinator.control(), "good", curve_args("good"));
+  REQUIRE(coordinator.wait_for_workers(1));
+  const std::string job = coordinator.submit(sources_job(1));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, 2));
+
+  // good's key under another worker id: the handshake passes ZAP, the registration does not,
+  // and the worker exits saying why.
+  auto thief = start_worker(coordinator.control(), "thief", curve_args("good"));
+  CHECK(thief->wait_exit(patience) == 3);
+  CHECK_THAT(thief->stderr_text(), Catch::Contains("bound to worker id 'good'"));
+
+  // An allowed key sending as "good" (ROUTER_HANDOVER hands it good's routing id) without
+  // good's key: nothing it sends is acted on.
+  const std::uint64_t refused_before = coordinator.overview().value("refused-messages", 0ull);
+  const json details = coordinator.job(job);
+  const json& source = details["vertices"][0];
+  const execution_attempt_id attempt{
+      {source["id"].get<vertex_id>(), source["subtasks"][0]["subtask"].get<std::uint32_t>()},
+      source["subtasks"][0]["attempt"].get<std::uint32_t>()};
+  {
+    zmq::context_t context(1);
+    zmq::socket_t impostor(context, zmq::socket_type::dealer);
+    impostor.set(zmq::sockopt::linger, 0);
+    impostor.set(zmq::sockopt::routing_id, "good");
+    REQUIRE_FALSE(transport::apply_curve_client(
+        impostor, {spare_keys, transport::read_key_file(coordinator_public).value()}));
+    impostor.connect(coordinator.control());
+    const std::string forged = wire::encode(wire::task_state_update{
+        job, attempt, wire::task_state::failed, "forged by an impostor"});
+    REQUIRE(impostor.send(zmq::buffer(forged), zmq::send_flags::none));
+    CHECK(coordinator.process().wait_for_stderr(
+        "sent with a CURVE key other than the one this worker registered with", patience));
+    CHECK(coordinator.overview().value("refused-messages", 0ull) > refused_before);
+  }
+  // The forged failure did nothing, and once good's own connection is back (the takeover may
+  // have cost a trigger or two, so no claim about restarts) its checkpoints complete again.
+  const auto completed = coordinator.checkpoints(job)["counts"]["completed"].get<std::int64_t>();
+  CHECK(coordinator.wait_for_completed_checkpoints(job, completed + 2));
+  CHECK(coordinator.job(job).dump().find("forged") == std::string::npos);
+  CHECK(coordinator.process().count_in_stderr("forged by an impostor") == 0);
+  CHECK_FALSE(good->exited());
 }

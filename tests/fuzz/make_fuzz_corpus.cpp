@@ -125,6 +125,11 @@ input = "both"
      "[job]\nparallelism = 0\n[checkpointing]\ntimeout_ms = -1\nmode = \"twice\"\n"
      "[[operator]]\nuid = \"\"\nkind = 3\n"},
     {"syntax_error.toml", "[job\nname = \"unclosed\n[[operator]]\nuid = 's'\nkind = "},
+    {"restart.toml",
+     "[restart]\nstrategy = \"exponential_backoff\"\nmax_attempts = 5\n"
+     "initial_backoff_ms = 10\nmax_backoff_ms = 1000\nbackoff_multiplier = 1.5\n"
+     "reset_backoff_after_ms = 60000\n"
+     "[[operator]]\nuid = \"s\"\nkind = \"sequence_source\"\nparams = { count = 5 }\n"},
 };
 
 job_graph sample_graph(bool checkpointing) {
@@ -256,6 +261,11 @@ int main(int argc, char** argv) {
   job_graph dangling = sample_graph(false);
   dangling.edges.push_back({0, 77, partitioning::rebalance});
   write(graph_dir, "unknown_vertex_edge.bin", encode_job_graph(dangling));
+  job_graph restarting = sample_graph(true);
+  restarting.restart.emplace();
+  restarting.restart->type = restart_strategy_config::kind::failure_rate;
+  restarting.restart->backoff_multiplier = 1.5;
+  write(graph_dir, "with_restart.bin", encode_job_graph(restarting));
   write(graph_dir, "checkpoint_config.bin",
         encode_checkpoint_config(sample_graph(true).checkpointing->config));
 

@@ -454,7 +454,8 @@ TEST_CASE("job file error: unknown key at the top level") {
 name = "x"
 )",
               "jobs", 1,
-              "unknown key 'jobs' in the job file (known keys: job, checkpointing, operator)");
+              "unknown key 'jobs' in the job file (known keys: job, checkpointing, restart, "
+              "operator)");
 }
 
 TEST_CASE("job file error: unknown key in [job]") {
@@ -501,7 +502,7 @@ params = { count = 10 }
 
 [[operator]]
 uid = "id"
-kind = "map_identity"
+kind = "flat_map_split_words"
 input = "src"
 
 [operator.params]

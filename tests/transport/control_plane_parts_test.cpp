@@ -258,11 +258,30 @@ TEST_CASE("CURVE key pairs are written, read back and checked") {
   CHECK(read_key_file(dir / "node.public").value() == keys->public_key);
 
   std::ofstream(dir / "allow") << "# comment\n\n  " << keys->public_key << "  \n";
-  CHECK(read_allowlist(dir / "allow").value() == std::set<std::string>{keys->public_key});
+  CHECK(read_allowlist(dir / "allow").value() == curve_allowlist{{keys->public_key, ""}});
   std::ofstream(dir / "bad") << keys->public_key << "\nnot-a-key\n";
   auto bad = read_allowlist(dir / "bad");
   REQUIRE_FALSE(bad);
   CHECK_THAT(bad.err().message, Catch::Contains(":2: not a Z85"));
+
+  // A key may be bound to one worker id; a second word or a conflicting binding is an error.
+  auto other = generate_curve_key_pair();
+  REQUIRE(other);
+  std::ofstream(dir / "bound") << keys->public_key << "  worker-1\n"
+                               << other->public_key << "\n"
+                               << keys->public_key << " worker-1\n";
+  CHECK(read_allowlist(dir / "bound").value() ==
+        curve_allowlist{{keys->public_key, "worker-1"}, {other->public_key, ""}});
+  std::ofstream(dir / "conflict") << keys->public_key << " worker-1\n"
+                                  << keys->public_key << " worker-2\n";
+  auto conflict = read_allowlist(dir / "conflict");
+  REQUIRE_FALSE(conflict);
+  CHECK_THAT(conflict.err().message, Catch::Contains(":2: the key is listed twice"));
+  std::ofstream(dir / "words") << keys->public_key << " worker-1 extra\n";
+  auto words = read_allowlist(dir / "words");
+  REQUIRE_FALSE(words);
+  CHECK_THAT(words.err().message, Catch::Contains(":1: expected a key and at most one worker"));
+  CHECK_FALSE(read_allowlist(dir / "missing"));
   CHECK_FALSE(read_key_file(dir / "missing"));
   CHECK_FALSE(is_z85_key("short"));
   std::filesystem::remove_all(dir);

@@ -54,7 +54,10 @@ class fake_jobs final : public worker_event_handler {
     exhausted.emplace_back(a, last_barrier);
   }
 
+  void task_io_reported(const task_io_counters& c) override { io.push_back(c); }
+
   std::vector<std::pair<execution_attempt_id, checkpoint_id>> exhausted;
+  std::vector<task_io_counters> io;
 };
 
 // The stub, plus a record of the finish calls the coordinator sends.
@@ -80,8 +83,10 @@ class finishing_executor final : public task_executor {
   void finish(const job_id&, const execution_attempt_id& a) override { finished.push_back(a); }
   void cancel_all() override { stub_.cancel_all(); }
   std::string data_endpoint() const override { return stub_.data_endpoint(); }
+  std::vector<task_io_counters> take_io_counters() override { return io; }
 
   std::vector<execution_attempt_id> finished;
+  std::vector<task_io_counters> io;  // what every heartbeat reports
 
  private:
   stub_task_executor stub_;
@@ -227,4 +232,26 @@ TEST_CASE("a source's exhaustion reaches the job side and finish reaches the exe
   c.coordinator->finish("w1", job, attempt_of(0));
   guard.run_until([&] { return executor->finished.size() == 1; });
   CHECK(executor->finished[0] == attempt_of(0));
+}
+
+TEST_CASE("record counters ride on heartbeats, the final ones before the task's end") {
+  cluster c;
+  io_guard guard(c.io, 20s);
+  std::shared_ptr<finishing_executor> executor;
+  auto& w1 = c.add_worker("w1", &executor);
+  auto& w2 = c.add_worker("w2");
+  guard.run_until([&] { return w1.registered() && w2.registered(); });
+  c.deploy("w1", attempt_of(0));
+  c.deploy("w2", attempt_of(1));
+  guard.run_until([&] { return c.jobs->states.size() == 2; });
+
+  // Its own attempt, w2's attempt and an earlier deployment of its own: only the first counts.
+  executor->io = {{job, attempt_of(0), 5, 7},
+                  {job, attempt_of(1), 1, 1},
+                  {job, execution_attempt_id{{0, 0}, 9}, 1, 1}};
+  w1.listener()->task_state_changed(job, attempt_of(0), execution_state::finished, "");
+  guard.run_until([&] { return c.jobs->states.size() == 3; });
+  // The heartbeat went out first on the same connection, so it has been handled already.
+  REQUIRE_FALSE(c.jobs->io.empty());
+  for (const auto& reported : c.jobs->io) CHECK(reported == task_io_counters{job, attempt_of(0), 5, 7});
 }

@@ -126,6 +126,13 @@ TEST_CASE("acknowledge_checkpoint round-trips with every metric") {
   check_round_trip(acknowledge_checkpoint{job, attempt_of(2, 1, 1), 43, {}, 0, 0, 0, 0, 0});
 }
 
+TEST_CASE("acknowledge_checkpoint round-trips the alignment record counts") {
+  acknowledge_checkpoint m{job, attempt_of(3, 0, 1), 7, {}, 0, 0, 0, 250, 0};
+  m.records_held_during_alignment = 657;
+  m.records_after_barrier = UINT64_MAX;
+  check_round_trip(m);
+}
+
 TEST_CASE("decline_checkpoint round-trips") {
   check_round_trip(decline_checkpoint{job, attempt_of(1, 1, 1), 44,
                                       "checkpoint_declined_task_not_ready", "still deploying"});
@@ -267,7 +274,15 @@ TEST_CASE("a declared length within the limit but past the frame is truncated") 
 TEST_CASE("the too-large threshold is the frame limit the caller passes") {
   const std::string frame = encode(heartbeat{std::string(100, 'w'), 1});
   CHECK(decode(frame, 1000).ok());
-  CHECK(decode(frame, 50).error().code == decode_errc::too_large_declared_length);
+  // The frame itself is over the limit: refused before any header is read.
+  const decode_error whole = decode(frame, 50).error();
+  CHECK(whole.code == decode_errc::frame_too_large);
+  CHECK_THAT(whole.detail, Catch::Contains("over the 50-byte frame limit"));
+  CHECK(decode(frame, frame.size()).ok());
+  // A short frame declaring a string longer than the limit: the declaration is the lie.
+  const std::string lying("\xdb\x00\x00\x00\x64" "abc", 8);
+  CHECK(decode(lying, 50).error().code == decode_errc::too_large_declared_length);
+  CHECK(decode(lying, 200).error().code == decode_errc::truncated);
 }
 
 TEST_CASE("nesting deeper than the limit is refused") {
@@ -451,4 +466,31 @@ TEST_CASE("the heartbeat example in docs/protocol.md is what encode writes") {
     hex += digits[c & 0x0f];
   }
   CHECK(hex == expected_hex);
+}
+
+TEST_CASE("heartbeat carries task record counters; without them it still decodes") {
+  heartbeat beat{"w1", 1'700'000'000'000, std::nullopt};
+  check_round_trip(beat);
+  beat.tasks = std::vector<task_io>{{job, attempt_of(1, 0, 2), 10, 20},
+                                    {job, attempt_of(2, 3, 0), 0, 1ULL << 40}};
+  check_round_trip(beat);
+  acknowledge_checkpoint ack;
+  ack.job = job;
+  ack.attempt = attempt_of(1, 0, 0);
+  ack.checkpoint = 4;
+  ack.barrier_received_timestamp_us = 1'700'000'000'123'456;
+  check_round_trip(ack);
+}
+
+TEST_CASE("a heartbeat whose task counters lack an attempt is refused, not half-read") {
+  // A task_io entry without its attempt: the whole frame is a bad frame.
+  heartbeat beat{"w1", 1, std::vector<task_io>{{job, attempt_of(1, 0, 0), 1, 1}}};
+  const std::string frame = encode(beat);
+  const decode_result good = decode(frame);
+  REQUIRE(good.ok());
+  std::string broken = frame;
+  const auto at = broken.find("attempt");
+  REQUIRE(at != std::string::npos);
+  broken[at] = 'X';  // the key is now "Xttempt": unknown, and the required one is missing
+  CHECK_FALSE(decode(broken).ok());
 }

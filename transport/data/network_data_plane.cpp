@@ -1,4 +1,5 @@
 #include "transport/data/network_data_plane.hpp"
+#include "transport/frame_limits.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/runtime/local_channel.hpp"
 #include "transport/data/data_frame.hpp"
 
 namespace snapflow::data {
@@ -56,8 +58,12 @@ std::string random_routing_id() {
 class network_input_channel final : public input_channel {
  public:
   network_input_channel(std::shared_ptr<network_data_plane::core> core, channel_key key,
-                        std::size_t capacity)
-      : core_(std::move(core)), key_(std::move(key)), capacity_(capacity) {}
+                        std::size_t capacity, std::shared_ptr<byte_gauge> gauge)
+      : core_(std::move(core)),
+        key_(std::move(key)),
+        capacity_(capacity),
+        gauge_(std::move(gauge)) {}
+  ~network_input_channel() override { gauge_->subtract(queued_bytes_); }
 
   std::optional<element_batch> try_take() override;
   void set_wakeup(std::shared_ptr<task_wakeup> wakeup) override {
@@ -82,6 +88,9 @@ class network_input_channel final : public input_channel {
       std::lock_guard lock(mutex_);
       if (cancelled_) return true;
       if (queue_.size() >= capacity_) return false;
+      const std::uint64_t bytes = approximate_bytes(batch);
+      queued_bytes_ += bytes;
+      gauge_->add(bytes);
       queue_.push_back(std::move(batch));
       w = wakeup_;
     }
@@ -96,6 +105,8 @@ class network_input_channel final : public input_channel {
   std::mutex mutex_;
   std::deque<element_batch> queue_;
   std::shared_ptr<task_wakeup> wakeup_;
+  const std::shared_ptr<byte_gauge> gauge_;  // the worker's buffered bytes
+  std::uint64_t queued_bytes_ = 0;           // counted in gauge_
   std::uint64_t consumed_ = 0;
   bool cancelled_ = false;
 };
@@ -110,6 +121,7 @@ class network_data_plane::core {
   ~core() { ::close(event_fd_); }
 
   int event_fd() const { return event_fd_; }
+  const std::shared_ptr<byte_gauge>& gauge() const { return gauge_; }
 
   void wake() {
     const std::uint64_t one = 1;
@@ -119,7 +131,7 @@ class network_data_plane::core {
   // Control thread.
   std::shared_ptr<input_channel> open_input(const std::shared_ptr<core>& self,
                                             const channel_key& key) {
-    auto input = std::make_shared<network_input_channel>(self, key, capacity_);
+    auto input = std::make_shared<network_input_channel>(self, key, capacity_, gauge_);
     std::lock_guard lock(mutex_);
     route& r = routes_[route_of(key)];
     if (r.opened || r.attempt != key.attempt) {
@@ -137,6 +149,40 @@ class network_data_plane::core {
     for (auto& batch : r.pending) input->deliver(std::move(batch));
     r.pending.clear();
     return input;
+  }
+
+  // Control thread: one end of a channel whose producer and consumer both run in this process.
+  // Both ends get the same local_channel, whichever is opened first: batches move between the
+  // task threads without encoding or a socket, bounded by the same capacity (the producer
+  // blocks in send while the consumer's buffer is full, as it waits for credit otherwise).
+  std::shared_ptr<local_channel> open_local(const channel_key& key, bool producer_end) {
+    std::lock_guard lock(mutex_);
+    const route_id id = route_of(key);
+    local_route& r = local_routes_[id];
+    if (r.channel && r.attempt > key.attempt) {
+      // An end of an older deployment opened after the newer one: it is being replaced; a
+      // cancelled channel ends its task at once.
+      auto stale = std::make_shared<local_channel>(capacity_);
+      stale->cancel();
+      return stale;
+    }
+    if (!r.channel || r.attempt < key.attempt) {
+      // The first end of this attempt (an older attempt's unpaired end is dropped with it).
+      r = local_route{};
+      r.attempt = key.attempt;
+      r.channel = std::make_shared<local_channel>(capacity_);
+      r.channel->set_gauge(gauge_);
+    }
+    (producer_end ? r.producer_opened : r.consumer_opened) = true;
+    auto channel = r.channel;
+    // Both ends hold it now: the route has done its job.
+    if (r.producer_opened && r.consumer_opened) local_routes_.erase(id);
+    return channel;
+  }
+
+  std::size_t local_routes_waiting() const {
+    std::lock_guard lock(mutex_);
+    return local_routes_.size();
   }
 
   // Task thread: the consumer of `key` has taken `consumed` batches.
@@ -261,6 +307,14 @@ class network_data_plane::core {
     std::uint64_t consumed = 0;
   };
 
+  // A channel between two subtasks of this process, until both ends were opened.
+  struct local_route {
+    std::uint32_t attempt = 0;
+    std::shared_ptr<local_channel> channel;
+    bool producer_opened = false;
+    bool consumer_opened = false;
+  };
+
   static std::string describe(const channel_key& k) {
     std::ostringstream os;
     os << k;
@@ -269,8 +323,11 @@ class network_data_plane::core {
 
   const std::size_t capacity_;
   const int event_fd_;
+  // Bytes queued in this worker's input buffers, local channels included.
+  const std::shared_ptr<byte_gauge> gauge_ = std::make_shared<byte_gauge>();
   mutable std::mutex mutex_;
   std::map<route_id, route> routes_;
+  std::map<route_id, local_route> local_routes_;
   std::set<route_id> dirty_;
   data_plane_counters counters_;
 };
@@ -284,6 +341,9 @@ std::optional<element_batch> network_input_channel::try_take() {
     out = std::move(queue_.front());
     queue_.pop_front();
     consumed = ++consumed_;
+    const std::uint64_t bytes = approximate_bytes(*out);
+    queued_bytes_ -= bytes;
+    gauge_->subtract(bytes);
   }
   core_->note_consumed(key_, consumed);
   return out;
@@ -303,7 +363,8 @@ class network_output_channel final : public output_channel {
         max_frame_bytes_(options.max_frame_bytes),
         finished_linger_ms_(options.finished_linger_ms) {
     socket_.set(zmq::sockopt::linger, 0);
-    socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(max_frame_bytes_));
+    socket_.set(zmq::sockopt::maxmsgsize,
+                static_cast<std::int64_t>(transport::frame_ceiling_bytes(max_frame_bytes_)));
     // A fixed routing id keeps credits reaching this socket across a reconnect.
     socket_.set(zmq::sockopt::routing_id, random_routing_id());
     socket_.connect(endpoint);
@@ -384,7 +445,9 @@ result<std::shared_ptr<network_data_plane>> network_data_plane::create(
   std::string endpoint;
   try {
     router.set(zmq::sockopt::linger, 0);
-    router.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_frame_bytes));
+    // Oversized frames up to the ceiling arrive to be counted as bad frames (frame_limits.hpp).
+    router.set(zmq::sockopt::maxmsgsize,
+               static_cast<std::int64_t>(transport::frame_ceiling_bytes(options.max_frame_bytes)));
     router.bind(bind_address);
     endpoint = router.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -415,14 +478,29 @@ network_data_plane::~network_data_plane() {
 
 std::shared_ptr<output_channel> network_data_plane::open_output(
     const channel_key& key, const std::string& consumer_endpoint) {
+  if (consumer_endpoint == endpoint_) return core_->open_local(key, true);
   return std::make_shared<network_output_channel>(context_, key, consumer_endpoint, options_);
 }
 
-std::shared_ptr<input_channel> network_data_plane::open_input(const channel_key& key) {
+std::shared_ptr<input_channel> network_data_plane::open_input(
+    const channel_key& key, const std::string& producer_endpoint) {
+  if (producer_endpoint == endpoint_) return core_->open_local(key, false);
   return core_->open_input(core_, key);
 }
 
+std::size_t network_data_plane::local_routes_waiting() const {
+  return core_->local_routes_waiting();
+}
+
 data_plane_counters network_data_plane::counters() const { return core_->counters(); }
+
+std::uint64_t network_data_plane::buffered_bytes() const {
+  return core_->gauge()->current();
+}
+
+std::uint64_t network_data_plane::buffered_bytes_high_water() const {
+  return core_->gauge()->high_water();
+}
 
 void network_data_plane::run(zmq::socket_t router) {
   zmq::pollitem_t items[2] = {{router.handle(), 0, ZMQ_POLLIN, 0},

@@ -47,6 +47,10 @@ struct data_plane_counters {
 // the one task thread that sends on it (a ZeroMQ socket belongs to one thread), which waits
 // for credit in send() and gives up once cancelled.
 //
+// In-process: a channel whose producer and consumer both run on this worker (both endpoints
+// are this plane's data_endpoint()) is a local_channel shared by the two ends, with the same
+// capacity in batches: no encoding, no socket, no I/O thread, and the same backpressure.
+//
 // Attempts: a frame names the consumer's attempt; a frame for an earlier attempt than the
 // channel's current one is dropped, so a failed-over deployment never sees the old one's data.
 class network_data_plane final : public channel_factory {
@@ -60,10 +64,18 @@ class network_data_plane final : public channel_factory {
 
   std::shared_ptr<output_channel> open_output(const channel_key& key,
                                               const std::string& consumer_endpoint) override;
-  std::shared_ptr<input_channel> open_input(const channel_key& key) override;
+  std::shared_ptr<input_channel> open_input(const channel_key& key,
+                                            const std::string& producer_endpoint) override;
   std::string data_endpoint() const override { return endpoint_; }
 
   data_plane_counters counters() const;
+  // Bytes of batches waiting in this worker's input buffers (network and in-process channels;
+  // byte_gauge.hpp says how they are counted), now and the most at any time: at most the
+  // worker's input channels x channel_capacity_batches x a full batch.
+  std::uint64_t buffered_bytes() const;
+  std::uint64_t buffered_bytes_high_water() const;
+  // Channels between two subtasks of this process with only one end opened so far (tests).
+  std::size_t local_routes_waiting() const;
 
   class core;
 

@@ -1,10 +1,12 @@
 #include "transport/rest/coordinator_rest_api.hpp"
 
 #include <charconv>
+#include <set>
 #include <sstream>
 
 #include "engine/clock.hpp"
 #include "graph/job_file.hpp"
+#include "transport/rest/prometheus_text.hpp"
 
 namespace snapflow::rest {
 
@@ -96,8 +98,9 @@ std::string vertex_status(const execution_job_vertex& v) {
 
 }  // namespace
 
-coordinator_rest_api::coordinator_rest_api(std::shared_ptr<dispatcher> jobs)
-    : jobs_(std::move(jobs)) {}
+coordinator_rest_api::coordinator_rest_api(std::shared_ptr<dispatcher> jobs,
+                                           std::shared_ptr<const task_io_metrics> io)
+    : jobs_(std::move(jobs)), io_(std::move(io)) {}
 
 rest_response coordinator_rest_api::handle(const rest_request& r) {
   const auto p = split_path(r.path);
@@ -194,17 +197,38 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
     return error_response(404, "no job " + id);
   }
   const auto& eg = m->graph();
+  // Sources are the vertices no edge leads into; their write-records are the job's intake.
+  std::set<vertex_id> has_input;
+  json edges = json::array();
+  for (const auto& e : eg.job().edges) {
+    has_input.insert(e.target);
+    edges.push_back({{"source", e.source},
+                     {"target", e.target},
+                     {"ship_strategy", std::string(to_string(e.part))}});
+  }
   json vertices = json::array();
+  std::uint64_t source_records = 0;
   for (const auto& v : eg.job_vertices()) {
     json subtasks = json::array();
+    std::uint64_t read = 0, written = 0;
     for (const auto& s : v->subtasks()) {
       auto worker = m->worker_of(s->current_attempt());
+      std::optional<task_io_metrics::entry> io;
+      if (io_) io = io_->find(id, s->current_attempt());
+      const std::uint64_t in = io ? io->records_in : 0, out = io ? io->records_out : 0;
+      read += in;
+      written += out;
       subtasks.push_back({{"subtask", s->id().index},
                           {"attempt", s->current_attempt().attempt},
                           {"status", std::string(to_string(s->state()))},
-                          {"worker", worker.value_or("")}});
+                          {"worker", worker.value_or("")},
+                          {"metrics", {{"read-records", in}, {"write-records", out}}}});
     }
+    const bool source = !has_input.contains(v->id());
+    if (source) source_records += written;
     vertices.push_back({{"id", v->id()},
+                        {"is_source", source},
+                        {"metrics", {{"read-records", read}, {"write-records", written}}},
                         {"uid", v->vertex().uid},
                         {"name", v->vertex().name},
                         {"kind", v->vertex().kind},
@@ -221,7 +245,13 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
          {"restarts", s.restarts},
          {"waiting-for-slots", s.waiting_for_slots},
          {"slots-needed", m->slots_needed()},
-         {"vertices", vertices}};
+         {"vertices", vertices},
+         {"edges", edges},
+         // Records the sources emitted, as of the newest heartbeat that reported counters
+         // ("records-timestamp", ms): rates come from two of these, not from polling times.
+         {"source-records", source_records},
+         {"records-timestamp", io_ ? ms(io_->last_update_us(id)) : 0},
+         {"now", ms(coordinator_clock::now_us())}};
   if (!s.failure_cause.empty()) j["failure-cause"] = s.failure_cause;
   if (auto restored = m->restored_from()) j["restored-from-checkpoint"] = *restored;
   if (auto* c = m->coordinator()) j["last-completed-checkpoint"] = c->core().latest_completed_id();
@@ -344,9 +374,13 @@ rest_response coordinator_rest_api::checkpoint_details(const job_id& id,
                                         {"async", ms(a.async_duration_us)},
                                         {"sync_us", a.sync_duration_us},
                                         {"async_us", a.async_duration_us}}},
+                        {"start_delay", ms(a.start_delay_us)},
+                        {"start_delay_us", a.start_delay_us},
                         {"alignment", {{"duration", ms(a.alignment_duration_us)},
                                        {"duration_us", a.alignment_duration_us},
-                                       {"processed", a.bytes_processed_during_alignment}}}});
+                                       {"processed", a.bytes_processed_during_alignment},
+                                       {"held_records", a.records_held_during_alignment},
+                                       {"records_after_barrier", a.records_after_barrier}}}});
   j["subtasks"] = subtasks;
   return json_response(200, j);
 }
@@ -416,6 +450,7 @@ std::string coordinator_rest_api::metrics_text() const {
     std::int64_t last_duration_ms = 0, last_size = 0, last_id = 0, restore_ts = -1;
     double since_last_s = -1;
     stats_summary e2e;
+    const checkpoint_stage_histograms* stages = nullptr;  // null without checkpointing
   };
   std::vector<job_metrics> all;
   const std::int64_t now_us = coordinator_clock::now_us();
@@ -434,6 +469,7 @@ std::string coordinator_rest_api::metrics_text() const {
       }
       if (auto r = stats.latest_restored()) jm.restore_ts = ms(r->restore_us);
       jm.e2e = stats.end_to_end_duration_us();
+      jm.stages = &stats.stage_histograms();
     }
     all.push_back(std::move(jm));
   }
@@ -469,6 +505,23 @@ std::string coordinator_rest_api::metrics_text() const {
          [](const job_metrics& j) { return j.e2e.p50; });
   series("snapflow_checkpoint_end_to_end_duration_us_p99", "p99 over the summary window",
          [](const job_metrics& j) { return j.e2e.p99; });
+  // Barrier latency by stage, one observation per acknowledging subtask and stage.
+  std::vector<histogram_series> stage_series;
+  for (const auto& j : all) {
+    if (j.stages == nullptr) continue;
+    const std::string braced = label(j);  // the same job labels as the gauges
+    const std::string job = braced.substr(1, braced.size() - 2) + ",stage=\"";
+    stage_series.push_back({job + "trigger_to_barrier\"", &j.stages->trigger_to_barrier});
+    stage_series.push_back({job + "barrier_to_aligned\"", &j.stages->barrier_to_aligned});
+    stage_series.push_back(
+        {job + "aligned_to_snapshot_done\"", &j.stages->aligned_to_snapshot_done});
+    stage_series.push_back({job + "snapshot_done_to_ack\"", &j.stages->snapshot_done_to_ack});
+  }
+  write_prometheus_histogram(
+      os, "snapflow_checkpoint_stage_duration_seconds",
+      "per subtask and checkpoint: trigger sent -> barrier at the subtask -> aligned -> snapshot "
+      "done -> ack received",
+      stage_series);
   gauge("snapflow_workers", "registered workers");
   os << "snapflow_workers " << jobs_->workers()->workers().size() << '\n';
   gauge("snapflow_bad_frames_total", "frames refused as malformed");

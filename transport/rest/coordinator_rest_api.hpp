@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/jobmaster/dispatcher.hpp"
+#include "engine/jobmaster/task_io_metrics.hpp"
 
 namespace snapflow::rest {
 
@@ -31,7 +32,8 @@ struct rest_response {
 //
 //   GET   /jobs                                       jobs and their status
 //   POST  /jobs[?fromSavepoint=PATH]                  submit a TOML job file (the body)
-//   GET   /jobs/:id                                   one job: status, vertices, restarts
+//   GET   /jobs/:id                                   one job: status, vertices (with record
+//                                                     counters), edges, restarts
 //   PATCH /jobs/:id[?mode=cancel]                     cancel
 //   GET   /jobs/:id/checkpoints                       counts, summary, latest, history
 //   GET   /jobs/:id/checkpoints/config                the checkpoint configuration
@@ -46,7 +48,9 @@ struct rest_response {
 // Errors are JSON {"errors": [message]} with the right status code.
 class coordinator_rest_api {
  public:
-  explicit coordinator_rest_api(std::shared_ptr<dispatcher> jobs);
+  // `io`: the record counters workers report, shown as vertex and subtask metrics when given.
+  explicit coordinator_rest_api(std::shared_ptr<dispatcher> jobs,
+                                std::shared_ptr<const task_io_metrics> io = nullptr);
 
   rest_response handle(const rest_request& request);
 
@@ -85,6 +89,7 @@ class coordinator_rest_api {
   rest_response overview() const;
 
   std::shared_ptr<dispatcher> jobs_;
+  std::shared_ptr<const task_io_metrics> io_;
   std::map<std::string, std::shared_ptr<operation>> operations_;
   // Submissions that were accepted for processing but failed later (e.g. persisting).
   std::shared_ptr<std::map<job_id, std::string>> failed_submissions_ =

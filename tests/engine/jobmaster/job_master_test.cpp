@@ -282,3 +282,27 @@ TEST_CASE("bounded sources finish only after a checkpoint taken after every last
   f.report_all(execution_state::finished);
   CHECK(f.master->status() == job_status::finished);
 }
+
+TEST_CASE("a source that runs out before the whole job runs still lets the job finish") {
+  fixture f;
+  f.add_worker("w1");
+  f.master->start();
+  auto& sources = *f.master->graph().find_job_vertex(0);
+  // Both sources are running and already exhausted while the other tasks still deploy.
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    f.master->on_task_state(sources.subtask(i).current_attempt(), execution_state::running);
+    f.master->on_source_exhausted(sources.subtask(i).current_attempt(), 0);
+  }
+  f.poll();
+  CHECK(f.master->status() == job_status::created);
+  CHECK(f.deployer->finished.empty());
+  // Once the job runs, the reports kept count: a final checkpoint is requested at once.
+  f.report_all(execution_state::running);
+  REQUIRE(f.master->status() == job_status::running);
+  const auto pending = f.master->coordinator()->core().pending_ids();
+  REQUIRE(pending.size() == 1);
+  f.ack_all(pending[0]);
+  CHECK(f.deployer->finished.size() == 2);
+  f.report_all(execution_state::finished);
+  CHECK(f.master->status() == job_status::finished);
+}

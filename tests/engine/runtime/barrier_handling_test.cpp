@@ -269,3 +269,72 @@ TEST_CASE("tracker: the number of checkpoints counted at once is bounded") {
   CHECK(as_abort(actions)->id == 1);
   CHECK(t.num_tracked() == barrier_tracker::max_tracked);
 }
+
+// --- what alignment held back, what overtook a barrier ----------------------------------------
+
+TEST_CASE("aligner: records waiting on a blocked input are reported as held; none after it") {
+  barrier_aligner a(2);
+  a.on_records_held(7);  // not aligning: not counted
+  a.on_record_processed(0);
+  a.on_barrier(0, barrier(1), 0);
+  a.on_records_held(3);
+  a.on_records_held(2);
+  a.on_record_processed(1);  // the open input: fine, before its barrier
+  auto actions = a.on_barrier(1, barrier(1), 10);
+  const auto* t = as_trigger(actions);
+  REQUIRE(t != nullptr);
+  CHECK(t->records_held_during_alignment == 5);
+  CHECK(t->records_after_barrier == 0);
+  // The next alignment starts from zero.
+  a.on_barrier(1, barrier(2), 20);
+  actions = a.on_barrier(0, barrier(2), 30);
+  t = as_trigger(actions);
+  REQUIRE(t != nullptr);
+  CHECK(t->records_held_during_alignment == 0);
+}
+
+TEST_CASE("aligner: a record read from a blocked input would be counted as after the barrier") {
+  // The task never does this; the count is what lets a test see that it does not.
+  barrier_aligner a(2);
+  a.on_barrier(0, barrier(1), 0);
+  a.on_record_processed(0);
+  auto actions = a.on_barrier(1, barrier(1), 10);
+  const auto* t = as_trigger(actions);
+  REQUIRE(t != nullptr);
+  CHECK(t->records_after_barrier == 1);
+}
+
+TEST_CASE("aligner: an aborted alignment forgets what it held") {
+  barrier_aligner a(2);
+  a.on_barrier(0, barrier(1), 0);
+  a.on_records_held(4);
+  CHECK(a.on_checkpoint_aborted(1));
+  a.on_barrier(0, barrier(2), 5);
+  auto actions = a.on_barrier(1, barrier(2), 10);
+  const auto* t = as_trigger(actions);
+  REQUIRE(t != nullptr);
+  CHECK(t->records_held_during_alignment == 0);
+}
+
+TEST_CASE("tracker: records read from an input past its barrier are counted per checkpoint") {
+  barrier_tracker tr(2);
+  tr.on_record_processed(0);  // no barrier yet: not counted
+  CHECK(tr.on_barrier(0, barrier(1), 0).empty());
+  tr.on_record_processed(0);  // overtook barrier 1 on input 0
+  tr.on_record_processed(0);
+  tr.on_record_processed(1);  // input 1 has not delivered barrier 1: before it
+  CHECK(tr.on_barrier(0, barrier(2), 5).empty());
+  tr.on_record_processed(0);  // past both barriers
+  auto actions = tr.on_barrier(1, barrier(1), 10);
+  const auto* t = as_trigger(actions);
+  REQUIRE(t != nullptr);
+  CHECK(t->barrier.id == 1);
+  CHECK(t->records_after_barrier == 3);
+  CHECK(t->records_held_during_alignment == 0);  // never blocks
+  tr.on_record_processed(1);                     // input 1 is before barrier 2
+  actions = tr.on_barrier(1, barrier(2), 20);
+  t = as_trigger(actions);
+  REQUIRE(t != nullptr);
+  CHECK(t->barrier.id == 2);
+  CHECK(t->records_after_barrier == 1);
+}

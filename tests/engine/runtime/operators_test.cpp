@@ -1,6 +1,9 @@
 // The built-in operators and the operator factory, driven directly (no task, no threads).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -230,4 +233,32 @@ TEST_CASE("operator factory: unknown kinds and bad params are errors; custom kin
   CHECK(out.records.at(0).value == -4);
   for (const auto& kind : operator_registry::builtin().names())
     CHECK(operator_factory::builtin().contains(kind));
+}
+
+TEST_CASE(
+    "delay_us_per_record: map_identity and file_sink take it in 0..1 s; out of range or "
+    "malformed is an error naming it") {
+  {
+    harness h(make_vertex("map_identity", {{"delay_us_per_record", "1"}}));
+    h.process(record{1, 2, 3, {}});
+    CHECK(h.out.records.at(0) == record{1, 2, 3, {}});
+  }
+  for (const std::string bad : {"-1", "1000001", "slow"}) {
+    auto made = operator_factory::builtin().create(
+        make_vertex("map_identity", {{"delay_us_per_record", bad}}));
+    REQUIRE_FALSE(made);
+    CHECK_THAT(made.err().message, Catch::Contains("delay_us_per_record"));
+  }
+  // file_sink reads its parameters when it opens.
+  const auto folder =
+      std::filesystem::temp_directory_path() / ("snapflow-delay-" + std::to_string(::getpid()));
+  auto v = make_vertex("file_sink", {{"path", folder.string()}, {"delay_us_per_record", "-5"}});
+  auto made = operator_factory::builtin().create(v);
+  REQUIRE(made);
+  operator_context c;
+  c.vertex = &v;
+  auto opened = (*made)->open(c, {});
+  REQUIRE_FALSE(opened);
+  CHECK_THAT(opened.err().message, Catch::Contains("delay_us_per_record"));
+  std::filesystem::remove_all(folder);
 }

@@ -145,6 +145,9 @@ TEST_CASE("stream task: two inputs are aligned before the barrier goes on") {
   const auto ack = f.responder->acks().at(0);
   CHECK(ack.state.handles.empty());  // a stateless operator writes no file
   CHECK(ack.metrics.alignment_duration_us >= 0);
+  // Record 2 waited behind input 0's barrier; nothing was read past a barrier.
+  CHECK(ack.metrics.records_held_during_alignment == 1);
+  CHECK(ack.metrics.records_after_barrier == 0);
   REQUIRE(f.listener->wait_for_state(execution_state::finished));
   task.join();
 }
@@ -175,6 +178,9 @@ TEST_CASE("stream task: at-least-once never blocks an input that delivered its b
   REQUIRE(rest.size() == 2);
   CHECK(std::get<checkpoint_barrier>(rest[0]).id == 1);
   REQUIRE(f.responder->wait_for(1));
+  // Record 2 overtook input 0's barrier into the snapshot; nothing was held back.
+  CHECK(f.responder->acks().at(0).metrics.records_after_barrier == 1);
+  CHECK(f.responder->acks().at(0).metrics.records_held_during_alignment == 0);
   REQUIRE(f.listener->wait_for_state(execution_state::finished));
   task.join();
 }

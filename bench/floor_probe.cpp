@@ -1,0 +1,428 @@
+// The floor for one checkpoint: what a checkpoint of a `parallelism`-wide, `depth`-deep
+// pipeline costs with nothing but raw ZeroMQ, msgpack and the disk, measured on this machine
+// in the same run as snapflow (bench/run-comparison reports snapflow / floor).
+//
+// One coordinator (ROUTER) and `workers` worker threads (DEALER to the coordinator, PULL for
+// data, PUSH to every other worker), all over TCP loopback as the real processes are. Subtask
+// (stage, index) lives on worker index % workers, as snapflow's slot sharing places it. A round:
+//   trigger -> each source subtask (one control frame each)
+//   barrier -> stage 1 by hash (every source subtask to every stage-1 subtask), then forward;
+//              a frame between workers, an in-memory hand-off within one (no serialisation)
+//   ack     -> every subtask acks once it has all its input barriers (P * depth control frames);
+//              a subtask of stage 1 first writes and fsyncs `state_bytes` of state
+//   durable -> the coordinator writes _metadata as checkpoint_storage does: create chk-<id>
+//              (fsync its parent), temp file, fsync, rename, fsync the folder
+//   notify  -> one control frame per subtask; "notified" = the last one received.
+// Every frame is a msgpack map, encoded by the sender and decoded by the receiver.
+//
+//   floor_probe --parallelism P --depth D [--workers W] [--rounds N] [--pause-ms M]
+//               [--state-bytes B] [--dir FOLDER]        prints one JSON object
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <msgpack.hpp>
+#include <zmq.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+struct options {
+  int parallelism = 4;
+  int depth = 3;
+  int workers = 2;
+  int rounds = 200;
+  int pause_ms = 10;
+  std::int64_t state_bytes = 0;
+  std::string dir;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "floor_probe: %s\nusage: floor_probe --parallelism P --depth D [--workers W] "
+               "[--rounds N] [--pause-ms M] [--state-bytes B] [--dir FOLDER]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+std::int64_t parse_int(const std::string& flag, const char* text, std::int64_t lo,
+                       std::int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
+    usage(flag + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+          " (got '" + text + "')");
+  return v;
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage("missing value for " + flag);
+    const char* v = argv[i + 1];
+    if (flag == "--parallelism")
+      o.parallelism = static_cast<int>(parse_int(flag, v, 1, 256));
+    else if (flag == "--depth")
+      o.depth = static_cast<int>(parse_int(flag, v, 1, 32));
+    else if (flag == "--workers")
+      o.workers = static_cast<int>(parse_int(flag, v, 1, 64));
+    else if (flag == "--rounds")
+      o.rounds = static_cast<int>(parse_int(flag, v, 1, 1'000'000));
+    else if (flag == "--pause-ms")
+      o.pause_ms = static_cast<int>(parse_int(flag, v, 0, 60'000));
+    else if (flag == "--state-bytes")
+      o.state_bytes = parse_int(flag, v, 0, std::int64_t{1} << 30);
+    else if (flag == "--dir")
+      o.dir = v;
+    else
+      usage("unknown option " + flag);
+  }
+  return o;
+}
+
+// ---- messages ------------------------------------------------------------------------------
+
+enum class kind : int { trigger = 1, barrier = 2, ack = 3, notify = 4, hello = 5, stop = 6 };
+
+struct message {
+  kind type = kind::trigger;
+  std::int64_t id = 0;
+  int stage = 0;
+  int index = 0;
+};
+
+std::string encode(const message& m) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> pk(buffer);
+  pk.pack_map(5);
+  pk.pack("v");
+  pk.pack(1);
+  pk.pack("t");
+  pk.pack(static_cast<int>(m.type));
+  pk.pack("id");
+  pk.pack(m.id);
+  pk.pack("stage");
+  pk.pack(m.stage);
+  pk.pack("index");
+  pk.pack(m.index);
+  return std::string(buffer.data(), buffer.size());
+}
+
+message decode(const zmq::message_t& frame) {
+  message m;
+  msgpack::unpack_limit limit(16, 16, 64, 0, 0, 4);
+  auto handle = msgpack::unpack(static_cast<const char*>(frame.data()), frame.size(), nullptr,
+                                nullptr, limit);
+  const auto& map = handle.get().via.map;
+  for (std::uint32_t i = 0; i < map.size; ++i) {
+    const auto key = map.ptr[i].key.as<std::string>();
+    if (key == "t") m.type = static_cast<kind>(map.ptr[i].val.as<int>());
+    if (key == "id") m.id = map.ptr[i].val.as<std::int64_t>();
+    if (key == "stage") m.stage = map.ptr[i].val.as<int>();
+    if (key == "index") m.index = map.ptr[i].val.as<int>();
+  }
+  return m;
+}
+
+// ---- disk ----------------------------------------------------------------------------------
+
+void check(bool ok, const char* what, const fs::path& p) {
+  if (ok) return;
+  std::fprintf(stderr, "floor_probe: %s %s: %s\n", what, p.c_str(), std::strerror(errno));
+  std::exit(1);
+}
+
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  check(fd >= 0, "open folder", dir);
+  check(::fsync(fd) == 0, "fsync folder", dir);
+  ::close(fd);
+}
+
+void write_durably(const fs::path& file, const std::string& bytes, bool rename_into_place) {
+  const fs::path tmp = rename_into_place ? fs::path(file.string() + ".tmp") : file;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  check(fd >= 0, "create", tmp);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    check(n > 0, "write", tmp);
+    done += static_cast<std::size_t>(n);
+  }
+  check(::fsync(fd) == 0, "fsync", tmp);
+  ::close(fd);
+  if (!rename_into_place) return;
+  check(::rename(tmp.c_str(), file.c_str()) == 0, "rename", file);
+  fsync_dir(file.parent_path());
+}
+
+// ---- worker --------------------------------------------------------------------------------
+
+struct shared_state {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int notified = 0;
+  clock_type::time_point last_notify;
+  std::vector<std::string> chk_dirs;  // per round, created by the coordinator at trigger time
+};
+
+class worker {
+ public:
+  worker(const options& o, int self, zmq::context_t& context, shared_state& shared)
+      : o_(o), self_(self), shared_(shared), control_(context, zmq::socket_type::dealer),
+        data_in_(context, zmq::socket_type::pull) {
+    control_.set(zmq::sockopt::linger, 0);
+    data_in_.set(zmq::sockopt::linger, 0);
+    data_in_.bind("tcp://127.0.0.1:*");
+    data_endpoint_ = data_in_.get(zmq::sockopt::last_endpoint);
+  }
+
+  const std::string& data_endpoint() const { return data_endpoint_; }
+
+  void connect(zmq::context_t& context, const std::string& coordinator,
+               const std::vector<std::string>& peers) {
+    control_.set(zmq::sockopt::routing_id, "w" + std::to_string(self_));
+    control_.connect(coordinator);
+    for (std::size_t w = 0; w < peers.size(); ++w) {
+      data_out_.emplace_back(context, zmq::socket_type::push);
+      data_out_.back().set(zmq::sockopt::linger, 0);
+      if (static_cast<int>(w) != self_) data_out_.back().connect(peers[w]);
+    }
+  }
+
+  void run() {
+    (void)control_.send(zmq::buffer(encode({kind::hello, 0, 0, self_})), zmq::send_flags::none);
+    zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0},
+                               {data_in_.handle(), 0, ZMQ_POLLIN, 0}};
+    for (;;) {
+      zmq::poll(items, 2, std::chrono::milliseconds(-1));
+      if (items[0].revents & ZMQ_POLLIN) {
+        zmq::message_t frame;
+        while (control_.recv(frame, zmq::recv_flags::dontwait)) {
+          const message m = decode(frame);
+          if (m.type == kind::stop) return;
+          if (m.type == kind::trigger) arrive(m.id, 0, m.index);
+          if (m.type == kind::notify) {
+            std::lock_guard lock(shared_.mutex);
+            ++shared_.notified;
+            shared_.last_notify = clock_type::now();
+            shared_.changed.notify_all();
+          }
+          drain_local();
+        }
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        zmq::message_t frame;
+        while (data_in_.recv(frame, zmq::recv_flags::dontwait)) {
+          const message m = decode(frame);
+          arrive(m.id, m.stage, m.index);
+          drain_local();
+        }
+      }
+    }
+  }
+
+ private:
+  int inputs_of(int stage) const {
+    if (stage == 0) return 1;                  // the trigger
+    if (stage == 1) return o_.parallelism;     // hash: every source subtask
+    return 1;                                  // forward
+  }
+
+  // A barrier (or the trigger) reached subtask (stage, index), which lives here.
+  void arrive(std::int64_t id, int stage, int index) {
+    const int n = ++pending_[{id, stage, index}];
+    if (n < inputs_of(stage)) return;
+    pending_.erase({id, stage, index});
+    if (stage == 1 && o_.state_bytes > 0) {
+      std::string dir;
+      {
+        std::lock_guard lock(shared_.mutex);
+        dir = shared_.chk_dirs.at(static_cast<std::size_t>(id));
+      }
+      if (state_.size() != static_cast<std::size_t>(o_.state_bytes))
+        state_.assign(static_cast<std::size_t>(o_.state_bytes), static_cast<char>(index));
+      write_durably(fs::path(dir) / ("state-" + std::to_string(index)), state_, false);
+    }
+    (void)control_.send(zmq::buffer(encode({kind::ack, id, stage, index})),
+                        zmq::send_flags::none);
+    if (stage + 1 >= o_.depth) return;
+    if (stage == 0) {
+      for (int i = 0; i < o_.parallelism; ++i) forward({kind::barrier, id, 1, i});
+    } else {
+      forward({kind::barrier, id, stage + 1, index});
+    }
+  }
+
+  void forward(const message& m) {
+    const int owner = m.index % o_.workers;
+    if (owner == self_) {
+      local_.push_back(m);
+      return;
+    }
+    (void)data_out_[static_cast<std::size_t>(owner)].send(zmq::buffer(encode(m)),
+                                                          zmq::send_flags::none);
+  }
+
+  void drain_local() {
+    while (!local_.empty()) {
+      const message m = local_.front();
+      local_.pop_front();
+      arrive(m.id, m.stage, m.index);
+    }
+  }
+
+  const options& o_;
+  int self_;
+  shared_state& shared_;
+  zmq::socket_t control_;
+  zmq::socket_t data_in_;
+  std::vector<zmq::socket_t> data_out_;
+  std::string data_endpoint_;
+  std::map<std::tuple<std::int64_t, int, int>, int> pending_;
+  std::deque<message> local_;
+  std::string state_;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+std::string summary(const std::vector<double>& v) {
+  char out[256];
+  std::snprintf(out, sizeof out, "{\"count\":%zu,\"p50\":%.1f,\"p99\":%.1f,\"p999\":%.1f}",
+                v.size(), percentile(v, 0.5), percentile(v, 0.99), percentile(v, 0.999));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  const fs::path root = o.dir.empty() ? fs::temp_directory_path() /
+                                            ("floor-probe-" + std::to_string(::getpid()))
+                                      : fs::path(o.dir);
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  check(!ec, "create", root);
+
+  zmq::context_t context(1);
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::router_mandatory, true);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+
+  shared_state shared;
+  const int warmup = std::min(20, o.rounds);
+  shared.chk_dirs.resize(static_cast<std::size_t>(o.rounds + warmup + 1));
+  std::vector<std::unique_ptr<worker>> workers;
+  std::vector<std::string> peers;
+  for (int w = 0; w < o.workers; ++w) {
+    workers.push_back(std::make_unique<worker>(o, w, context, shared));
+    peers.push_back(workers.back()->data_endpoint());
+  }
+  for (auto& w : workers) w->connect(context, endpoint, peers);
+  std::vector<std::thread> threads;
+  for (auto& w : workers) threads.emplace_back([&w] { w->run(); });
+
+  std::vector<std::string> ids;
+  for (int w = 0; w < o.workers; ++w) {
+    zmq::message_t id, hello;
+    (void)router.recv(id);
+    (void)router.recv(hello);
+    ids.push_back(id.to_string());
+  }
+  auto owner = [&](int index) {
+    return "w" + std::to_string(index % o.workers);
+  };
+  auto send = [&](const std::string& to, const message& m) {
+    (void)router.send(zmq::buffer(to), zmq::send_flags::sndmore);
+    (void)router.send(zmq::buffer(encode(m)), zmq::send_flags::none);
+  };
+
+  const int subtasks = o.parallelism * o.depth;
+  std::vector<double> e2e_us, notified_us, acked_us, metadata_us;
+  std::string metadata(static_cast<std::size_t>(subtasks) * 96, 'm');
+  for (int r = 1; r <= warmup + o.rounds; ++r) {
+    const fs::path chk = root / ("chk-" + std::to_string(r));
+    const auto start = clock_type::now();
+    // Created up front as snapflow's checkpoint location is, so state files can land in it.
+    check(fs::create_directory(chk, ec) && !ec, "create", chk);
+    fsync_dir(root);
+    {
+      std::lock_guard lock(shared.mutex);
+      shared.chk_dirs[static_cast<std::size_t>(r)] = chk.string();
+      shared.notified = 0;
+    }
+    for (int i = 0; i < o.parallelism; ++i) send(owner(i), {kind::trigger, r, 0, i});
+    for (int acks = 0; acks < subtasks; ++acks) {
+      zmq::message_t id, payload;
+      (void)router.recv(id);
+      (void)router.recv(payload);
+      (void)decode(payload);
+    }
+    const auto acked = clock_type::now();
+    write_durably(chk / "_metadata", metadata, true);
+    const auto durable = clock_type::now();
+    for (int s = 0; s < o.depth; ++s)
+      for (int i = 0; i < o.parallelism; ++i) send(owner(i), {kind::notify, r, s, i});
+    clock_type::time_point last;
+    {
+      std::unique_lock lock(shared.mutex);
+      const bool all = shared.changed.wait_for(lock, std::chrono::seconds(30),
+                                               [&] { return shared.notified == subtasks; });
+      if (!all) {
+        std::fprintf(stderr, "floor_probe: notifications lost in round %d\n", r);
+        return 1;
+      }
+      last = shared.last_notify;
+    }
+    if (r > warmup) {
+      e2e_us.push_back(std::chrono::duration<double, std::micro>(durable - start).count());
+      notified_us.push_back(std::chrono::duration<double, std::micro>(last - start).count());
+      acked_us.push_back(std::chrono::duration<double, std::micro>(acked - start).count());
+      metadata_us.push_back(std::chrono::duration<double, std::micro>(durable - acked).count());
+    }
+    fs::remove_all(chk, ec);
+    // Pacing as periodic checkpoints are paced; a benchmark's interval, not synchronisation.
+    if (o.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.pause_ms));
+  }
+  for (const auto& id : ids) send(id, {kind::stop, 0, 0, 0});
+  for (auto& t : threads) t.join();
+  if (o.dir.empty()) fs::remove_all(root, ec);
+
+  std::printf(
+      "{\"system\":\"floor\",\"parallelism\":%d,\"depth\":%d,\"workers\":%d,\"state_bytes\":%lld,"
+      "\"rounds\":%d,\"end_to_end_us\":%s,\"notified_us\":%s,\"breakdown_us\":{\"last_ack\":%s,"
+      "\"metadata\":%s}}\n",
+      o.parallelism, o.depth, o.workers, static_cast<long long>(o.state_bytes), o.rounds,
+      summary(e2e_us).c_str(), summary(notified_us).c_str(), summary(acked_us).c_str(),
+      summary(metadata_us).c_str());
+  return 0;
+}

@@ -1,0 +1,443 @@
+// Records per second through sequence_source -> key_by -> keyed_sum -> sink at parallelism 2,
+// with checkpointing off, every 100 ms and every 10 ms, in one run: the cost of checkpointing is
+// reported as a ratio against the checkpointing-off runs measured in the same run, on the same
+// cluster, interleaved with them (configurations take turns, so drift on a shared machine hits
+// every configuration alike). Each configuration runs --repeats times; the median counts.
+//
+// Deployments measured:
+//   - cluster: the real processes, as `snapflow local` runs them: snapflow-coordinator plus
+//     --workers snapflow-worker processes (runtime executor) on loopback, the job submitted over
+//     REST. Time = submit until the job reports FINISHED (deploy and the final checkpoint
+//     included: they are part of what a user waits for).
+//   - local_cluster (--local-cluster): the same job in this process over local channels.
+// Sinks: two_phase_commit_file_sink (the real, exactly-once one; its committed output is
+// counted after each run to make sure every record arrived) and discard_sink (what the pipeline
+// costs without a sink's own work).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/runtime/local_cluster.hpp"
+#include "graph/job_file.hpp"
+#include "tests/cluster/child_process.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using snapflow::testing::child_process;
+namespace fs = std::filesystem;
+
+struct options {
+  std::int64_t records = 4'000'000;
+  std::int64_t keys = 128;
+  int repeats = 3;
+  int workers = 1;
+  int slots = 0;  // 0: enough for the job on the given workers
+  std::vector<int> intervals_ms{0, 100, 10};
+  std::vector<std::string> sinks{"2pc", "discard"};
+  bool cluster = true;
+  bool local_cluster = false;
+  std::string coordinator_bin = SNAPFLOW_COORDINATOR_BIN;
+  std::string worker_bin = SNAPFLOW_WORKER_BIN;
+  std::string log_level = "warn";
+  int timeout_s = 300;
+};
+
+std::string sink_kind(const std::string& sink) {
+  return sink == "2pc" ? "two_phase_commit_file_sink" : "discard_sink";
+}
+
+std::string job_toml(const options& o, int interval_ms, const std::string& sink,
+                     const fs::path& out) {
+  std::ostringstream os;
+  os << "[job]\nname = \"throughput-" << sink << "-" << interval_ms
+     << "\"\nparallelism = 2\nmax_parallelism = 128\n\n";
+  if (interval_ms > 0)
+    os << "[checkpointing]\ninterval_ms = " << interval_ms << "\nmode = \"exactly_once\"\n\n";
+  os << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 2\n"
+     << "params = { count = " << o.records << ", keys = " << o.keys << " }\n\n"
+     << "[[operator]]\nuid = \"sum\"\nkind = \"keyed_sum\"\ninput = \"source\"\n"
+     << "partition = \"hash\"\nparallelism = 2\n\n"
+     << "[[operator]]\nuid = \"sink\"\nkind = \"" << sink_kind(sink)
+     << "\"\ninput = \"sum\"\npartition = \"forward\"\nparallelism = 2\n";
+  if (sink == "2pc") os << "params = { path = " << json(out.string()).dump() << " }\n";
+  return os.str();
+}
+
+// Lines in the committed files of a 2PC sink's output folder (staging files are dot-named).
+std::int64_t committed_lines(const fs::path& out) {
+  std::int64_t lines = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(out, ec)) {
+    if (!entry.is_regular_file() || entry.path().filename().string().starts_with(".")) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::vector<char> buf(1 << 16);
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      lines += std::count(buf.data(), buf.data() + in.gcount(), '\n');
+    }
+  }
+  return lines;
+}
+
+struct run_result {
+  double seconds = 0;
+  double cpu_seconds = 0;  // user + system CPU of the processes that ran the job
+  std::int64_t checkpoints = 0;
+  bool ok = false;
+  std::string problem;
+};
+
+class temp_folder {
+ public:
+  temp_folder() {
+    std::string pattern = (fs::temp_directory_path() / "snapflow-bench-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~temp_folder() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// User + system CPU seconds a process used so far (/proc/<pid>/stat, fields 14 and 15).
+double process_cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string f;
+  double ticks = 0;
+  // After the name: state is field 3; utime and stime are 14 and 15.
+  for (int i = 3; i <= 15 && fields >> f; ++i)
+    if (i >= 14) ticks += std::stod(f);
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+double self_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto secs = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
+
+// "key=value" in the coordinator's listening line.
+std::string field(const std::string& line, const std::string& key) {
+  auto at = line.find(key + "=");
+  if (at == std::string::npos) return {};
+  auto start = at + key.size() + 1;
+  auto end = line.find_first_of(" \n", start);
+  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+// A coordinator and its workers on loopback, reused for every run of the benchmark.
+class process_cluster {
+ public:
+  process_cluster(const options& o, const fs::path& state_dir) {
+    coordinator_ = std::make_unique<child_process>(std::vector<std::string>{
+        o.coordinator_bin, "--bind", "tcp://127.0.0.1:*", "--rest-host", "127.0.0.1",
+        "--rest-port", "0", "--state-dir", state_dir.string(), "--log-level", o.log_level});
+    if (!coordinator_->wait_for_stdout("\n", 20s))
+      throw std::runtime_error("the coordinator did not start: " + coordinator_->stderr_text());
+    const std::string line = coordinator_->stdout_text();
+    const std::string control = field(line, "control");
+    const std::string rest = field(line, "rest");
+    const auto colon = rest.rfind(':');
+    if (control.empty() || colon == std::string::npos)
+      throw std::runtime_error("unexpected listening line: " + line);
+    host_ = rest.substr(0, colon);
+    port_ = std::stoi(rest.substr(colon + 1));
+    const int slots = o.slots > 0 ? o.slots : (6 + o.workers - 1) / o.workers;
+    for (int w = 0; w < o.workers; ++w)
+      workers_.push_back(std::make_unique<child_process>(std::vector<std::string>{
+          o.worker_bin, "--coordinator", control, "--id", "bench-w" + std::to_string(w + 1),
+          "--slots", std::to_string(slots), "--executor", "runtime", "--data-bind",
+          "tcp://127.0.0.1:*", "--log-level", o.log_level}));
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    for (;;) {
+      const json overview = get("/overview");
+      if (overview.is_object() && overview.value("taskmanagers", 0) == o.workers) break;
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error("the workers did not register");
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  ~process_cluster() {
+    for (auto& w : workers_) w->send_signal(SIGTERM);
+    coordinator_->send_signal(SIGTERM);
+    for (auto& w : workers_) (void)w->wait_exit(10s);
+    (void)coordinator_->wait_exit(10s);
+    // child_process's destructor kills and reaps whatever did not exit.
+  }
+
+  json get(const std::string& path) const {
+    httplib::Client client(host_, port_);
+    client.set_connection_timeout(2);
+    client.set_read_timeout(10);
+    auto r = client.Get(path.c_str());
+    if (!r) return json();
+    return json::parse(r->body, nullptr, false);
+  }
+
+  double cpu_seconds() const {
+    double total = process_cpu_seconds(coordinator_->pid());
+    for (const auto& w : workers_) total += process_cpu_seconds(w->pid());
+    return total;
+  }
+
+  run_result run(const std::string& toml, int timeout_s) {
+    run_result out;
+    const double cpu_before = cpu_seconds();
+    httplib::Client client(host_, port_);
+    client.set_connection_timeout(2);
+    client.set_read_timeout(10);
+    client.set_keep_alive(true);
+    const auto start = std::chrono::steady_clock::now();
+    auto submitted = client.Post("/jobs", toml, "application/toml");
+    if (!submitted || submitted->status != 202) {
+      out.problem = "submit failed: " + (submitted ? submitted->body : std::string("no answer"));
+      return out;
+    }
+    const std::string job = json::parse(submitted->body, nullptr, false).value("jobid", "");
+    const auto deadline = start + std::chrono::seconds(timeout_s);
+    std::string state;
+    // Polling paces the measurement only: 2 ms in runs of seconds.
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = client.Get(("/jobs/" + job).c_str());
+      if (r && r->status == 200) {
+        state = json::parse(r->body, nullptr, false).value("state", "");
+        if (state == "FINISHED" || state == "FAILED" || state == "CANCELED") break;
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.cpu_seconds = cpu_seconds() - cpu_before;
+    const json cps = get("/jobs/" + job + "/checkpoints");
+    if (cps.is_object() && cps.contains("counts"))
+      out.checkpoints = cps["counts"].value("completed", std::int64_t{0});
+    out.ok = state == "FINISHED";
+    if (!out.ok) {
+      out.problem = "job ended " + (state.empty() ? std::string("(no state)") : state);
+      const json details = get("/jobs/" + job);
+      if (details.contains("failure-cause"))
+        out.problem += ": " + details["failure-cause"].get<std::string>();
+      (void)client.Patch(("/jobs/" + job + "?mode=cancel").c_str());
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<child_process> coordinator_;
+  std::vector<std::unique_ptr<child_process>> workers_;
+  std::string host_;
+  int port_ = 0;
+};
+
+run_result run_local_cluster(const std::string& toml, const fs::path& state_dir, int timeout_s) {
+  run_result out;
+  auto graph = snapflow::parse_job_file(toml, "throughput.toml");
+  if (!graph) {
+    out.problem = graph.error().what();
+    return out;
+  }
+  snapflow::local_cluster_options lo;
+  lo.state_dir = state_dir;
+  // As a worker's runtime executor and data plane do.
+  lo.batch_size = 256;
+  lo.channel_capacity_batches = 8;
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_before = self_cpu_seconds();
+  std::optional<snapflow::result<snapflow::job_status>> status;
+  std::int64_t checkpoints = 0;
+  {
+    snapflow::local_cluster cluster(std::move(graph).value(), lo);
+    status.emplace(cluster.run(std::chrono::seconds(timeout_s)));
+    checkpoints = static_cast<std::int64_t>(cluster.completed_checkpoints());
+  }  // joined: every thread's CPU is counted
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.cpu_seconds = self_cpu_seconds() - cpu_before;
+  out.checkpoints = checkpoints;
+  out.ok = *status && **status == snapflow::job_status::finished;
+  if (!out.ok) out.problem = *status ? "job did not finish" : status->err().message;
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct config_key {
+  std::string deployment;
+  std::string sink;
+  int interval_ms = 0;
+  auto operator<=>(const config_key&) const = default;
+};
+
+struct samples {
+  std::vector<double> rate;
+  std::vector<double> cpu_ns_per_record;
+  std::vector<double> checkpoints;
+};
+
+std::string interval_name(int ms) { return ms == 0 ? "off" : std::to_string(ms) + " ms"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  CLI::App app{"throughput_bench: records/s through source -> keyed_sum -> sink at parallelism 2, "
+               "checkpointing off vs on, in one run"};
+  app.add_option("--records", o.records, "records per run (both sources together)")
+      ->check(CLI::Range(std::int64_t{1000}, std::int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--keys", o.keys, "distinct keys")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--repeats", o.repeats, "runs per configuration (the median is reported)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app.add_option("--workers", o.workers, "worker processes")->check(CLI::Range(1, 6))->capture_default_str();
+  app.add_option("--slots", o.slots, "slots per worker (default: enough for the job's 6 subtasks)")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--intervals", o.intervals_ms, "checkpoint intervals in ms; 0 = off, the baseline")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 3'600'000))
+      ->capture_default_str();
+  app.add_option("--sinks", o.sinks, "2pc (two_phase_commit_file_sink) and/or discard")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"2pc", "discard"}))
+      ->capture_default_str();
+  app.add_flag("--local-cluster", o.local_cluster, "also measure the in-process local_cluster");
+  app.add_flag("--processes,!--no-processes", o.cluster,
+               "measure the multi-process cluster (default; --no-processes skips it)");
+  app.add_option("--coordinator-bin", o.coordinator_bin, "snapflow-coordinator to run")
+      ->check(CLI::ExistingFile)
+      ->capture_default_str();
+  app.add_option("--worker-bin", o.worker_bin, "snapflow-worker to run")
+      ->check(CLI::ExistingFile)
+      ->capture_default_str();
+  app.add_option("--log-level", o.log_level, "log level of the processes")->capture_default_str();
+  app.add_option("--timeout", o.timeout_s, "seconds one run may take")
+      ->check(CLI::Range(1, 86'400))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (std::find(o.intervals_ms.begin(), o.intervals_ms.end(), 0) == o.intervals_ms.end())
+    o.intervals_ms.insert(o.intervals_ms.begin(), 0);  // the baseline is always measured
+  if (!o.cluster && !o.local_cluster) {
+    std::cerr << "throughput_bench: nothing to measure (--no-processes without --local-cluster)\n";
+    return 2;
+  }
+
+  std::cout << "throughput_bench: " << o.records << " records, " << o.keys << " keys, "
+            << o.repeats << " repeats; sequence_source(2) -> hash -> keyed_sum(2) -> sink(2)\n"
+            << "machine: " << std::thread::hardware_concurrency() << " hardware threads\n";
+  temp_folder tmp;
+  std::map<config_key, samples> results;
+  int failures = 0;
+  try {
+    std::unique_ptr<process_cluster> cluster;
+    if (o.cluster) {
+      cluster = std::make_unique<process_cluster>(o, tmp.path() / "cluster-state");
+      std::cout << "cluster: 1 coordinator + " << o.workers << " worker process(es)\n";
+    }
+    int run_index = 0;
+    for (int r = 0; r < o.repeats; ++r) {
+      for (const std::string deployment : {"processes", "local_cluster"}) {
+        if (deployment == "processes" && !o.cluster) continue;
+        if (deployment == "local_cluster" && !o.local_cluster) continue;
+        for (const auto& sink : o.sinks) {
+          for (int interval : o.intervals_ms) {
+            const fs::path out = tmp.path() / ("out-" + std::to_string(run_index++));
+            const std::string toml = job_toml(o, interval, sink, out);
+            run_result res = deployment == "processes"
+                                 ? cluster->run(toml, o.timeout_s)
+                                 : run_local_cluster(toml, tmp.path() / "local-state", o.timeout_s);
+            if (res.ok && sink == "2pc") {
+              const std::int64_t lines = committed_lines(out);
+              if (lines != o.records) {
+                res.ok = false;
+                res.problem = "committed " + std::to_string(lines) + " lines, expected " +
+                              std::to_string(o.records);
+              }
+            }
+            std::error_code ignored;
+            fs::remove_all(out, ignored);
+            const double rate = res.seconds > 0 ? static_cast<double>(o.records) / res.seconds : 0;
+            const double cpu_ns = res.cpu_seconds * 1e9 / static_cast<double>(o.records);
+            std::printf("  run %d %-13s sink=%-7s checkpoints=%-6s %7.3f s %10.0f records/s "
+                        "%6.0f ns CPU/record %5lld checkpoints%s%s\n",
+                        r + 1, deployment.c_str(), sink.c_str(), interval_name(interval).c_str(),
+                        res.seconds, rate, cpu_ns, static_cast<long long>(res.checkpoints),
+                        res.ok ? "" : "  FAILED: ", res.problem.c_str());
+            std::fflush(stdout);
+            if (!res.ok) {
+              ++failures;
+              continue;
+            }
+            auto& s = results[config_key{deployment, sink, interval}];
+            s.rate.push_back(rate);
+            s.cpu_ns_per_record.push_back(cpu_ns);
+            s.checkpoints.push_back(static_cast<double>(res.checkpoints));
+          }
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "throughput_bench: " << e.what() << "\n";
+    return 1;
+  }
+
+  std::printf("\nmedian of %d runs; ratio and lost throughput against checkpointing off (same "
+              "deployment and sink, this run);\nCPU = user + system time of the processes "
+              "running the job per record (less sensitive to a busy machine than wall time)\n",
+              o.repeats);
+  std::printf("%-13s %-8s %-11s %12s %7s %7s %11s %9s %11s\n", "deployment", "sink",
+              "checkpoints", "records/s", "ratio", "lost", "CPU ns/rec", "CPU +%", "checkpoints");
+  for (const auto& [key, s] : results) {
+    if (key.interval_ms != 0) continue;
+    const double base = median(s.rate);
+    const double base_cpu = median(s.cpu_ns_per_record);
+    for (int interval : o.intervals_ms) {
+      auto it = results.find(config_key{key.deployment, key.sink, interval});
+      if (it == results.end()) continue;
+      const double m = median(it->second.rate);
+      const double cpu = median(it->second.cpu_ns_per_record);
+      std::printf("%-13s %-8s %-11s %12.0f %7.3f %6.1f%% %11.0f %8.1f%% %11.0f\n",
+                  key.deployment.c_str(), key.sink.c_str(), interval_name(interval).c_str(), m,
+                  m / base, 100.0 * (1.0 - m / base), cpu, 100.0 * (cpu / base_cpu - 1.0),
+                  median(it->second.checkpoints));
+    }
+  }
+  if (failures > 0) {
+    std::printf("\n%d run(s) failed (see above)\n", failures);
+    return 1;
+  }
+  return 0;
+}

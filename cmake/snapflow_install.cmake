@@ -1,0 +1,54 @@
+# `cmake --install` puts snapflow's headers, static libraries, binaries and a CMake package
+# (snapflowConfig.cmake + exported targets) under the prefix, so a user's own project can
+# find_package(snapflow) and link snapflow::worker to build a worker with custom operators
+# (tests/install/out_of_tree_worker is such a project).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(SNAPFLOW_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/snapflow)
+set(SNAPFLOW_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/snapflow)
+
+set(snapflow_exported_libraries
+  snapflow_graph snapflow_engine snapflow_transport snapflow_process_logging snapflow_worker_lib)
+# Headers are included from the repository root ("engine/runtime/stream_operator.hpp"): the
+# same paths work under <prefix>/include/snapflow.
+foreach(lib IN LISTS snapflow_exported_libraries)
+  set_target_properties(${lib} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES
+    "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>;$<INSTALL_INTERFACE:${SNAPFLOW_INSTALL_INCLUDEDIR}>")
+endforeach()
+set_target_properties(snapflow_graph PROPERTIES EXPORT_NAME graph)
+set_target_properties(snapflow_engine PROPERTIES EXPORT_NAME engine)
+set_target_properties(snapflow_transport PROPERTIES EXPORT_NAME transport)
+set_target_properties(snapflow_process_logging PROPERTIES EXPORT_NAME process_logging)
+set_target_properties(snapflow_worker_lib PROPERTIES EXPORT_NAME worker)
+# Users' translation units must allocate through Asio the way snapflow's do (see the root
+# CMakeLists), so the definition travels with the Asio target.
+target_compile_definitions(snapflow_asio INTERFACE ASIO_DISABLE_STD_ALIGNED_ALLOC)
+
+install(TARGETS ${snapflow_exported_libraries}
+                snapflow_asio snapflow_msgpack snapflow_httplib snapflow_warnings
+        EXPORT snapflowTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS snapflow snapflow-coordinator snapflow-worker
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY graph engine transport cmd
+        DESTINATION ${SNAPFLOW_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.hpp"
+        PATTERN "cli" EXCLUDE)
+install(EXPORT snapflowTargets
+        NAMESPACE snapflow::
+        DESTINATION ${SNAPFLOW_INSTALL_CMAKEDIR})
+
+configure_package_config_file(
+  ${PROJECT_SOURCE_DIR}/cmake/snapflowConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/snapflowConfig.cmake
+  INSTALL_DESTINATION ${SNAPFLOW_INSTALL_CMAKEDIR}
+  PATH_VARS SNAPFLOW_INSTALL_INCLUDEDIR CMAKE_INSTALL_BINDIR)
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/snapflowConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/snapflowConfig.cmake
+              ${PROJECT_BINARY_DIR}/snapflowConfigVersion.cmake
+        DESTINATION ${SNAPFLOW_INSTALL_CMAKEDIR})

@@ -1,0 +1,100 @@
+// keyed_sum's `state_bytes` parameter (the benchmarks' "subtask holding N MiB of state"):
+// the snapshot carries exactly that much extra operator state, different per subtask, and bad
+// values are refused with a clear error by both the job file and the operator factory.
+#include <catch2/catch.hpp>
+
+#include "engine/runtime/key_groups.hpp"
+#include "engine/runtime/keyed_operators.hpp"
+#include "engine/runtime/operator_factory.hpp"
+#include "graph/job_file.hpp"
+#include "tests/engine/runtime/runtime_test_support.hpp"
+
+using namespace snapflow;
+using namespace snapflow::runtime_test;
+
+namespace {
+
+std::unique_ptr<stream_operator> open_sum(const job_vertex& v, keyed_state_backend& keyed,
+                                          std::uint32_t index) {
+  auto made = operator_factory::builtin().create(v);
+  REQUIRE(made);
+  auto op = std::move(made).value();
+  operator_context c;
+  c.vertex = &v;
+  c.subtask_index = index;
+  c.parallelism = v.parallelism;
+  c.keyed_state = &keyed;
+  REQUIRE(op->open(c, {}));
+  return op;
+}
+
+std::string job_with_state_bytes(const std::string& value) {
+  return "[[operator]]\nuid = \"src\"\nkind = \"sequence_source\"\nparams = { count = 10 }\n\n"
+         "[[operator]]\nuid = \"sum\"\nkind = \"keyed_sum\"\ninput = \"src\"\n"
+         "params = { state_bytes = " + value + " }\n\n"
+         "[[operator]]\nuid = \"sink\"\nkind = \"discard_sink\"\ninput = \"sum\"\n";
+}
+
+}  // namespace
+
+TEST_CASE("keyed_sum without state_bytes snapshots no operator state") {
+  auto v = make_vertex("keyed_sum", {}, 2);
+  keyed_state_backend keyed(v.max_parallelism, key_groups::range_for_subtask(0, 2, 128));
+  auto op = open_sum(v, keyed, 0);
+  auto snap = op->snapshot(1);
+  REQUIRE(snap);
+  CHECK(snap->state.empty());
+}
+
+TEST_CASE("keyed_sum with state_bytes snapshots that many bytes, different per subtask") {
+  auto v = make_vertex("keyed_sum", {{"state_bytes", "4096"}}, 2);
+  keyed_state_backend keyed0(v.max_parallelism, key_groups::range_for_subtask(0, 2, 128));
+  keyed_state_backend keyed1(v.max_parallelism, key_groups::range_for_subtask(1, 2, 128));
+  auto op0 = open_sum(v, keyed0, 0);
+  auto op1 = open_sum(v, keyed1, 1);
+  auto s0 = op0->snapshot(1);
+  auto s1 = op1->snapshot(1);
+  REQUIRE(s0);
+  REQUIRE(s1);
+  REQUIRE(s0->state.size() == 1);
+  REQUIRE(s1->state.size() == 1);
+  CHECK(s0->state[0].bytes.size() == 4096);
+  CHECK(s1->state[0].bytes.size() == 4096);
+  CHECK(s0->state[0].bytes != s1->state[0].bytes);
+  // The sum itself is unaffected.
+  collecting_output out;
+  std::uint64_t key = 0;
+  while (key_groups::subtask_for_key(key, 2, 128) != 0) ++key;  // a key subtask 0 owns
+  keyed0.set_current_key(key);
+  REQUIRE(op0->process(record{key, 0, 5, {}}, out));
+  REQUIRE(op0->process(record{key, 1, 7, {}}, out));
+  REQUIRE(out.records.size() == 2);
+  CHECK(out.records[1].value == 12);
+}
+
+TEST_CASE("keyed_sum refuses a negative or oversized state_bytes with a clear error") {
+  for (const char* bad : {"-1", "1073741825"}) {
+    auto made = operator_factory::builtin().create(make_vertex("keyed_sum", {{"state_bytes", bad}}));
+    REQUIRE_FALSE(made);
+    CHECK_THAT(made.err().message, Catch::Contains("state_bytes") &&
+                                       Catch::Contains("between 0 and 1073741824"));
+  }
+  auto text = operator_factory::builtin().create(make_vertex("keyed_sum", {{"state_bytes", "x"}}));
+  REQUIRE_FALSE(text);
+  CHECK_THAT(text.err().message, Catch::Contains("must be an integer"));
+}
+
+TEST_CASE("a job file accepts keyed_sum state_bytes and refuses a string for it") {
+  auto ok = parse_job_file(job_with_state_bytes("1048576"), "bench.toml");
+  REQUIRE(ok.ok());
+  bool found = false;
+  for (const auto& v : ok.value().vertices)
+    if (v.kind == "keyed_sum") {
+      found = true;
+      CHECK(v.params.at("state_bytes") == "1048576");
+    }
+  CHECK(found);
+  auto bad = parse_job_file(job_with_state_bytes("\"big\""), "bench.toml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.error().what()), Catch::Contains("state_bytes"));
+}

@@ -1,0 +1,155 @@
+// The worker's data plane: channels between subtasks of one worker are joined in memory with
+// the same bound as network channels; channels to another worker still go over ZeroMQ.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "engine/runtime/local_channel.hpp"
+#include "transport/data/network_data_plane.hpp"
+
+using namespace snapflow;
+using namespace snapflow::data;
+using namespace std::chrono_literals;
+
+namespace {
+
+channel_key key(std::uint32_t producer, std::uint32_t consumer, std::uint32_t attempt = 0) {
+  return channel_key{"job-1", 1, producer, 2, consumer, attempt};
+}
+
+element_batch batch_of(std::int64_t first, std::size_t n) {
+  element_batch b;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t seq = first + static_cast<std::int64_t>(i);
+    b.emplace_back(record{static_cast<std::uint64_t>(seq % 7), seq, seq, {}});
+  }
+  return b;
+}
+
+std::shared_ptr<network_data_plane> make_plane(std::size_t capacity = 8) {
+  data_plane_options o;
+  o.channel_capacity_batches = capacity;
+  auto plane = network_data_plane::create("tcp://127.0.0.1:*", o);
+  REQUIRE(plane);
+  return *plane;
+}
+
+// Takes one batch, waiting on the wakeup at most `within` (bounded, no sleeps).
+std::optional<element_batch> take(input_channel& in, task_wakeup& wakeup,
+                                  std::chrono::milliseconds within = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  for (;;) {
+    const auto seen = wakeup.generation();
+    if (auto b = in.try_take()) return b;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    wakeup.wait(seen, deadline);
+  }
+}
+
+// Compares a taken batch with the one expected (Catch cannot decompose optional<vector<variant>>).
+bool is(const std::optional<element_batch>& got, const element_batch& want) {
+  return got.has_value() && *got == want;
+}
+
+}  // namespace
+
+TEST_CASE("channels between subtasks of one worker are joined in memory, whichever end opens "
+          "first") {
+  auto plane = make_plane();
+  const std::string self = plane->data_endpoint();
+
+  SECTION("producer first") {
+    auto out = plane->open_output(key(0, 0), self);
+    CHECK(plane->local_routes_waiting() == 1);
+    auto in = plane->open_input(key(0, 0), self);
+    CHECK(plane->local_routes_waiting() == 0);
+    CHECK(dynamic_cast<local_channel*>(in.get()) != nullptr);
+    REQUIRE(out->send(batch_of(0, 3)));
+    CHECK(is(in->try_take(), batch_of(0, 3)));
+  }
+  SECTION("consumer first, and the data sent before the consumer task starts waits for it") {
+    auto in = plane->open_input(key(1, 0), self);
+    auto out = plane->open_output(key(1, 0), self);
+    CHECK(plane->local_routes_waiting() == 0);
+    REQUIRE(out->send(batch_of(10, 2)));
+    REQUIRE(out->send(element_batch{end_of_input{}}));
+    auto wakeup = std::make_shared<task_wakeup>();
+    in->set_wakeup(wakeup);
+    CHECK(is(take(*in, *wakeup), batch_of(10, 2)));
+    CHECK(is(take(*in, *wakeup), element_batch{end_of_input{}}));
+  }
+  // Nothing went over the socket.
+  CHECK(plane->counters().frames_received == 0);
+}
+
+TEST_CASE("an in-memory channel keeps the data plane's bound: the producer waits for the "
+          "consumer") {
+  constexpr std::size_t capacity = 2;
+  auto plane = make_plane(capacity);
+  const std::string self = plane->data_endpoint();
+  auto out = plane->open_output(key(0, 0), self);
+  auto in = plane->open_input(key(0, 0), self);
+  auto* local = dynamic_cast<local_channel*>(in.get());
+  REQUIRE(local != nullptr);
+  CHECK(local->capacity() == capacity);
+  auto wakeup = std::make_shared<task_wakeup>();
+  in->set_wakeup(wakeup);
+
+  constexpr int batches = 200;
+  std::thread producer([&] {
+    for (int i = 0; i < batches; ++i)
+      if (!out->send(batch_of(i * 4, 4))) return;
+  });
+  int taken = 0;
+  std::int64_t next_seq = 0;
+  bool in_order = true;
+  while (taken < batches) {
+    auto b = take(*in, *wakeup);
+    if (!b) break;
+    for (const auto& e : *b) in_order = in_order && std::get<record>(e).seq == next_seq++;
+    ++taken;
+  }
+  producer.join();
+  CHECK(taken == batches);
+  CHECK(in_order);
+  CHECK(local->high_water_mark() <= capacity);
+}
+
+TEST_CASE("cancelling an in-memory channel wakes a producer blocked on a full buffer") {
+  auto plane = make_plane(1);
+  const std::string self = plane->data_endpoint();
+  auto out = plane->open_output(key(0, 0), self);
+  auto in = plane->open_input(key(0, 0), self);
+  REQUIRE(out->send(batch_of(0, 1)));  // the buffer is full now
+  std::atomic<bool> result{true};
+  std::thread producer([&] { result = out->send(batch_of(1, 1)); });
+  in->cancel();
+  producer.join();
+  CHECK_FALSE(result.load());
+}
+
+TEST_CASE("an end of an older attempt opened after the newer one gets a cancelled channel") {
+  auto plane = make_plane();
+  const std::string self = plane->data_endpoint();
+  auto newer = plane->open_output(key(0, 0, 1), self);
+  auto stale = plane->open_input(key(0, 0, 0), self);
+  CHECK(dynamic_cast<local_channel&>(*stale).cancelled());
+  auto in = plane->open_input(key(0, 0, 1), self);
+  REQUIRE(newer->send(batch_of(0, 1)));
+  CHECK(is(in->try_take(), batch_of(0, 1)));
+}
+
+TEST_CASE("a channel to another worker goes over the network") {
+  auto producer_plane = make_plane();
+  auto consumer_plane = make_plane();
+  auto out = producer_plane->open_output(key(0, 0), consumer_plane->data_endpoint());
+  auto in = consumer_plane->open_input(key(0, 0), producer_plane->data_endpoint());
+  CHECK(dynamic_cast<local_channel*>(in.get()) == nullptr);
+  auto wakeup = std::make_shared<task_wakeup>();
+  in->set_wakeup(wakeup);
+  REQUIRE(out->send(batch_of(0, 5)));
+  CHECK(is(take(*in, *wakeup), batch_of(0, 5)));
+  CHECK(consumer_plane->counters().frames_received >= 1);
+}
