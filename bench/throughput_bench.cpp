@@ -319,11 +319,15 @@ int main(int argc, char** argv) {
   app.add_option("--records", o.records, "records per run (both sources together)")
       ->check(CLI::Range(std::int64_t{1000}, std::int64_t{1} << 40))
       ->capture_default_str();
-  app.add_option("--keys", o.keys, "distinct keys")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--keys", o.keys, "distinct keys")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--repeats", o.repeats, "runs per configuration (the median is reported)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  app.add_option("--workers", o.workers, "worker processes")->check(CLI::Range(1, 6))->capture_default_str();
+  app.add_option("--workers", o.workers, "worker processes")
+      ->check(CLI::Range(1, 6))
+      ->capture_default_str();
   app.add_option("--slots", o.slots, "slots per worker (default: enough for the job's 6 subtasks)")
       ->check(CLI::Range(0, 64));
   app.add_option("--intervals", o.intervals_ms, "checkpoint intervals in ms; 0 = off, the baseline")

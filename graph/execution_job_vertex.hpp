@@ -13,12 +13,14 @@ namespace snapflow {
 // valid for the life of the graph.
 class execution_job_vertex {
  public:
-  explicit execution_job_vertex(job_vertex vertex) : vertex_(std::move(vertex)) {
+  explicit execution_job_vertex(job_vertex vertex, std::uint32_t first_attempt = 0)
+      : vertex_(std::move(vertex)) {
     subtasks_.reserve(vertex_.parallelism);
     const std::string name = vertex_.name.empty() ? vertex_.kind : vertex_.name;
     for (std::uint32_t i = 0; i < vertex_.parallelism; ++i)
       subtasks_.push_back(
-          std::make_unique<execution_vertex>(subtask_id{vertex_.id, i}, vertex_.parallelism, name));
+          std::make_unique<execution_vertex>(subtask_id{vertex_.id, i}, vertex_.parallelism, name,
+                                             first_attempt));
   }
 
   const job_vertex& vertex() const { return vertex_; }

@@ -30,8 +30,15 @@ bool is_terminal(execution_state state);
 // when it sorts acknowledgements from current and stale attempts.
 class execution_vertex {
  public:
-  execution_vertex(subtask_id id, std::uint32_t parallelism, std::string task_name)
-      : id_(id), parallelism_(parallelism), task_name_(std::move(task_name)) {}
+  // `first_attempt`: the attempt number of the first deployment. Attempt numbers only grow
+  // over a job's life, across coordinator restarts too (job_master::load_durable_state), because
+  // workers drop data and messages of attempts older than one they have seen.
+  execution_vertex(subtask_id id, std::uint32_t parallelism, std::string task_name,
+                   std::uint32_t first_attempt = 0)
+      : id_(id),
+        parallelism_(parallelism),
+        task_name_(std::move(task_name)),
+        attempt_number_(first_attempt) {}
 
   subtask_id id() const { return id_; }
   std::uint32_t parallelism() const { return parallelism_; }

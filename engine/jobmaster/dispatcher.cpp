@@ -55,8 +55,7 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
     auto written = checkpoint_storage::write_file_durably(self->job_folder(graph.id) / "job",
                                                           encode_job_graph(graph));
     std::optional<result<job_master::durable_state>> state;
-    if (written && graph.checkpointing)
-      state = job_master::load_durable_state(self->options_.state_dir, graph, restore);
+    if (written) state = job_master::load_durable_state(self->options_.state_dir, graph, restore);
     asio::post(self->executor_, [self, graph = std::move(graph), restore = std::move(restore),
                                  written, state = std::move(state),
                                  done = std::move(done)]() mutable {

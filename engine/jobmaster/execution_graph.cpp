@@ -8,14 +8,16 @@
 
 namespace snapflow {
 
-execution_graph::execution_graph(job_graph job, asio::any_io_executor job_master_executor)
+execution_graph::execution_graph(job_graph job, asio::any_io_executor job_master_executor,
+                                 std::uint32_t first_attempt)
     : job_(std::move(job)), job_master_executor_(std::move(job_master_executor)) {
   vertices_.reserve(job_.vertices.size());
-  for (const auto& v : job_.vertices) vertices_.push_back(std::make_unique<execution_job_vertex>(v));
+  for (const auto& v : job_.vertices)
+    vertices_.push_back(std::make_unique<execution_job_vertex>(v, first_attempt));
 }
 
 result<std::shared_ptr<execution_graph>> build_execution_graph(
-    const job_graph& job, asio::any_io_executor job_master_executor) {
+    const job_graph& job, asio::any_io_executor job_master_executor, std::uint32_t first_attempt) {
   if (job.vertices.empty()) return error{"job '" + job.name + "' has no vertices"};
   std::set<vertex_id> ids;
   for (const auto& v : job.vertices) {
@@ -28,7 +30,8 @@ result<std::shared_ptr<execution_graph>> build_execution_graph(
     if (!ids.contains(e.source) || !ids.contains(e.target))
       return error{"edge " + std::to_string(e.source) + "->" + std::to_string(e.target) +
                    " names an unknown vertex"};
-  return std::shared_ptr<execution_graph>(new execution_graph(job, std::move(job_master_executor)));
+  return std::shared_ptr<execution_graph>(
+      new execution_graph(job, std::move(job_master_executor), first_attempt));
 }
 
 bool execution_graph::transition_to(job_status status) {

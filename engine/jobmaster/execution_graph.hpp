@@ -89,8 +89,10 @@ class execution_graph : public std::enable_shared_from_this<execution_graph> {
 
  private:
   friend result<std::shared_ptr<execution_graph>> build_execution_graph(
-      const job_graph& job, asio::any_io_executor job_master_executor);
-  execution_graph(job_graph job, asio::any_io_executor job_master_executor);
+      const job_graph& job, asio::any_io_executor job_master_executor,
+      std::uint32_t first_attempt);
+  execution_graph(job_graph job, asio::any_io_executor job_master_executor,
+                  std::uint32_t first_attempt);
 
   result<std::vector<execution_vertex*>> resolve(const std::vector<vertex_id>& ids,
                                                  std::string_view role);
@@ -109,8 +111,9 @@ class execution_graph : public std::enable_shared_from_this<execution_graph> {
 };
 
 // Expands a job graph: an execution_job_vertex per vertex, an execution_vertex per subtask,
-// attempt 0 for each. Fails on an invalid graph (the message names the vertex).
+// attempt `first_attempt` for each. Fails on an invalid graph (the message names the vertex).
 result<std::shared_ptr<execution_graph>> build_execution_graph(
-    const job_graph& job, asio::any_io_executor job_master_executor);
+    const job_graph& job, asio::any_io_executor job_master_executor,
+    std::uint32_t first_attempt = 0);
 
 }  // namespace snapflow

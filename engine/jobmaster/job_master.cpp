@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -12,11 +16,45 @@
 
 namespace snapflow {
 
+namespace {
+
+// Workers judge data batches and control messages stale by attempt number, and a restarted
+// coordinator builds a fresh execution graph: if its attempts started at 0 again, workers that
+// saw higher numbers before the restart would drop the new attempts' data as stale and lose it.
+// So each start of a job takes the next range of attempt numbers, durably, before deploying.
+result<std::uint32_t> reserve_attempt_numbers(const std::filesystem::path& job_dir) {
+  const auto file = job_dir / "attempt_floor";
+  std::uint64_t floor = 0;
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec)) {
+    auto text = checkpoint_storage::read_file(file, 32);
+    if (!text) return error{"cannot read " + file.string() + ": " + text.err().message};
+    const auto& t = *text;
+    const auto parsed = std::from_chars(t.data(), t.data() + t.size(), floor);
+    if (parsed.ec != std::errc() || parsed.ptr != t.data() + t.size())
+      return error{file.string() + " is corrupt: expected a number, found '" + t + "'"};
+  }
+  const std::uint64_t next = floor + job_master::attempts_per_start;
+  if (next > std::numeric_limits<std::uint32_t>::max())
+    return error{"the job was started too many times: its attempt numbers are used up"};
+  std::filesystem::create_directories(job_dir, ec);
+  if (ec) return error{"cannot create " + job_dir.string() + ": " + ec.message()};
+  if (auto written = checkpoint_storage::write_file_durably(file, std::to_string(next)); !written)
+    return error{"cannot write " + file.string() + ": " + written.err().message};
+  return static_cast<std::uint32_t>(floor);
+}
+
+}  // namespace
+
 result<job_master::durable_state> job_master::load_durable_state(
     const std::filesystem::path& state_dir, const job_graph& graph,
     const std::optional<completed_checkpoint>& restore_from) {
   durable_state state;
   const auto job_dir = state_dir / graph.id;
+  auto first_attempt = reserve_attempt_numbers(job_dir);
+  if (!first_attempt) return first_attempt.err();
+  state.first_attempt = *first_attempt;
+  if (!graph.checkpointing) return state;
   auto counter = file_checkpoint_id_counter::open(job_dir);
   if (!counter) return counter.err();
   auto recovered = checkpoint_storage(job_dir).recover();
@@ -45,16 +83,17 @@ result<std::shared_ptr<job_master>> job_master::create(
   if (auto invalid = opts.restart.validate()) return error{*invalid};
   if (graph.restart)
     if (auto invalid = graph.restart->validate()) return error{"job " + graph.id + ": " + *invalid};
-  auto built = build_execution_graph(graph, executor);
+  if (!state) {
+    auto loaded = load_durable_state(opts.state_dir, graph, opts.restore_from);
+    if (!loaded) return loaded.err();
+    state = std::move(*loaded);
+  }
+  auto built = build_execution_graph(graph, executor, state->first_attempt);
   if (!built) return built.err();
   std::shared_ptr<execution_graph> eg = std::move(*built);
   if (graph.checkpointing) {
     const auto& s = *graph.checkpointing;
-    if (!state) {
-      auto loaded = load_durable_state(opts.state_dir, graph, opts.restore_from);
-      if (!loaded) return loaded.err();
-      state = std::move(*loaded);
-    }
+    if (!state->id_counter) return error{"job " + graph.id + ": no checkpoint id counter"};
     auto store = std::make_shared<completed_checkpoint_store>(s.config.retained);
     store->recover(std::move(state->checkpoints));
     auto enabled = eg->enable_checkpointing(

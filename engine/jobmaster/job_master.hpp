@@ -39,11 +39,18 @@ class job_master : public std::enable_shared_from_this<job_master> {
   // What a job's checkpoint state folder holds: read and prepared off the coordinator thread
   // (it touches disk), then handed to create().
   struct durable_state {
-    std::shared_ptr<checkpoint_id_counter> id_counter;
+    std::shared_ptr<checkpoint_id_counter> id_counter;      // with checkpointing only
     std::vector<completed_checkpoint> checkpoints;  // ascending id, torn ones skipped
+    // The attempt number every subtask starts at in this start of the job: above every attempt
+    // number an earlier start (before a coordinator restart) can have used.
+    std::uint32_t first_attempt = 0;
   };
-  // Blocking: opens the id counter, recovers the completed checkpoints and moves the counter
-  // past everything found (and past `restore_from`). Run it on the I/O executor.
+  // Attempt numbers each start of a job reserves (subtask restarts within one coordinator's
+  // life); the next start begins above them.
+  static constexpr std::uint32_t attempts_per_start = 1u << 16;
+  // Blocking: reserves this start's attempt numbers (durably, in <job>/attempt_floor); with
+  // checkpointing, also opens the id counter, recovers the completed checkpoints and moves the
+  // counter past everything found (and past `restore_from`). Run it on the I/O executor.
   static result<durable_state> load_durable_state(const std::filesystem::path& state_dir,
                                                   const job_graph& graph,
                                                   const std::optional<completed_checkpoint>& restore_from);

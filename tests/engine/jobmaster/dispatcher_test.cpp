@@ -1,6 +1,7 @@
 // Submitting, persisting and resuming jobs across a coordinator restart.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 
@@ -113,6 +114,31 @@ TEST_CASE("a restarted coordinator resumes unfinished jobs but not ended ones") 
   CHECK(resumed == std::vector<job_id>{running});
   REQUIRE(d->find(running));
   CHECK(d->find(canceled) == nullptr);
+}
+
+TEST_CASE("a resumed job's attempt numbers start above every attempt of the earlier start") {
+  // Workers drop data batches of attempts older than one they have seen: a restarted
+  // coordinator that began again at attempt 0 would have its data dropped as stale.
+  fixture f;
+  job_id id;
+  std::uint32_t first_start = 0;
+  {
+    auto d = f.make();
+    id = *f.submit(*d, small_job("resumed"));
+    for (execution_vertex* v : d->find(id)->graph().all_execution_vertices())
+      first_start = std::max(first_start, v->current_attempt().attempt);
+  }
+  for (int restart = 1; restart <= 2; ++restart) {
+    auto d = f.make();
+    REQUIRE(d->recover() == std::vector<job_id>{id});
+    for (execution_vertex* v : d->find(id)->graph().all_execution_vertices())
+      CHECK(v->current_attempt().attempt ==
+            first_start + static_cast<std::uint32_t>(restart) * job_master::attempts_per_start);
+  }
+  // A floor file that is not a number stops the job from starting, with a clear reason.
+  std::ofstream(f.state_dir / id / "attempt_floor", std::ios::trunc) << "garbage";
+  auto d = f.make();
+  CHECK(d->recover().empty());
 }
 
 TEST_CASE("a corrupt persisted job is skipped with a warning, others still resume") {
