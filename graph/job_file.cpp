@@ -4,6 +4,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -55,9 +56,17 @@ constexpr std::array<std::string_view, 9> restart_keys = {
     "strategy", "max_attempts", "delay_ms", "initial_backoff_ms", "max_backoff_ms",
     "backoff_multiplier", "reset_backoff_after_ms", "max_failures_per_interval",
     "failure_rate_interval_ms"};
-constexpr std::array<std::string_view, 9> operator_keys = {
-    "uid", "kind", "name", "parallelism", "max_parallelism", "input", "inputs", "partition",
-    "params"};
+constexpr std::array<std::string_view, 10> operator_keys = {
+    "uid", "kind", "role", "name", "parallelism", "max_parallelism", "input", "inputs",
+    "partition", "params"};
+
+std::optional<operator_role> parse_role(std::string_view text) {
+  if (text == "source") return operator_role::source;
+  if (text == "transform") return operator_role::transform;
+  if (text == "keyed") return operator_role::keyed;
+  if (text == "sink") return operator_role::sink;
+  return std::nullopt;
+}
 
 std::uint32_t line_of(const toml::node& node) { return node.source().begin.line; }
 
@@ -149,6 +158,9 @@ struct operator_decl {
   std::uint32_t uid_line = 0;
   std::string name;
   const operator_kind* kind = nullptr;
+  // A kind the registry lacks, declared with a role: `kind` then points at a shape made up from
+  // the role alone, and its params are the worker's to check.
+  bool custom = false;
   std::uint32_t parallelism = 0;
   std::uint32_t max_parallelism = 0;
   std::vector<input_ref> inputs;
@@ -508,11 +520,34 @@ class job_file_parser {
     if (kind == nullptr) return fail(kind_key, op.line, who + ": missing required key 'kind'");
     std::string kind_name;
     if (!read_string(*kind, kind_key, kind_name)) return false;
+    std::optional<operator_role> role;
+    if (const toml::node* node = find("role")) {
+      const std::string role_key = join(op.path, "role");
+      std::string text;
+      if (!read_string(*node, role_key, text)) return false;
+      role = parse_role(text);
+      if (!role)
+        return fail(role_key, line_of(*node),
+                    who + ": unknown role '" + text +
+                        "' (expected source, transform, keyed or sink)");
+      if (const operator_kind* known = registry_.find(kind_name); known && known->role != *role)
+        return fail(role_key, line_of(*node),
+                    who + ": operator kind '" + kind_name + "' is a " +
+                        std::string(to_string(known->role)) + ", not a " + text);
+    }
     op.kind = registry_.find(kind_name);
-    if (op.kind == nullptr)
+    if (op.kind == nullptr && !role)
       return fail(kind_key, line_of(*kind),
                   who + ": unknown operator kind '" + kind_name +
-                      "' (known kinds: " + comma_list(registry_.names()) + ")");
+                      "' (known kinds: " + comma_list(registry_.names()) +
+                      "); a kind only your workers know needs role = "
+                      "source|transform|keyed|sink");
+    if (op.kind == nullptr) {
+      // A deque keeps earlier kinds where they are, so the pointers in operators_ stay good.
+      op.kind = &custom_kinds_.emplace_back(
+          operator_kind{kind_name, *role, {}, "custom kind, known only to the workers"});
+      op.custom = true;
+    }
 
     op.name = op.kind->name;  // what stream_environment names an operator too
     if (const toml::node* name = find("name")) {
@@ -607,6 +642,29 @@ class job_file_parser {
     const std::string params_key = join(op.path, "params");
     std::uint32_t params_line = op.line;
     std::map<std::string, std::uint32_t> lines;
+    if (node != nullptr && op.custom) {
+      // No spec to check against: the worker's operator factory does that when the task starts.
+      // Values still have to be ones a parameter can hold.
+      const toml::table* table = table_at(*node, params_key, "a table of parameters");
+      if (table == nullptr) return false;
+      for (const auto& [name_view, value_node] : in_file_order(*table)) {
+        const std::string name(name_view);
+        const std::string key = join(params_key, name);
+        std::string text;
+        if (value_node->is_integer()) {
+          text = std::to_string(value_node->as_integer()->get());
+        } else if (value_node->is_boolean()) {
+          text = value_node->as_boolean()->get() ? "true" : "false";
+        } else if (value_node->is_string()) {
+          text = value_node->as_string()->get();
+        } else {
+          return wrong_type(key, *value_node, "a string, an integer or a boolean");
+        }
+        op.params.emplace(name, std::move(text));
+      }
+      return true;
+    }
+    if (op.custom) return true;
     if (node != nullptr) {
       params_line = line_of(*node);
       const toml::table* table = table_at(*node, params_key, "a table of parameters");
@@ -779,6 +837,7 @@ class job_file_parser {
       v.params = op.params;
       v.parallelism = op.parallelism;
       v.max_parallelism = op.max_parallelism;
+      if (op.custom) v.custom_role = op.kind->role;
       g.vertices.push_back(std::move(v));
     }
     for (std::size_t i : order) {
@@ -820,6 +879,7 @@ class job_file_parser {
   std::optional<restart_strategy_config> restart_;
   std::vector<operator_decl> operators_;
   std::map<std::string, std::size_t, std::less<>> by_uid_;
+  std::deque<operator_kind> custom_kinds_;  // shapes of custom kinds, one per operator using one
 };
 
 }  // namespace

@@ -12,8 +12,9 @@
 #include "graph/operator_registry.hpp"
 
 // Jobs declared in a TOML file instead of through the C++ API (docs/job-file.md describes the
-// format). A job file names operators by registered kind, so it can only use kinds the worker
-// binaries know; C++ callables need stream_environment.
+// format). A job file names operators by registered kind; a kind only custom worker binaries
+// know is named with its role (role = "transform"), and its params are checked by the workers.
+// C++ callables need stream_environment.
 
 namespace snapflow {
 

@@ -74,8 +74,16 @@ std::optional<std::string> validate(const job_graph& graph, const operator_regis
       return "duplicate vertex id " + std::to_string(v.id);
     if (!v.uid.empty() && !uids.insert(v.uid).second) return "duplicate uid '" + v.uid + "'";
     const operator_kind* kind = registry.find(v.kind);
-    if (kind == nullptr) return describe(v) + ": unknown operator kind '" + v.kind + "'";
-    if (auto error = check_params(*kind, v.params)) return describe(v) + ": " + *error;
+    if (kind == nullptr && !v.custom_role)
+      return describe(v) + ": unknown operator kind '" + v.kind +
+             "'; a kind only your workers know needs role = source|transform|keyed|sink";
+    if (kind != nullptr && v.custom_role && *v.custom_role != kind->role)
+      return describe(v) + ": operator kind '" + v.kind + "' is a " +
+             std::string(to_string(kind->role)) + ", not a " +
+             std::string(to_string(*v.custom_role));
+    // A custom kind's parameters are the worker's to check: the coordinator has no spec.
+    if (kind != nullptr)
+      if (auto error = check_params(*kind, v.params)) return describe(v) + ": " + *error;
     if (v.parallelism < 1 || v.parallelism > job_graph::max_parallelism_limit)
       return describe(v) + ": parallelism must be between 1 and 32768 (got " +
              std::to_string(v.parallelism) + ")";
@@ -110,15 +118,16 @@ std::optional<std::string> validate(const job_graph& graph, const operator_regis
   }
   for (const auto& v : graph.vertices) {
     const operator_kind* kind = registry.find(v.kind);
+    const operator_role role = kind != nullptr ? kind->role : *v.custom_role;
     const auto& inputs = inputs_by_vertex[v.id];
     const auto& outputs = outputs_by_vertex[v.id];
-    if (kind->role == operator_role::source && !inputs.empty())
+    if (role == operator_role::source && !inputs.empty())
       return describe(v) + ": a source (" + v.kind + ") takes no inputs";
-    if (kind->role != operator_role::source && inputs.empty())
+    if (role != operator_role::source && inputs.empty())
       return describe(v) + ": missing input (" + v.kind + " needs at least one)";
-    if (kind->role == operator_role::sink && !outputs.empty())
+    if (role == operator_role::sink && !outputs.empty())
       return describe(v) + ": a sink (" + v.kind + ") has no outputs";
-    if (kind->role == operator_role::keyed)
+    if (role == operator_role::keyed)
       for (const auto* e : inputs)
         if (e->part != partitioning::hash)
           return describe(v) + ": keyed operator " + v.kind +
@@ -183,8 +192,9 @@ job_id generate_job_id() {
 
 std::ostream& operator<<(std::ostream& os, const job_vertex& v) {
   os << "job_vertex{id=" << v.id << ", uid=" << v.uid << ", kind=" << v.kind
-     << ", parallelism=" << v.parallelism << ", max_parallelism=" << v.max_parallelism
-     << ", params={";
+     << ", parallelism=" << v.parallelism << ", max_parallelism=" << v.max_parallelism;
+  if (v.custom_role) os << ", custom_role=" << to_string(*v.custom_role);
+  os << ", params={";
   for (const auto& [k, val] : v.params) os << k << "=" << val << ";";
   return os << "}}";
 }

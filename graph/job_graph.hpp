@@ -35,13 +35,17 @@ struct job_vertex {
   std::map<std::string, std::string> params;
   std::uint32_t parallelism = 1;
   std::uint32_t max_parallelism = 128;
+  // The declared role of a kind only the workers know (registered by a custom worker binary).
+  // With it the coordinator can check the graph's shape without knowing the kind; the worker's
+  // operator factory checks `params` when the task starts. Absent for built-in kinds.
+  std::optional<operator_role> custom_role;
   // Set only for vertices declared with a C++ callable; never serialized.
   std::shared_ptr<const user_function> function;
 
   bool operator==(const job_vertex& o) const {
     return id == o.id && name == o.name && uid == o.uid && kind == o.kind &&
            params == o.params && parallelism == o.parallelism &&
-           max_parallelism == o.max_parallelism;
+           max_parallelism == o.max_parallelism && custom_role == o.custom_role;
   }
 };
 
@@ -84,9 +88,11 @@ struct job_graph {
 };
 
 // Structural checks shared by every way a job graph is made (the C++ API, job files, msgpack
-// from the wire): known kinds and parameters, input counts that fit each role, no cycles,
-// parallelism within [1, max parallelism], forward edges between equal parallelisms, hash edges
-// into keyed vertices, unique ids and uids. Returns the first problem, naming the vertex.
+// from the wire): known kinds and parameters (a kind the registry lacks is accepted when the
+// vertex declares its custom_role; its parameters are left to the worker), input counts that fit
+// each role, no cycles, parallelism within [1, max parallelism], forward edges between equal
+// parallelisms, hash edges into keyed vertices, unique ids and uids. Returns the first problem,
+// naming the vertex.
 std::optional<std::string> validate(const job_graph& graph, const operator_registry& registry);
 
 // Fills `checkpointing` from `config`: trigger the sources, acknowledge and confirm all.

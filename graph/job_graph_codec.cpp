@@ -25,6 +25,7 @@ constexpr std::string_view kind = "kind";
 constexpr std::string_view params = "params";
 constexpr std::string_view parallelism = "parallelism";
 constexpr std::string_view max_parallelism = "max_parallelism";
+constexpr std::string_view custom_role = "custom_role";
 constexpr std::string_view source = "source";
 constexpr std::string_view target = "target";
 constexpr std::string_view partitioning = "partitioning";
@@ -62,6 +63,7 @@ constexpr std::uint32_t partitioning_count = 4;
 constexpr std::uint32_t checkpointing_mode_count = 2;
 constexpr std::uint32_t externalized_retention_count = 2;
 constexpr std::uint32_t restart_strategy_count = 4;
+constexpr std::uint32_t operator_role_count = 4;
 
 using packer = msgpack::packer<msgpack::sbuffer>;
 
@@ -135,7 +137,9 @@ void pack_restart(packer& pk, const restart_strategy_config& c) {
 }
 
 void pack_vertex(packer& pk, const job_vertex& v) {
-  pk.pack_map(7);
+  // `custom_role` is only written when set, so a vertex of a built-in kind encodes exactly as
+  // before (persisted jobs and the fuzz corpus keep their bytes).
+  pk.pack_map(v.custom_role ? 8 : 7);
   pack_string(pk, key::id);
   pk.pack_uint32(v.id);
   pack_string(pk, key::name);
@@ -154,6 +158,10 @@ void pack_vertex(packer& pk, const job_vertex& v) {
   pk.pack_uint32(v.parallelism);
   pack_string(pk, key::max_parallelism);
   pk.pack_uint32(v.max_parallelism);
+  if (v.custom_role) {
+    pack_string(pk, key::custom_role);
+    pk.pack_uint32(static_cast<std::uint32_t>(*v.custom_role));
+  }
 }
 
 void pack_edge(packer& pk, const job_edge& e) {
@@ -474,6 +482,13 @@ void read_vertex(reader& r, const msgpack::object& o, const std::string& at, job
   r.get(o, at, key::params, v.params);
   r.get(o, at, key::parallelism, v.parallelism);
   r.get(o, at, key::max_parallelism, v.max_parallelism);
+  // Added after the first version: absent or nil means the kind is a built-in one.
+  if (const msgpack::object* role = optional_field(o, key::custom_role);
+      role != nullptr && role->type != msgpack::type::NIL && !r.failed()) {
+    operator_role value = operator_role::transform;
+    if (r.read_enum(*role, at, key::custom_role, operator_role_count, value))
+      v.custom_role = value;
+  }
 }
 
 void read_edge(reader& r, const msgpack::object& o, const std::string& at, job_edge& e) {

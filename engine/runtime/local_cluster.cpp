@@ -326,8 +326,10 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
   for (const auto& jv : graph_->job_vertices()) {
     const job_vertex& v = jv->vertex();
     const operator_kind* kind = registry.find(v.kind);
-    assert(kind != nullptr);  // validated
-    if (kind->role == operator_role::source) num_sources_ += v.parallelism;
+    // validate() let the vertex through: its kind is registered or it declares a custom role.
+    assert(kind != nullptr || v.custom_role);
+    const operator_role role = kind != nullptr ? kind->role : *v.custom_role;
+    if (role == operator_role::source) num_sources_ += v.parallelism;
     std::map<std::uint32_t, subtask_state> restore_states;
     if (restore)
       for (const auto& [subtask, state] : restore->subtask_states)
@@ -338,7 +340,7 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
       c.job = job_.id;
       c.attempt = jv->subtask(i).current_attempt();
       c.vertex = v;
-      c.role = kind->role;
+      c.role = role;
       for (std::size_t e = 0; e < job_.edges.size(); ++e) {
         const job_edge& edge = job_.edges[e];
         if (edge.target == v.id) {

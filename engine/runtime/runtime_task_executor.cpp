@@ -102,8 +102,12 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
       has_inputs = true;
       all_inputs_hashed = all_inputs_hashed && edge.part == partitioning::hash;
     }
+  // The worker's own registry first; then the role the job file declared for a kind the
+  // coordinator did not know; failing both, a guess from the edges (older coordinators).
   if (const operator_kind* kind = options_.registry->find(v->kind))
     c.role = kind->role;
+  else if (v->custom_role)
+    c.role = *v->custom_role;
   else if (!has_inputs)
     c.role = operator_role::source;
   else

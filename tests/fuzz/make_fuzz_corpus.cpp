@@ -130,6 +130,11 @@ input = "both"
      "initial_backoff_ms = 10\nmax_backoff_ms = 1000\nbackoff_multiplier = 1.5\n"
      "reset_backoff_after_ms = 60000\n"
      "[[operator]]\nuid = \"s\"\nkind = \"sequence_source\"\nparams = { count = 5 }\n"},
+    {"custom_kinds.toml",
+     "[[operator]]\nuid = \"s\"\nkind = \"my_source\"\nrole = \"source\"\n"
+     "params = { topic = \"t\", partitions = 3, compacted = true }\n\n"
+     "[[operator]]\nuid = \"k\"\nkind = \"my_agg\"\nrole = \"keyed\"\ninput = \"s\"\n\n"
+     "[[operator]]\nuid = \"p\"\nkind = \"print_sink\"\nrole = \"sink\"\ninput = \"k\"\n"},
 };
 
 job_graph sample_graph(bool checkpointing) {

@@ -56,10 +56,17 @@ kind = \"keyed_sum\"
 input = \"source\"
 partition = \"hash\"
 
+# Only my_worker knows times_ten: the coordinator takes it on the role declared here.
+[[operator]]
+uid = \"x10\"
+kind = \"times_ten\"
+role = \"transform\"
+input = \"sum\"
+
 [[operator]]
 uid = \"sink\"
 kind = \"two_phase_commit_file_sink\"
-input = \"sum\"
+input = \"x10\"
 params = { path = \"${WORK_DIR}/out\" }
 ")
 execute_process(

@@ -162,6 +162,15 @@ const std::string job_text =
     "[[operator]]\nuid = \"sink\"\nkind = \"discard_sink\"\ninput = \"tally\"\n"
     "partition = \"forward\"\nparallelism = 2\n";
 
+// The same job as a coordinator that knows only the built-in kinds sees it: test_tally named
+// with its role, which reaches the executor as job_vertex::custom_role.
+std::string job_text_with_role() {
+  std::string text = job_text;
+  const std::string kind = "kind = \"test_tally\"\n";
+  text.insert(text.find(kind) + kind.size(), "role = \"keyed\"\n");
+  return text;
+}
+
 struct deployment {
   job_graph graph;
   std::vector<execution_attempt_id> attempts;
@@ -169,8 +178,9 @@ struct deployment {
   vertex_id tally = 0;
 };
 
-deployment plan(const operator_registry& registry, std::uint32_t attempt) {
-  auto parsed = parse_job_file(job_text, "custom.toml", registry);
+deployment plan(const operator_registry& registry, std::uint32_t attempt,
+                const std::string& text = job_text) {
+  auto parsed = parse_job_file(text, "custom.toml", registry);
   INFO((parsed ? std::string() : parsed.error().what()));
   REQUIRE(parsed);
   deployment d;
@@ -214,10 +224,20 @@ std::map<std::uint64_t, std::int64_t> tallies(const std::vector<checkpoint_ack>&
   return out;
 }
 
-void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_registry) {
+// `declared_role`: the job names test_tally with role = "keyed" and is parsed against the
+// built-in registry, as a stock coordinator does.
+void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_registry,
+                           bool declared_role = false) {
   temp_folder dir;
-  const auto registry = custom_registry();
-  deployment first = plan(*registry, 0);
+  const auto custom = custom_registry();
+  const operator_registry& registry = declared_role ? operator_registry::builtin() : *custom;
+  const std::string text = declared_role ? job_text_with_role() : job_text;
+  deployment first = plan(registry, 0, text);
+  if (declared_role) {
+    const job_vertex* tally = first.graph.find_vertex(first.tally);
+    REQUIRE(tally != nullptr);
+    CHECK(tally->custom_role == operator_role::keyed);
+  }
   const job_id job = first.graph.id;
 
   // First deployment: every record counted, then checkpoint 1 after the last one.
@@ -256,7 +276,7 @@ void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_reg
   }
 
   // Restart from checkpoint 1: the keyed state comes back and the next checkpoint has it.
-  deployment second = plan(*registry, 1);
+  deployment second = plan(registry, 1, text);
   second.graph.id = job;
   auto listener = std::make_shared<recording_executor_listener>();
   runtime_task_executor_options options;
@@ -291,4 +311,10 @@ TEST_CASE("a custom keyed kind in the executor's registry gets keyed state, snap
 TEST_CASE("a custom kind missing from the registry but fed only by hash edges gets keyed state") {
   // Only the built-in registry: the role is inferred from the job's edges.
   run_custom_keyed_kind(nullptr);
+}
+
+TEST_CASE("a custom kind the registry lacks takes its role from the job graph's custom_role") {
+  // Parsed by a coordinator that knows only the built-in kinds, run by an executor that does
+  // not know test_tally's shape either: role = "keyed" in the job file is what gives it state.
+  run_custom_keyed_kind(nullptr, true);
 }
