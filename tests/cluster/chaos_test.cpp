@@ -16,6 +16,7 @@
 #include "engine/checkpoint/checkpoint_id_counter.hpp"
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "tests/cluster/cluster_support.hpp"
+#include "tests/cluster/committed_output.hpp"
 
 using namespace snapflow::testing;
 namespace fs = std::filesystem;
@@ -66,42 +67,18 @@ std::string chaos_job(const fs::path& out, int rate_per_source) {
   return os.str();
 }
 
-// Every seq exactly once, each with the running sum of its key (value = seq, key = seq % keys).
+// Every seq exactly once, each with the running sum of its key (tests/cluster/committed_output).
 void check_exactly_once(const fs::path& out, std::int64_t records, std::int64_t keys) {
-  std::vector<std::uint8_t> seen(static_cast<std::size_t>(records), 0);
-  std::size_t lines = 0, bad_lines = 0, wrong_sums = 0, duplicated = 0;
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || name.starts_with(".")) continue;
-    std::ifstream in(entry.path());
-    std::string line;
-    while (std::getline(in, line)) {
-      ++lines;
-      std::istringstream fields(line);
-      std::int64_t key = 0, seq = 0, value = 0;
-      char c1 = 0, c2 = 0;
-      fields >> key >> c1 >> seq >> c2 >> value;
-      if (!fields || c1 != ',' || c2 != ',' || seq < 0 || seq >= records || key != seq % keys) {
-        ++bad_lines;
-        continue;
-      }
-      auto& count = seen[static_cast<std::size_t>(seq)];
-      if (count > 0) ++duplicated;
-      count = 1;
-      const std::int64_t n = (seq - key) / keys;
-      if (value != (n + 1) * key + keys * n * (n + 1) / 2) ++wrong_sums;
-    }
-  }
-  const auto missing = static_cast<std::size_t>(std::count(seen.begin(), seen.end(), 0));
+  const committed_output o = read_committed_output(out, records, keys);
   // On a failure, what is missing (first few runs of consecutive seqs) and what was committed.
   std::ostringstream report;
-  if (missing > 0) {
+  if (o.missing > 0) {
     report << "missing seq runs:";
     int runs = 0;
     for (std::int64_t seq = 0; seq < records && runs < 10; ++seq) {
-      if (seen[static_cast<std::size_t>(seq)] != 0) continue;
+      if (o.seen[static_cast<std::size_t>(seq)] != 0) continue;
       std::int64_t end = seq;
-      while (end + 1 < records && seen[static_cast<std::size_t>(end + 1)] == 0) ++end;
+      while (end + 1 < records && o.seen[static_cast<std::size_t>(end + 1)] == 0) ++end;
       report << " " << seq << (end > seq ? "-" + std::to_string(end) : "");
       ++runs;
       seq = end;
@@ -110,12 +87,12 @@ void check_exactly_once(const fs::path& out, std::int64_t records, std::int64_t 
     for (const auto& entry : fs::directory_iterator(out))
       report << " " << entry.path().filename().string();
   }
-  INFO("committed lines " << lines << "\n" << report.str());
-  CHECK(bad_lines == 0);
-  CHECK(missing == 0);
-  CHECK(duplicated == 0);
-  CHECK(wrong_sums == 0);
-  CHECK(lines == static_cast<std::size_t>(records));
+  INFO("committed lines " << o.lines << "\n" << report.str());
+  CHECK(o.bad_lines == 0);
+  CHECK(o.missing == 0);
+  CHECK(o.duplicated == 0);
+  CHECK(o.wrong_sums == 0);
+  CHECK(o.lines == static_cast<std::size_t>(records));
 }
 
 std::string tail(const std::string& text, std::size_t n = 3000) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "tests/cluster/cluster_support.hpp"
+#include "tests/cluster/committed_output.hpp"
 
 using namespace snapflow::testing;
 
@@ -42,46 +43,16 @@ std::unique_ptr<child_process> runtime_worker(const std::string& control, const 
       "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms)});
 }
 
-// Checks the committed output: every seq exactly once, and the running sum of its key after it
-// (value = seq, key = seq % keys, so the sum after seq s of key k sums k, k + keys, ..., s).
+// Checks the committed output: every seq exactly once, with the running sum of its key after it
+// (tests/cluster/committed_output).
 void check_exactly_once(const std::filesystem::path& out) {
-  std::vector<int> seen(record_count, 0);
-  std::size_t lines = 0;
-  std::size_t wrong_sums = 0;
-  std::size_t bad_lines = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || name.starts_with(".")) continue;
-    std::ifstream in(entry.path());
-    std::string line;
-    while (std::getline(in, line)) {
-      ++lines;
-      std::istringstream fields(line);
-      std::int64_t key = 0, seq = 0, value = 0;
-      char c1 = 0, c2 = 0;
-      fields >> key >> c1 >> seq >> c2 >> value;
-      if (!fields || c1 != ',' || c2 != ',' || seq < 0 || seq >= record_count ||
-          key != seq % key_count) {
-        ++bad_lines;
-        continue;
-      }
-      ++seen[static_cast<std::size_t>(seq)];
-      const std::int64_t n = (seq - key) / key_count;
-      if (value != (n + 1) * key + key_count * n * (n + 1) / 2) ++wrong_sums;
-    }
-  }
-  std::size_t missing = 0;
-  std::size_t duplicated = 0;
-  for (int count : seen) {
-    if (count == 0) ++missing;
-    if (count > 1) ++duplicated;
-  }
-  INFO("lines " << lines);
-  CHECK(bad_lines == 0);
-  CHECK(missing == 0);
-  CHECK(duplicated == 0);
-  CHECK(wrong_sums == 0);
-  CHECK(lines == static_cast<std::size_t>(record_count));
+  const committed_output o = read_committed_output(out, record_count, key_count);
+  INFO("lines " << o.lines);
+  CHECK(o.bad_lines == 0);
+  CHECK(o.missing == 0);
+  CHECK(o.duplicated == 0);
+  CHECK(o.wrong_sums == 0);
+  CHECK(o.lines == static_cast<std::size_t>(record_count));
 }
 
 bool job_finished(const coordinator_process& coordinator, const std::string& job,
