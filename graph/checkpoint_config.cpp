@@ -70,6 +70,9 @@ std::optional<std::string> checkpoint_config::validate() const {
     return out_of_range("max_concurrent", "1 when unaligned checkpoints are enabled",
                         max_concurrent);
   if (state_backend.empty()) return std::string("checkpoint state_backend must not be empty");
+  if (inline_state_max_bytes < 0 || inline_state_max_bytes > max_inline_state_bytes)
+    return out_of_range("inline_state_max_bytes", "between 0 and 1048576 (1 MiB)",
+                        inline_state_max_bytes);
   return std::nullopt;
 }
 
@@ -89,7 +92,7 @@ std::ostream& operator<<(std::ostream& os, const checkpoint_config& c) {
      << ", retained=" << c.retained << ", retention=" << to_string(c.retention)
      << ", checkpoint_dir=" << c.checkpoint_dir << ", savepoint_dir=" << c.savepoint_dir
      << ", stats_history_size=" << c.stats_history_size << ", state_backend=" << c.state_backend
-     << "}";
+     << ", inline_state_max_bytes=" << c.inline_state_max_bytes << "}";
   return os;
 }
 

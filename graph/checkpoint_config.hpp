@@ -46,11 +46,17 @@ struct checkpoint_config {
   std::string savepoint_dir;
   std::int32_t stats_history_size = 10;
   std::string state_backend = "hashmap";
+  // A subtask state that encodes to at most this many bytes travels inside the acknowledgement
+  // and is kept in the checkpoint's _metadata instead of a state file of its own: no file, no
+  // fsync, no hand-off to the snapshot threads (Flink's memory threshold). 0 writes every state
+  // to a file. Restore sends a subtask every old state of its vertex, so keep it small.
+  std::int32_t inline_state_max_bytes = 1024;
 
   static constexpr std::chrono::milliseconds min_interval{1};
   static constexpr std::chrono::milliseconds max_duration{30LL * 24 * 3600 * 1000};
   static constexpr std::int32_t max_stats_history_size = 100'000;
   static constexpr std::int32_t max_retained = 10'000;
+  static constexpr std::int32_t max_inline_state_bytes = 1 << 20;
 
   bool periodic() const { return interval.has_value(); }
 

@@ -46,6 +46,7 @@ constexpr std::string_view checkpoint_dir = "checkpoint_dir";
 constexpr std::string_view savepoint_dir = "savepoint_dir";
 constexpr std::string_view stats_history_size = "stats_history_size";
 constexpr std::string_view state_backend = "state_backend";
+constexpr std::string_view inline_state_max_bytes = "inline_state_max_bytes";
 constexpr std::string_view restart = "restart";
 constexpr std::string_view strategy = "strategy";
 constexpr std::string_view max_attempts = "max_attempts";
@@ -79,7 +80,11 @@ void pack_ids(packer& pk, const std::vector<vertex_id>& ids) {
 }
 
 void pack_config(packer& pk, const checkpoint_config& c) {
-  pk.pack_map(13);
+  // Added after the first version and written only when not the default, so configs that
+  // keep it encode exactly as before.
+  const bool inline_default =
+      c.inline_state_max_bytes == checkpoint_config{}.inline_state_max_bytes;
+  pk.pack_map(inline_default ? 13 : 14);
   pack_string(pk, key::interval_ms);
   if (c.interval)
     pk.pack_int64(c.interval->count());
@@ -112,6 +117,10 @@ void pack_config(packer& pk, const checkpoint_config& c) {
   pk.pack_int32(c.stats_history_size);
   pack_string(pk, key::state_backend);
   pack_string(pk, c.state_backend);
+  if (!inline_default) {
+    pack_string(pk, key::inline_state_max_bytes);
+    pk.pack_int32(c.inline_state_max_bytes);
+  }
 }
 
 void pack_restart(packer& pk, const restart_strategy_config& c) {
@@ -427,6 +436,8 @@ class reader {
   std::string error_;
 };
 
+const msgpack::object* optional_field(const msgpack::object& map, std::string_view key);
+
 // Each reader call after the first failure only returns false, so a record is read field by
 // field without checking every step; the first problem is the one reported.
 void read_config(reader& r, const msgpack::object& o, std::string_view prefix,
@@ -446,6 +457,10 @@ void read_config(reader& r, const msgpack::object& o, std::string_view prefix,
   r.get(o, at, key::savepoint_dir, c.savepoint_dir);
   r.get(o, at, key::stats_history_size, c.stats_history_size);
   r.get(o, at, key::state_backend, c.state_backend);
+  // Added after the first version: absent or nil keeps the default.
+  if (const msgpack::object* limit = optional_field(o, key::inline_state_max_bytes);
+      limit != nullptr && limit->type != msgpack::type::NIL && !r.failed())
+    r.read(*limit, at, key::inline_state_max_bytes, c.inline_state_max_bytes);
 }
 
 void read_restart(reader& r, const msgpack::object& o, restart_strategy_config& c) {

@@ -90,6 +90,8 @@ class stream_environment {
   stream_environment& set_savepoint_dir(std::string dir);
   stream_environment& set_checkpoint_stats_history_size(std::int32_t size);
   stream_environment& set_state_backend(std::string name);
+  // States that encode to at most `bytes` travel in the acknowledgement, not a file (0: never).
+  stream_environment& set_inline_state_max_bytes(std::int32_t bytes);
 
   // The job's own restart strategy, used by the job master instead of the coordinator's
   // default. Throws invalid_config naming the setting when it is out of range.

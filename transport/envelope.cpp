@@ -158,6 +158,7 @@ void describe(V& v, M& m) {
   v.required("path", m.path);
   v.required("size", m.size_bytes);
   v.required("checksum", m.checksum);
+  v.optional_bytes("inline_state", m.inline_state);
 }
 
 template <typename V, message_of<subtask_endpoint> M>
@@ -220,6 +221,9 @@ struct field_counter {
     ++count;
   }
   void bytes(std::string_view, const std::string&) { ++count; }
+  void optional_bytes(std::string_view, const std::optional<std::string>& value) {
+    if (value) ++count;
+  }
 };
 
 class field_writer {
@@ -244,6 +248,9 @@ class field_writer {
     str(key);
     pk_.pack_bin(static_cast<std::uint32_t>(value.size()));
     pk_.pack_bin_body(value.data(), static_cast<std::uint32_t>(value.size()));
+  }
+  void optional_bytes(std::string_view key, const std::optional<std::string>& value) {
+    if (value) bytes(key, *value);
   }
 
   template <typename M>
@@ -347,6 +354,12 @@ class field_reader {
     } else {
       read(key, *o, out);
     }
+  }
+  void optional_bytes(std::string_view key, std::optional<std::string>& out) {
+    if (error || !find(key)) return;
+    std::string value;
+    bytes(key, value);
+    if (!error) out = std::move(value);
   }
   void bytes(std::string_view key, std::string& out) {
     if (error) return;

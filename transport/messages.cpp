@@ -59,8 +59,12 @@ std::string_view type_name(const message& m) {
 std::ostream& operator<<(std::ostream& os, task_state state) { return os << to_string(state); }
 
 std::ostream& operator<<(std::ostream& os, const state_handle& h) {
-  return os << "state_handle{" << h.path << ", size=" << h.size_bytes << ", crc=" << h.checksum
-            << "}";
+  os << "state_handle{";
+  if (h.inline_state)
+    os << "inline";
+  else
+    os << h.path;
+  return os << ", size=" << h.size_bytes << ", crc=" << h.checksum << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const subtask_endpoint& e) {

@@ -22,11 +22,13 @@ namespace snapflow::wire {
 inline constexpr std::uint32_t current_protocol_version = 1;
 
 // A file a subtask wrote for a checkpoint, as the storage layer describes it: the checksum is
-// the CRC-32C of the whole file, verified on restore.
+// the CRC-32C of the whole file, verified on restore. A small state travels inline instead
+// (`inline_state`, with `path` empty); size and checksum then describe those bytes.
 struct state_handle {
   std::string path;
   std::uint64_t size_bytes = 0;
   std::uint32_t checksum = 0;
+  std::optional<std::string> inline_state;
 
   bool operator==(const state_handle&) const = default;
 };

@@ -6,8 +6,12 @@ namespace snapflow::transport {
 
 namespace {
 
-wire::state_handle to_wire(const state_handle& h) { return {h.path, h.size, h.checksum}; }
-state_handle from_wire(const wire::state_handle& h) { return {h.path, h.size_bytes, h.checksum}; }
+wire::state_handle to_wire(const state_handle& h) {
+  return {h.path, h.size, h.checksum, h.inline_bytes};
+}
+state_handle from_wire(const wire::state_handle& h) {
+  return {h.path, h.size_bytes, h.checksum, h.inline_state};
+}
 
 std::vector<wire::state_handle> to_wire(const std::vector<state_handle>& handles) {
   std::vector<wire::state_handle> out;

@@ -189,8 +189,14 @@ std::string encode_body(const completed_checkpoint& c) {
     pk.pack_array(static_cast<std::uint32_t>(state.handles.size()));
     for (const auto& h : state.handles) {
       pk.pack_map(3);
-      pack_str(pk, "path");
-      pack_str(pk, h.path);
+      if (h.is_inline()) {
+        pack_str(pk, "bytes");
+        pk.pack_bin(static_cast<std::uint32_t>(h.inline_bytes->size()));
+        pk.pack_bin_body(h.inline_bytes->data(), static_cast<std::uint32_t>(h.inline_bytes->size()));
+      } else {
+        pack_str(pk, "path");
+        pack_str(pk, h.path);
+      }
       pack_str(pk, "size");
       pk.pack(h.size);
       pack_str(pk, "crc");
@@ -269,7 +275,15 @@ bool read_bytes(const msgpack::object* o, std::string& out) {
 result<state_handle> read_handle(const msgpack::object& o) {
   if (o.type != msgpack::type::MAP) return bad_field("handles[]", "a map");
   state_handle h;
-  if (!read_str(find_field(o, "path"), h.path)) return bad_field("path", "a string");
+  // A handle names a file or carries the bytes, never both.
+  const msgpack::object* bytes = find_field(o, "bytes");
+  if (bytes != nullptr) {
+    if (find_field(o, "path") != nullptr) return bad_field("handles[]", "a path or bytes, not both");
+    if (bytes->type != msgpack::type::BIN) return bad_field("bytes", "bin");
+    h.inline_bytes.emplace(bytes->via.bin.ptr, bytes->via.bin.size);
+  } else if (!read_str(find_field(o, "path"), h.path)) {
+    return bad_field("path", "a string");
+  }
   if (!read_u64(find_field(o, "size"), h.size)) return bad_field("size", "an unsigned integer");
   if (!read_u32(find_field(o, "crc"), h.checksum)) return bad_field("crc", "a 32-bit unsigned");
   return h;
@@ -489,7 +503,7 @@ result<void> checkpoint_storage::discard_state(const std::vector<state_handle>& 
   std::size_t failures = 0;
   std::string first;
   for (const auto& h : handles) {
-    if (h.path.empty()) continue;
+    if (h.is_inline() || h.path.empty()) continue;  // nothing on disk
     std::error_code ec;
     fs::remove(h.path, ec);
     if (ec && ec != std::errc::no_such_file_or_directory) {
@@ -503,6 +517,13 @@ result<void> checkpoint_storage::discard_state(const std::vector<state_handle>& 
 }
 
 result<void> checkpoint_storage::verify_state(const state_handle& h) {
+  if (h.is_inline()) {
+    if (h.inline_bytes->size() != h.size)
+      return error{"inline state has " + std::to_string(h.inline_bytes->size()) +
+                   " bytes, expected " + std::to_string(h.size)};
+    if (crc32c(*h.inline_bytes) != h.checksum) return error{"inline state fails its checksum"};
+    return success();
+  }
   const fs::path path(h.path);
   fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return os_error("open state file", path, errno);

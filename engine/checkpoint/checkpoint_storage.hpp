@@ -29,7 +29,8 @@ namespace snapflow {
 //   {job: str, id: i64, kind: u8 (0 savepoint, 1 manual, 2 periodic), trigger_us: i64,
 //    completion_us: i64, location: str,
 //    subtasks: [{vertex: u32, index: u32, state_size: u64,
-//                handles: [{path: str, size: u64, crc: u32}]}],
+//                handles: [{path: str | bytes: bin, size: u64, crc: u32}]}],
+//   (a handle names its state file, or carries a small state inline: see state_handle)
 //    master_states: {str: bin}}
 //
 // Blocking: runs on the coordinator's I/O pool, never its event thread. Holds no mutable state,

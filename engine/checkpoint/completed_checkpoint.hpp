@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -16,13 +17,18 @@ enum class checkpoint_trigger_kind : std::uint8_t { savepoint, manual, periodic 
 
 std::string_view to_string(checkpoint_trigger_kind kind);
 
-// A file a subtask wrote for one checkpoint. The checksum (CRC-32C of the whole file) is
-// verified on restore, so a torn or corrupt file is never loaded as state.
+// Where a subtask's state for one checkpoint is: a file it wrote, or, for a small state, the
+// bytes themselves (`inline_bytes`, `path` empty), carried in the acknowledgement and kept in
+// the checkpoint's `_metadata` (Flink's memory threshold: a tiny state is not worth a file, an
+// fsync and a thread hop). `size` and `checksum` (CRC-32C) describe the bytes either way and are
+// verified on restore, so a torn or corrupt state is never loaded.
 struct state_handle {
   std::string path;
   std::uint64_t size = 0;
   std::uint32_t checksum = 0;
+  std::optional<std::string> inline_bytes;
 
+  bool is_inline() const { return inline_bytes.has_value(); }
   bool operator==(const state_handle&) const = default;
 };
 

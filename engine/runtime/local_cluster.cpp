@@ -363,6 +363,9 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
       c.mode =
           job_.checkpointing ? job_.checkpointing->config.mode : checkpointing_mode::exactly_once;
       c.final_checkpoint = job_.checkpointing.has_value();
+      if (job_.checkpointing)
+        c.inline_state_max_bytes =
+            static_cast<std::size_t>(job_.checkpointing->config.inline_state_max_bytes);
       if (restore) {
         c.restore_checkpoint = restore->id;
         c.restore_states = restore_states;

@@ -150,6 +150,9 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
   }
   c.mode = job.checkpointing ? job.checkpointing->config.mode : checkpointing_mode::exactly_once;
   c.final_checkpoint = job.checkpointing.has_value();
+  if (job.checkpointing)
+    c.inline_state_max_bytes =
+        static_cast<std::size_t>(job.checkpointing->config.inline_state_max_bytes);
   c.restore_checkpoint = d.restore_checkpoint_id;
   c.restore_states = d.restore_states;
   c.batch_size = options_.batch_size;

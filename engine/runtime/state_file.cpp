@@ -244,15 +244,56 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
 
 result<state_handle> state_file::write(const std::filesystem::path& file,
                                        const subtask_snapshot& snapshot) {
-  const std::string bytes = encode(snapshot);
+  return write_encoded(file, encode(snapshot));
+}
+
+result<state_handle> state_file::write_encoded(const std::filesystem::path& file,
+                                               std::string bytes) {
   if (auto written = checkpoint_storage::write_file_durably(file, bytes); !written)
     return written.err();
-  return state_handle{file.string(), bytes.size(), crc32c(bytes)};
+  return state_handle{file.string(), bytes.size(), crc32c(bytes), std::nullopt};
+}
+
+state_handle state_file::make_inline(std::string bytes) {
+  state_handle h;
+  h.size = bytes.size();
+  h.checksum = crc32c(bytes);
+  h.inline_bytes = std::move(bytes);
+  return h;
+}
+
+bool state_file::may_fit(const subtask_snapshot& snapshot, std::size_t limit) {
+  // A lower bound of encode()'s size: header, trailer and every length and payload byte of the
+  // entries walked so far; stops as soon as it passes the limit.
+  std::size_t size = magic.size() + 4 + 8 + 4 + 4 + snapshot.operator_uid.size() + 4 + 4 + 8;
+  for (const auto& entry : snapshot.operator_state) {
+    size += 8 + entry.name.size() + entry.bytes.size();
+    if (size > limit) return false;
+  }
+  for (const auto& [group, state] : snapshot.keyed.key_groups) {
+    for (const auto& [name, values] : state.values) {
+      size += 8 + name.size() + values.size() * 16;
+      if (size > limit) return false;
+    }
+    for (const auto& [name, per_key] : state.maps) {
+      size += 8 + name.size();
+      for (const auto& [key, entries] : per_key) {
+        size += 12 + entries.size() * 12;
+        if (size > limit) return false;
+      }
+    }
+  }
+  return size <= limit;
 }
 
 result<subtask_snapshot> state_file::read(const state_handle& handle) {
   if (auto verified = checkpoint_storage::verify_state(handle); !verified)
     return error{"refusing corrupt state: " + verified.err().message};
+  if (handle.is_inline()) {
+    auto decoded = decode(*handle.inline_bytes);
+    if (!decoded) return error{decoded.err().message + " (inline state)"};
+    return decoded;
+  }
   if (handle.size > max_state_file_bytes)
     return error{"state file " + handle.path + " is too large to load"};
   auto bytes = checkpoint_storage::read_file(handle.path, handle.size);

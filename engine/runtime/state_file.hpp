@@ -62,8 +62,16 @@ class state_file {
   // acknowledgement carries.
   static result<state_handle> write(const std::filesystem::path& file,
                                     const subtask_snapshot& snapshot);
-  // Verifies the handle's size and checksum first: a corrupt or torn file is refused with an
-  // error naming it, never loaded.
+  // The same for bytes encode() already made.
+  static result<state_handle> write_encoded(const std::filesystem::path& file, std::string bytes);
+  // A handle that carries encode()'s bytes itself (no file): for states of at most
+  // checkpoint_config::inline_state_max_bytes.
+  static state_handle make_inline(std::string bytes);
+  // False when the encoded snapshot is surely over `limit` bytes. Walks at most about `limit`
+  // bytes' worth of entries, so it is cheap on the task thread whatever the state's size.
+  static bool may_fit(const subtask_snapshot& snapshot, std::size_t limit);
+  // Verifies the handle's size and checksum first: a corrupt or torn file (or inline state) is
+  // refused with an error naming it, never loaded.
   static result<subtask_snapshot> read(const state_handle& handle);
 };
 

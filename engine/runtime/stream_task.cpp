@@ -488,6 +488,28 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   ack.metrics.records_held_during_alignment = t.records_held_during_alignment;
   ack.metrics.records_after_barrier = t.records_after_barrier;
   ack.metrics.barrier_received_timestamp_us = barrier_received_us;
+  // Nothing asynchronous to run and no state, or a small one: acknowledge here, the state's
+  // bytes inline, with no file and no hand-off to the writer.
+  std::string encoded;
+  if (!op_snapshot->async_part && snapshot->empty()) {
+    ack.metrics.async_duration_us = 0;
+    config_.responder->acknowledge(std::move(ack));
+    return success();
+  }
+  if (!op_snapshot->async_part && config_.inline_state_max_bytes > 0 &&
+      state_file::may_fit(*snapshot, config_.inline_state_max_bytes)) {
+    const auto encode_start = std::chrono::steady_clock::now();
+    encoded = state_file::encode(*snapshot);
+    if (encoded.size() <= config_.inline_state_max_bytes) {
+      ack.state.state_size = encoded.size();
+      ack.state.handles.push_back(state_file::make_inline(std::move(encoded)));
+      ack.metrics.async_duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::steady_clock::now() - encode_start)
+                                          .count();
+      config_.responder->acknowledge(std::move(ack));
+      return success();
+    }
+  }
   std::filesystem::path file;
   if (!snapshot->empty()) {
     if (barrier.options.target_location.empty()) {
@@ -500,9 +522,9 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
                                  config_.attempt.attempt);
   }
   // Off the task thread: everything it needs is captured by value (the task may be gone when
-  // it runs).
+  // it runs). A state encoded above but too large to go inline is written as it is.
   config_.writer->submit([responder = config_.responder, ack = std::move(ack), snapshot,
-                          file = std::move(file),
+                          file = std::move(file), encoded = std::move(encoded),
                           async_part = std::move(op_snapshot->async_part)]() mutable {
     const auto async_start = std::chrono::steady_clock::now();
     checkpoint_decline decline{
@@ -515,7 +537,8 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
       }
     }
     if (!file.empty()) {
-      auto handle = state_file::write(file, *snapshot);
+      auto handle = encoded.empty() ? state_file::write(file, *snapshot)
+                                    : state_file::write_encoded(file, std::move(encoded));
       if (!handle) {
         decline.message = handle.err().message;
         responder->decline(std::move(decline));

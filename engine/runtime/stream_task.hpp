@@ -53,6 +53,9 @@ struct stream_task_config {
   // Sources stay alive after their last record until a checkpoint taken after it completed
   // (see task_status_listener::on_source_exhausted). Off: they end at once (no checkpointing).
   bool final_checkpoint = true;
+  // checkpoint_config::inline_state_max_bytes: a state without an asynchronous part that
+  // encodes to at most this is acknowledged from the task thread with its bytes inline.
+  std::size_t inline_state_max_bytes = 0;
   // Restore: the checkpoint and the state of every old subtask of this vertex, by old index
   // (task_deployment_descriptor's shape).
   std::optional<checkpoint_id> restore_checkpoint;
@@ -73,7 +76,9 @@ struct stream_task_config {
 // Threading: run() is the task thread; it owns the operator, the keyed state and the barrier
 // handler, so they need no locks. Other threads talk to it only through the mailbox (triggers
 // and notifications: trigger_checkpoint & co. never block), cancel() and fail(). Snapshots are
-// copied on the task thread at the barrier and written and acknowledged on the snapshot writer.
+// copied on the task thread at the barrier and written and acknowledged on the snapshot writer,
+// except small ones (inline_state_max_bytes), acknowledged at once from the task thread: a
+// hand-off to another thread costs more than encoding a few hundred bytes.
 //
 // Sources emit a batch of records between mailbox checks, so a trigger is served within one
 // batch (or one blocked send, under backpressure). Other tasks take one batch per unblocked
