@@ -449,9 +449,11 @@ void coordinator_endpoint::on_heartbeat(const std::string& peer, const wire::hea
   }
   // Counters of attempts that are not current or not the sender's are stale (a task ended
   // after a failover) or wrong: dropped quietly, they are only statistics.
-  for (const auto& t : m.tasks.value_or(std::vector<wire::task_io>{})) {
-    const std::optional<worker_id> owner = handler_->owner_of(t.job, t.attempt);
-    if (owner && *owner == peer) handler_->task_io_reported(from_wire(t));
+  if (m.tasks) {
+    for (const auto& t : *m.tasks) {
+      const std::optional<worker_id> owner = handler_->owner_of(t.job, t.attempt);
+      if (owner && *owner == peer) handler_->task_io_reported(from_wire(t));
+    }
   }
   send_to_worker(peer, wire::heartbeat{"coordinator", wall_clock_ms()});
 }

@@ -15,6 +15,15 @@ dispatcher_event_handler::dispatcher_event_handler(std::shared_ptr<dispatcher> j
 
 void dispatcher_event_handler::task_io_reported(const task_io_counters& counters) {
   if (io_) io_->report(counters, coordinator_clock::now_us());
+  if (counters.notified.empty()) return;
+  // The notifications the attempt handled go to its job's checkpoint statistics (the time
+  // until every subtask was notified); a job that is gone or restarted without checkpointing
+  // has nowhere to put them.
+  job_master* master = jobs_->find(counters.job);
+  if (master == nullptr || master->coordinator() == nullptr) return;
+  checkpoint_stats_tracker& stats = master->coordinator()->core().stats();
+  for (const checkpoint_notified& n : counters.notified)
+    stats.report_notified(n.id, counters.attempt.subtask, n.timestamp_us);
 }
 
 worker_registry& dispatcher_event_handler::workers() { return *jobs_->workers(); }

@@ -11,7 +11,8 @@ namespace snapflow::transport {
 // acknowledgements and declines to the checkpoint coordinator of their job.
 class dispatcher_event_handler final : public worker_event_handler {
  public:
-  // Record counters from heartbeats go to `io` when given (the REST API reads them there).
+  // Record counters from heartbeats go to `io` when given (the REST API reads them there); the
+  // checkpoint notifications they carry go to the job's checkpoint statistics.
   explicit dispatcher_event_handler(std::shared_ptr<dispatcher> jobs,
                                     std::shared_ptr<task_io_metrics> io = nullptr);
 

@@ -174,6 +174,13 @@ void describe(V& v, M& m) {
   v.required("attempt", m.attempt);
   v.optional("records_in", m.records_in);
   v.optional("records_out", m.records_out);
+  v.optional("notified", m.notified);
+}
+
+template <typename V, message_of<checkpoint_notified> M>
+void describe(V& v, M& m) {
+  v.required("checkpoint_id", m.checkpoint);
+  v.required("timestamp_us", m.timestamp_us);
 }
 
 template <typename V, message_of<subtask_restore_state> M>
@@ -192,7 +199,7 @@ struct is_optional<std::optional<T>> : std::true_type {};
 template <typename T>
 concept record = std::same_as<T, execution_attempt_id> || std::same_as<T, state_handle> ||
                  std::same_as<T, subtask_endpoint> || std::same_as<T, subtask_restore_state> ||
-                 std::same_as<T, task_io>;
+                 std::same_as<T, task_io> || std::same_as<T, checkpoint_notified>;
 
 // ---------------------------------------------------------------------------------------------
 // Writing.

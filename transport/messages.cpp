@@ -92,9 +92,15 @@ std::ostream& operator<<(std::ostream& os, const register_ack& m) {
             << ", timeout_ms=" << m.heartbeat_timeout_ms << "}";
 }
 
+std::ostream& operator<<(std::ostream& os, const checkpoint_notified& n) {
+  return os << "notified{id=" << n.checkpoint << ", us=" << n.timestamp_us << "}";
+}
+
 std::ostream& operator<<(std::ostream& os, const task_io& t) {
-  return os << "task_io{job=" << t.job << ", attempt=" << t.attempt << ", in=" << t.records_in
-            << ", out=" << t.records_out << "}";
+  os << "task_io{job=" << t.job << ", attempt=" << t.attempt << ", in=" << t.records_in
+     << ", out=" << t.records_out;
+  if (t.notified) os << ", notified=" << *t.notified;
+  return os << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const heartbeat& m) {

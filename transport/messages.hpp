@@ -97,12 +97,24 @@ struct not_registered {
   bool operator==(const not_registered&) const = default;
 };
 
+// When an attempt handled notify_checkpoint_complete for `checkpoint`: the worker's clock, us
+// since the epoch (the clock of barrier_received_timestamp_us).
+struct checkpoint_notified {
+  checkpoint_id checkpoint = 0;
+  std::int64_t timestamp_us = 0;
+
+  bool operator==(const checkpoint_notified&) const = default;
+};
+
 // Records one attempt read and wrote since it started, carried by a worker's heartbeat.
 struct task_io {
   job_id job;
   execution_attempt_id attempt;
   std::uint64_t records_in = 0;
   std::uint64_t records_out = 0;
+  // The completion notifications it handled since the previous heartbeat, oldest first; left
+  // out when there are none, so the entry is the same bytes older workers send.
+  std::optional<std::vector<checkpoint_notified>> notified;
 
   bool operator==(const task_io&) const = default;
 };
@@ -127,7 +139,7 @@ struct deploy_task {
   job_id job;
   execution_attempt_id attempt;
   std::string job_graph;  // the whole job graph, msgpack bytes (graph/job_graph_codec.hpp)
-  std::vector<subtask_endpoint> subtask_endpoints;  // every subtask of the job
+  std::vector<subtask_endpoint> subtask_endpoints;  // this subtask and its neighbours
   std::optional<checkpoint_id> restore_checkpoint_id;
   std::vector<subtask_restore_state> restore_states;  // this vertex's old subtasks
   std::string checkpoint_dir;  // where this attempt writes its checkpoints' state files
@@ -279,6 +291,7 @@ std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r);
 std::ostream& operator<<(std::ostream& os, const register_worker& m);
 std::ostream& operator<<(std::ostream& os, const register_ack& m);
 std::ostream& operator<<(std::ostream& os, const not_registered& m);
+std::ostream& operator<<(std::ostream& os, const checkpoint_notified& n);
 std::ostream& operator<<(std::ostream& os, const task_io& t);
 std::ostream& operator<<(std::ostream& os, const heartbeat& m);
 std::ostream& operator<<(std::ostream& os, const deploy_task& m);

@@ -3,6 +3,8 @@
 #include <cassert>
 #include <utility>
 
+#include "engine/clock.hpp"
+
 namespace snapflow::transport {
 
 namespace {
@@ -24,6 +26,7 @@ void stub_task_executor::cancel(const job_id& job, const execution_attempt_id& a
   // Answered whether or not the attempt runs here: cancelling is idempotent (protocol 5.2).
   if (auto it = jobs_.find(job); it != jobs_.end()) {
     it->second.attempts.erase(attempt);
+    it->second.last_notified.erase(attempt);
     if (it->second.attempts.empty()) jobs_.erase(it);
   }
   listener_->task_state_changed(job, attempt, execution_state::canceled, {});
@@ -53,8 +56,27 @@ void stub_task_executor::trigger_checkpoint(const job_id& job,
   }
 }
 
-void stub_task_executor::notify_checkpoint_complete(const job_id&, const execution_attempt_id&,
-                                                    checkpoint_id) {}
+void stub_task_executor::notify_checkpoint_complete(const job_id& job,
+                                                    const execution_attempt_id& attempt,
+                                                    checkpoint_id id) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || !it->second.attempts.contains(attempt)) return;
+  checkpoint_id& last = it->second.last_notified[attempt];
+  if (id <= last) return;
+  last = id;
+  auto& pending = notified_[{job, attempt}];
+  if (pending.size() >= max_notified_per_report) pending.erase(pending.begin());
+  pending.push_back({id, coordinator_clock::now_us()});
+}
+
+std::vector<task_io_counters> stub_task_executor::take_io_counters() {
+  std::vector<task_io_counters> out;
+  out.reserve(notified_.size());
+  for (auto& [key, pending] : notified_)
+    out.push_back({key.first, key.second, 0, 0, std::move(pending)});
+  notified_.clear();
+  return out;
+}
 
 void stub_task_executor::notify_checkpoint_aborted(const job_id&, const execution_attempt_id&,
                                                    checkpoint_id, checkpoint_id) {}

@@ -5,6 +5,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/runtime/task_executor.hpp"
 
@@ -12,7 +14,9 @@ namespace snapflow::transport {
 
 // A task executor with no tasks behind it, for tests, benchmarks and jobs made of sources: every
 // deployed attempt reports RUNNING at once, and a checkpoint trigger is acknowledged at once,
-// without state, by every attempt of that job deployed on this worker.
+// without state, by every attempt of that job deployed on this worker. A completion
+// notification is handled at once too: its time goes out with the next heartbeat, like the
+// runtime's.
 //
 // Why every attempt: without a data plane no barrier flows from a source to the subtasks after
 // it, so the trigger a source receives is the only sign of the checkpoint this worker gets.
@@ -39,6 +43,8 @@ class stub_task_executor final : public task_executor {
                                  checkpoint_id id, checkpoint_id latest_completed) override;
   void cancel_all() override;
   std::string data_endpoint() const override { return data_endpoint_; }
+  // No records are counted (always 0); an entry only for attempts notified since the last call.
+  std::vector<task_io_counters> take_io_counters() override;
 
   std::size_t deployed() const;
 
@@ -49,11 +55,17 @@ class stub_task_executor final : public task_executor {
     // trigger for each, yet each attempt acknowledges once. The newest few are enough, since
     // triggers for one checkpoint arrive together.
     std::set<checkpoint_id> acknowledged;
+    // The newest checkpoint each attempt was notified of: repeats and stale ones are skipped.
+    std::map<execution_attempt_id, checkpoint_id> last_notified;
   };
+  using attempt_key = std::pair<job_id, execution_attempt_id>;
 
   std::shared_ptr<task_executor_listener> listener_;
   std::string data_endpoint_;
   std::map<job_id, job_tasks> jobs_;
+  // Notifications handled since the last take_io_counters, per attempt, oldest first (each at
+  // most max_notified_per_report). Kept when the attempt is cancelled: they still get reported.
+  std::map<attempt_key, std::vector<checkpoint_notified>> notified_;
 };
 
 }  // namespace snapflow::transport

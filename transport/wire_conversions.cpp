@@ -93,11 +93,27 @@ std::int64_t timestamp_us_from_wire(const wire::trigger_checkpoint& m) {
 }
 
 wire::task_io to_wire(const task_io_counters& c) {
-  return {c.job, c.attempt, c.records_in, c.records_out};
+  wire::task_io m{c.job, c.attempt, c.records_in, c.records_out, std::nullopt};
+  if (!c.notified.empty()) {
+    m.notified.emplace();
+    m.notified->reserve(c.notified.size());
+    for (const auto& n : c.notified) m.notified->push_back({n.id, n.timestamp_us});
+  }
+  return m;
 }
 
 task_io_counters from_wire(const wire::task_io& m) {
-  return {m.job, m.attempt, m.records_in, m.records_out};
+  task_io_counters c{m.job, m.attempt, m.records_in, m.records_out, {}};
+  if (m.notified) {
+    // A peer keeps at most this many (task_io_metrics.hpp); more is not trusted to be
+    // bounded, so only the newest are taken.
+    const std::size_t n = m.notified->size();
+    const std::size_t skip = n > max_notified_per_report ? n - max_notified_per_report : 0;
+    c.notified.reserve(n - skip);
+    for (std::size_t i = skip; i < n; ++i)
+      c.notified.push_back({(*m.notified)[i].checkpoint, (*m.notified)[i].timestamp_us});
+  }
+  return c;
 }
 
 wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack) {

@@ -27,6 +27,7 @@ wire::trigger_checkpoint to_wire(const job_id& job, const execution_attempt_id& 
 checkpoint_options options_from_wire(const wire::trigger_checkpoint& m);
 std::int64_t timestamp_us_from_wire(const wire::trigger_checkpoint& m);
 
+// Notifications beyond max_notified_per_report in one entry: only the newest are kept.
 wire::task_io to_wire(const task_io_counters& counters);
 task_io_counters from_wire(const wire::task_io& m);
 

@@ -33,8 +33,9 @@ class worker_event_handler {
   // Only called with attempts the sender owns.
   virtual void source_exhausted(const job_id& job, const execution_attempt_id& attempt,
                                 checkpoint_id last_barrier) = 0;
-  // Record counters a worker's heartbeat carried, only for attempts the sender owns. Handlers
-  // that show no metrics ignore them.
+  // Record counters a worker's heartbeat carried, with the checkpoint notifications the
+  // attempt handled, only for attempts the sender owns. Handlers that show no metrics ignore
+  // them.
   virtual void task_io_reported(const task_io_counters& /*counters*/) {}
 };
 

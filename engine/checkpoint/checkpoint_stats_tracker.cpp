@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 #include <utility>
 
 namespace snapflow {
@@ -171,6 +172,50 @@ void checkpoint_stats_tracker::report_restored(checkpoint_id id, std::int64_t re
   latest_restored_ = restored_info{id, restore_us, std::move(external_path), savepoint};
 }
 
+subtask_checkpoint_stats* checkpoint_stats_tracker::find_subtask(checkpoint_stats& stats,
+                                                                 const subtask_id& subtask) {
+  auto [it, inserted] = notify_index_.try_emplace(stats.id);
+  std::vector<std::uint32_t>& order = it->second;
+  if (inserted) {
+    assert(stats.subtasks.size() <= std::numeric_limits<std::uint32_t>::max());
+    order.resize(stats.subtasks.size());
+    for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return stats.subtasks[a].subtask < stats.subtasks[b].subtask;
+    });
+  }
+  auto pos = std::lower_bound(
+      order.begin(), order.end(), subtask,
+      [&](std::uint32_t i, const subtask_id& s) { return stats.subtasks[i].subtask < s; });
+  if (pos == order.end() || stats.subtasks[*pos].subtask != subtask) return nullptr;
+  return &stats.subtasks[*pos];
+}
+
+void checkpoint_stats_tracker::report_notified(checkpoint_id id, const subtask_id& subtask,
+                                               std::int64_t notified_us) {
+  auto it = tracked_.find(id);
+  // Evicted, never known, or a stale report from before a restart: nothing to attach it to.
+  if (it == tracked_.end()) return;
+  checkpoint_stats& stats = *it->second;
+  // Only completed checkpoints are notified; a savepoint never is, and anything else is a
+  // confused or hostile peer.
+  if (stats.status != checkpoint_stats_status::completed) return;
+  if (stats.kind == checkpoint_trigger_kind::savepoint) return;
+  if (stats.notified_duration_us) return;  // every subtask reported already
+  subtask_checkpoint_stats* sub = find_subtask(stats, subtask);
+  if (sub == nullptr || sub->notified_timestamp_us) return;  // not one of its subtasks, or again
+  sub->notified_timestamp_us = notified_us;
+  ++stats.num_notified;
+  stats.latest_notified_timestamp_us =
+      stats.num_notified == 1 ? notified_us
+                              : std::max(stats.latest_notified_timestamp_us, notified_us);
+  assert(stats.num_notified <= stats.subtasks.size());
+  if (stats.num_notified < stats.num_subtasks) return;
+  stats.notified_duration_us = stats.latest_notified_timestamp_us - stats.trigger_timestamp_us;
+  notified_us_.add(static_cast<double>(*stats.notified_duration_us));
+  notify_index_.erase(id);
+}
+
 void checkpoint_stats_tracker::evict() {
   if (tracked_.size() <= history_size_) return;
   // The oldest entries outside the history window go, unless still in progress.
@@ -181,6 +226,7 @@ void checkpoint_stats_tracker::evict() {
       continue;
     }
     if (cached_ == it->second.get()) cached_ = nullptr;
+    notify_index_.erase(it->first);
     it = tracked_.erase(it);
   }
 }
@@ -190,11 +236,11 @@ const checkpoint_stats* checkpoint_stats_tracker::find(checkpoint_id id) const {
   return it == tracked_.end() ? nullptr : it->second.get();
 }
 
-std::vector<checkpoint_stats> checkpoint_stats_tracker::history() const {
-  std::vector<checkpoint_stats> out;
+std::vector<const checkpoint_stats*> checkpoint_stats_tracker::history() const {
+  std::vector<const checkpoint_stats*> out;
   out.reserve(std::min(history_size_, tracked_.size()));
   for (auto it = tracked_.rbegin(); it != tracked_.rend() && out.size() < history_size_; ++it)
-    out.push_back(*it->second);
+    out.push_back(it->second.get());
   return out;
 }
 

@@ -32,6 +32,9 @@ struct subtask_checkpoint_stats {
   // Trigger to the barrier reaching the subtask (Flink's checkpoint start delay); 0 when the
   // worker did not measure it.
   std::int64_t start_delay_us = 0;
+  // When the subtask handled the notification that the checkpoint completed, on its worker's
+  // clock (us since the epoch), as its worker's next heartbeat reported it; unknown until then.
+  std::optional<std::int64_t> notified_timestamp_us;
 
   bool operator==(const subtask_checkpoint_stats&) const = default;
 };
@@ -53,6 +56,13 @@ struct checkpoint_stats {
   // Until the end: trigger to the latest ack; after it: trigger to completion or failure.
   std::int64_t end_to_end_duration_us = 0;
   std::int64_t max_alignment_duration_us = 0;
+  // Completed checkpoints: how many subtasks reported handling the completion notification,
+  // the latest of those times, and, once every subtask reported, trigger to that latest time
+  // (the time until all subtasks were notified). A subtask that never reports (its worker was
+  // lost, or it dropped old notifications) leaves the duration unknown rather than wrong.
+  std::size_t num_notified = 0;
+  std::int64_t latest_notified_timestamp_us = 0;
+  std::optional<std::int64_t> notified_duration_us;
   std::optional<checkpoint_failure_reason> failure_reason;
   std::string failure_message;
   std::string external_path;
@@ -102,6 +112,11 @@ class checkpoint_stats_tracker {
   void report_failed_without_checkpoint(std::int64_t failure_us, checkpoint_failure_reason reason);
   void report_restored(checkpoint_id id, std::int64_t restore_us, std::string external_path,
                        bool savepoint);
+  // `subtask` handled the notification that `id` completed at `notified_us` (its worker's
+  // clock). Ignored unless `id` is a tracked, completed checkpoint the subtask acknowledged and
+  // this is the subtask's first report for it. O(log subtasks), once an index of the
+  // checkpoint's subtasks is built on its first report.
+  void report_notified(checkpoint_id id, const subtask_id& subtask, std::int64_t notified_us);
 
   checkpoint_counts counts() const { return counts_; }
   // Over the completed checkpoints in the summary window.
@@ -109,13 +124,18 @@ class checkpoint_stats_tracker {
   stats_summary state_size() const { return state_sizes_.summary(); }
   // The maximum alignment of each completed checkpoint.
   stats_summary alignment_duration_us() const { return alignments_us_.summary(); }
+  // Trigger to all subtasks notified, over the completed checkpoints that know it.
+  stats_summary notified_duration_us() const { return notified_us_.summary(); }
   // Every ack reported so far, by stage (cumulative, for /metrics).
   const checkpoint_stage_histograms& stage_histograms() const { return stages_; }
 
   // In progress or in history; null otherwise.
   const checkpoint_stats* find(checkpoint_id id) const;
-  // Newest first, at most history_size, including in-progress and failed ones.
-  std::vector<checkpoint_stats> history() const;
+  // Newest first, at most history_size, including in-progress and failed ones; valid like
+  // find(). Pointers, not copies: each entry holds one record per subtask, and the REST API
+  // reads the history on the coordinator thread (at 10,000 subtasks and a history of 100,
+  // copying it was 90 MB per request).
+  std::vector<const checkpoint_stats*> history() const;
   const checkpoint_stats* latest_completed() const { return latest_completed_.get(); }
   const checkpoint_stats* latest_failed() const { return latest_failed_.get(); }
   const checkpoint_stats* latest_savepoint() const { return latest_savepoint_.get(); }
@@ -146,6 +166,8 @@ class checkpoint_stats_tracker {
 
   checkpoint_stats* lookup(checkpoint_id id);
   void evict();
+  // The position of `subtask` in stats.subtasks, through notify_index_; null if it has none.
+  subtask_checkpoint_stats* find_subtask(checkpoint_stats& stats, const subtask_id& subtask);
 
   const std::size_t history_size_;
   const checkpoint_config config_;
@@ -162,6 +184,11 @@ class checkpoint_stats_tracker {
   window durations_us_;
   window state_sizes_;
   window alignments_us_;
+  window notified_us_;
+  // For each completed checkpoint some but not all of whose subtasks reported their
+  // notification: positions in its `subtasks` (ack order) sorted by subtask, so a report finds
+  // its subtask without a scan. Dropped once all reported or the checkpoint is evicted.
+  std::map<checkpoint_id, std::vector<std::uint32_t>> notify_index_;
   checkpoint_stage_histograms stages_;
 };
 

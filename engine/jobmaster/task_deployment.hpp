@@ -20,8 +20,9 @@ struct task_deployment_descriptor {
   // The whole job graph, msgpack-encoded (graph/job_graph_codec.hpp): a task needs its
   // neighbours' parallelism and partitioning, and encoding once serves every subtask.
   std::string job_graph_bytes;
-  // Where every subtask of the job runs: the data endpoint of its worker, so a task can connect
-  // its output channels.
+  // Where this subtask and the subtasks it exchanges records with run (the data endpoint of
+  // their workers), so the task can connect its channels. Not every subtask of the job: that
+  // made deployment quadratic in the job's size.
   std::map<subtask_id, std::string> subtask_endpoints;
   // Set when the job resumes from a checkpoint: the state of every old subtask of this vertex
   // (keyed by old subtask index), so state can be redistributed when parallelism changed.

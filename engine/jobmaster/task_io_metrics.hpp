@@ -4,25 +4,31 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <vector>
 
+#include "engine/checkpoint/checkpoint_messages.hpp"
 #include "graph/ids.hpp"
 
 namespace snapflow {
 
 // Records one subtask attempt has read from its inputs and written to its outputs since it
 // started (Flink's numRecordsIn / numRecordsOut). Workers report them with their heartbeats.
+// The same report carries the checkpoint-complete notifications the attempt handled since the
+// previous one, oldest first.
 struct task_io_counters {
   job_id job;
   execution_attempt_id attempt;
   std::uint64_t records_in = 0;
   std::uint64_t records_out = 0;
+  std::vector<checkpoint_notified> notified;
 
   bool operator==(const task_io_counters&) const = default;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const task_io_counters& c) {
   return os << "task_io_counters{job=" << c.job << ", attempt=" << c.attempt
-            << ", in=" << c.records_in << ", out=" << c.records_out << "}";
+            << ", in=" << c.records_in << ", out=" << c.records_out
+            << ", notified=" << c.notified.size() << "}";
 }
 
 // The latest counters of every subtask the coordinator heard about, for the REST API (vertex

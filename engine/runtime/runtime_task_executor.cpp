@@ -177,7 +177,7 @@ void runtime_task_executor::reap() {
       // Its last counters still go out with the next heartbeat.
       if (ended_io_.size() >= max_ended_io) ended_io_.erase(ended_io_.begin());
       ended_io_.push_back({it->first.first, it->first.second, it->second->records_in(),
-                           it->second->records_out()});
+                           it->second->records_out(), it->second->take_notified()});
       it = tasks_.erase(it);  // joins a thread that has ended
     } else {
       ++it;
@@ -189,7 +189,8 @@ std::vector<task_io_counters> runtime_task_executor::take_io_counters() {
   std::vector<task_io_counters> out = std::exchange(ended_io_, {});
   out.reserve(out.size() + tasks_.size());
   for (const auto& [key, task] : tasks_)
-    out.push_back({key.first, key.second, task->records_in(), task->records_out()});
+    out.push_back(
+        {key.first, key.second, task->records_in(), task->records_out(), task->take_notified()});
   return out;
 }
 

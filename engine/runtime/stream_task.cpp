@@ -3,6 +3,7 @@
 #include <cassert>
 #include <exception>
 #include <sstream>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -131,6 +132,21 @@ std::int64_t stream_task::now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+void stream_task::record_notified(checkpoint_id id) {
+  // After the operator handled it (a sink committed): that is when the subtask was notified.
+  const std::int64_t now = coordinator_clock::now_us();
+  std::lock_guard lock(notified_mutex_);
+  if (id <= last_notified_) return;  // stale or repeated
+  last_notified_ = id;
+  if (notified_.size() >= max_notified_per_report) notified_.erase(notified_.begin());
+  notified_.push_back({id, now});
+}
+
+std::vector<checkpoint_notified> stream_task::take_notified() {
+  std::lock_guard lock(notified_mutex_);
+  return std::exchange(notified_, {});
 }
 
 void stream_task::report(execution_state state, const std::string& message) {
@@ -419,7 +435,9 @@ result<void> stream_task::process_mailbox() {
                   {trigger_snapshot{checkpoint_barrier{m.id, m.timestamp_us, m.options}, 0, 0}});
             },
             [&](const complete_message& m) -> result<void> {
-              return operator_->notify_checkpoint_complete(m.id);
+              if (auto r = operator_->notify_checkpoint_complete(m.id); !r) return r;
+              record_notified(m.id);
+              return success();
             },
             [&](const abort_message& m) -> result<void> {
               if (handler_) std::visit([&](auto& h) { h.on_checkpoint_aborted(m.id); }, *handler_);

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint_messages.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "engine/runtime/barrier_aligner.hpp"
 #include "engine/runtime/barrier_tracker.hpp"
@@ -111,6 +112,9 @@ class stream_task {
   const stream_task_config& config() const { return config_; }
   std::uint64_t records_in() const { return records_in_.load(std::memory_order_relaxed); }
   std::uint64_t records_out() const { return records_out_.load(std::memory_order_relaxed); }
+  // The checkpoint-complete notifications the task handled since the previous call, oldest
+  // first, at most max_notified_per_report (the worker's heartbeat reports them).
+  std::vector<checkpoint_notified> take_notified();
   bool done() const { return done_.load(); }
 
  private:
@@ -138,6 +142,7 @@ class stream_task {
   bool flush_outputs();
   void cancel_channels();
   void report(execution_state state, const std::string& message = {});
+  void record_notified(checkpoint_id id);
   void wait_for_work(std::uint64_t seen, std::chrono::steady_clock::time_point deadline);
   static std::int64_t now_us();
 
@@ -167,6 +172,11 @@ class stream_task {
   std::atomic<bool> done_{false};
   std::atomic<std::uint64_t> records_in_{0};
   std::atomic<std::uint64_t> records_out_{0};
+  // Written by the task thread once per handled notification, taken by the worker's heartbeat:
+  // a lock, since an id and its time must be read together.
+  std::mutex notified_mutex_;
+  std::vector<checkpoint_notified> notified_;
+  checkpoint_id last_notified_ = 0;  // under notified_mutex_: stale notifications are skipped
 };
 
 }  // namespace snapflow

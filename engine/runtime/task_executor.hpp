@@ -48,8 +48,9 @@ class task_executor {
   // Where this worker's data channels accept connections (reported at registration).
   virtual std::string data_endpoint() const = 0;
   // The record counters of every task it runs, and the final ones of tasks that ended since
-  // the last call (each reported once), for the worker's heartbeat. An executor that does not
-  // count records returns nothing.
+  // the last call (each reported once), for the worker's heartbeat; each with the checkpoint
+  // notifications its task handled since the last call (task_io_counters::notified). An
+  // executor that neither counts records nor records notifications returns nothing.
   virtual std::vector<task_io_counters> take_io_counters() { return {}; }
 };
 

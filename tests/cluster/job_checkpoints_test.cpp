@@ -1,6 +1,7 @@
 // A job submitted over REST runs on worker processes and its checkpoints complete end to end.
 #include <signal.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
 
@@ -45,6 +46,52 @@ TEST_CASE("periodic checkpoints of a job on two workers complete across processe
   }));
 
   // A clean shutdown of everything on SIGTERM.
+  w1->send_signal(SIGTERM);
+  w2->send_signal(SIGTERM);
+  coordinator.process().send_signal(SIGTERM);
+  CHECK(w1->wait_exit(patience) == 0);
+  CHECK(w2->wait_exit(patience) == 0);
+  CHECK(coordinator.process().wait_exit(patience) == 0);
+}
+
+TEST_CASE("a completed checkpoint learns when every subtask was notified from heartbeats") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto w1 = start_worker(coordinator.control(), "w1");
+  auto w2 = start_worker(coordinator.control(), "w2");
+  REQUIRE(coordinator.wait_for_workers(2));
+  const std::string job = coordinator.submit(sources_job(2));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, 2));
+
+  // Workers report the notifications their subtasks handled with their next heartbeat (every
+  // 50 ms here): a completed checkpoint gets its time to all notified soon after completing.
+  json known;
+  REQUIRE(eventually([&] {
+    const json stats = coordinator.checkpoints(job);
+    for (const auto& h : stats["history"])
+      if (h["status"] == "COMPLETED" && h.contains("notified_duration_us")) {
+        known = h;
+        return true;
+      }
+    return false;
+  }));
+  CHECK(known["num_notified_subtasks"] == 4);
+  CHECK(known["notified_duration_us"].get<std::int64_t>() > 0);
+
+  const http_result details = coordinator.rest().get(
+      "/jobs/" + job + "/checkpoints/details/" + std::to_string(known["id"].get<std::int64_t>()));
+  REQUIRE(details.status == 200);
+  REQUIRE(details.body["subtasks"].size() == 4);
+  // The checkpoint's duration is its last subtask's.
+  std::int64_t latest = 0;
+  for (const auto& s : details.body["subtasks"]) {
+    REQUIRE(s.contains("notified_duration_us"));
+    CHECK(s["notified_timestamp_us"].get<std::int64_t>() > 0);
+    latest = std::max(latest, s["notified_duration_us"].get<std::int64_t>());
+  }
+  CHECK(latest == known["notified_duration_us"].get<std::int64_t>());
+  CHECK(coordinator.checkpoints(job)["summary"]["notified_duration_us"]["count"] >= 1);
+
   w1->send_signal(SIGTERM);
   w2->send_signal(SIGTERM);
   coordinator.process().send_signal(SIGTERM);

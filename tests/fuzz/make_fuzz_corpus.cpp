@@ -182,6 +182,13 @@ std::vector<std::pair<std::string, wire::message>> messages() {
       {"register_ack", wire::register_ack{true, "", 500, 5000}},
       {"not_registered", wire::not_registered{"the coordinator restarted"}},
       {"heartbeat", wire::heartbeat{"coordinator", 1'700'000'000'123}},
+      {"heartbeat_tasks",
+       wire::heartbeat{"worker-1", 1'700'000'000'123,
+                       std::vector<wire::task_io>{
+                           {job_id_text, attempt, 12, 34,
+                            std::vector<wire::checkpoint_notified>{{7, 1'700'000'000'100'000},
+                                                                   {8, 1'700'000'000'110'000}}},
+                           {job_id_text, attempt, 56, 78, std::nullopt}}}},
       {"deploy_task", deploy},
       {"cancel_task", wire::cancel_task{job_id_text, attempt}},
       {"task_state_update",

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/clock.hpp"
 #include "transport/curve_keys.hpp"
 #include "transport/outgoing_queues.hpp"
 #include "transport/peer_names.hpp"
@@ -239,6 +240,60 @@ TEST_CASE("the stub executor runs at once and acknowledges every attempt of the 
   stub.cancel_all();
   CHECK(stub.deployed() == 0);
   CHECK(listener->states.size() == 4 + 2 + 3);
+}
+
+TEST_CASE("notifications travel with task counters; a peer's excess is cut to the newest") {
+  task_io_counters c{"j", attempt_of(1, 2), 3, 4, {{5, 1'000}, {6, 2'000}}};
+  CHECK(from_wire(to_wire(c)) == c);
+  c.notified.clear();
+  CHECK_FALSE(to_wire(c).notified);  // none: the field is left out, as older workers do
+  CHECK(from_wire(to_wire(c)) == c);
+
+  wire::task_io m{"j", attempt_of(1, 2), 0, 0, std::vector<wire::checkpoint_notified>{}};
+  const auto last = static_cast<checkpoint_id>(max_notified_per_report) + 10;
+  for (checkpoint_id id = 1; id <= last; ++id)
+    m.notified->push_back({id, static_cast<std::int64_t>(id) * 10});
+  const task_io_counters bounded = from_wire(m);
+  REQUIRE(bounded.notified.size() == max_notified_per_report);
+  CHECK(bounded.notified.front().id == 11);
+  CHECK(bounded.notified.back().id == last);
+}
+
+TEST_CASE("the stub executor reports each notification it handled once, with its time") {
+  auto listener = std::make_shared<recording_listener>();
+  stub_task_executor stub(listener, "tcp://127.0.0.1:7000");
+  task_deployment_descriptor d;
+  d.job = "j";
+  for (auto a : {attempt_of(0, 0), attempt_of(1, 0)}) {
+    d.attempt = a;
+    stub.deploy(d);
+  }
+  CHECK(stub.take_io_counters().empty());  // nothing notified yet: nothing to report
+  const std::int64_t before_us = coordinator_clock::now_us();
+  stub.notify_checkpoint_complete("j", attempt_of(0, 0), 3);
+  stub.notify_checkpoint_complete("j", attempt_of(0, 0), 3);  // repeated
+  stub.notify_checkpoint_complete("j", attempt_of(0, 0), 2);  // stale
+  stub.notify_checkpoint_complete("j", attempt_of(0, 0), 4);
+  stub.notify_checkpoint_complete("j", attempt_of(1, 0), 3);
+  stub.notify_checkpoint_complete("j", attempt_of(9, 0), 3);  // not deployed here
+  const std::int64_t after_us = coordinator_clock::now_us();
+
+  const auto reported = stub.take_io_counters();
+  REQUIRE(reported.size() == 2);
+  CHECK(reported[0].attempt == attempt_of(0, 0));
+  REQUIRE(reported[0].notified.size() == 2);
+  CHECK(reported[0].notified[0].id == 3);
+  CHECK(reported[0].notified[1].id == 4);
+  CHECK(reported[1].attempt == attempt_of(1, 0));
+  REQUIRE(reported[1].notified.size() == 1);
+  for (const auto& r : reported) {
+    CHECK(r.job == "j");
+    for (const auto& n : r.notified) {
+      CHECK(n.timestamp_us >= before_us);
+      CHECK(n.timestamp_us <= after_us);
+    }
+  }
+  CHECK(stub.take_io_counters().empty());  // each reported once
 }
 
 TEST_CASE("CURVE key pairs are written, read back and checked") {

@@ -494,3 +494,43 @@ TEST_CASE("a heartbeat whose task counters lack an attempt is refused, not half-
   broken[at] = 'X';  // the key is now "Xttempt": unknown, and the required one is missing
   CHECK_FALSE(decode(broken).ok());
 }
+
+TEST_CASE("task counters round-trip with and without the notifications an attempt handled") {
+  heartbeat beat{"w1", 1'700'000'000'000, std::nullopt};
+  beat.tasks = std::vector<task_io>{
+      {job, attempt_of(1, 0, 2), 10, 20,
+       std::vector<checkpoint_notified>{{7, 1'700'000'000'123'456}, {8, 1'700'000'000'223'456}}},
+      {job, attempt_of(2, 3, 0), 0, 1, std::nullopt}};
+  check_round_trip(beat);
+  beat.tasks->front().notified = std::vector<checkpoint_notified>{};  // present but empty
+  check_round_trip(beat);
+}
+
+TEST_CASE("task counters without notifications are the bytes an older worker writes") {
+  // What a worker from before the notified field wrote, key by key: the new field must not
+  // change it, and such frames must still decode (with no notifications).
+  frame_builder f;
+  f.envelope("heartbeat", 3);
+  f.str("sender").str("w1").str("timestamp_ms").sint(5);
+  f.str("tasks").array(1).map(4);
+  f.str("job_id").str(job).str("attempt").attempt(1, 0, 2);
+  f.str("records_in").uint(10).str("records_out").uint(20);
+  const heartbeat beat{"w1", 5, std::vector<task_io>{{job, attempt_of(1, 0, 2), 10, 20, {}}}};
+  CHECK(encode(beat) == f.bytes());
+  const decode_result r = decode(f.bytes());
+  INFO(describe(r));
+  REQUIRE(r.ok());
+  CHECK_FALSE(std::get<heartbeat>(r.value()).tasks->front().notified);
+}
+
+TEST_CASE("a notification without its timestamp refuses the heartbeat") {
+  frame_builder f;
+  f.envelope("heartbeat", 3);
+  f.str("sender").str("w1").str("timestamp_ms").sint(5);
+  f.str("tasks").array(1).map(3);
+  f.str("job_id").str(job).str("attempt").attempt(1, 0, 2);
+  f.str("notified").array(1).map(1).str("checkpoint_id").uint(3);
+  const decode_error e = error_of(f.bytes());
+  CHECK(e.code == decode_errc::missing_field);
+  CHECK(e.detail.find("tasks[0].notified[0].timestamp_us") != std::string::npos);
+}

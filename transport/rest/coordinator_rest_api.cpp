@@ -74,8 +74,14 @@ json checkpoint_json(const checkpoint_stats& c) {
          {"max_alignment_duration_us", c.max_alignment_duration_us},
          {"num_subtasks", c.num_subtasks},
          {"num_acknowledged_subtasks", c.num_acknowledged},
+         {"num_notified_subtasks", c.num_notified},
          {"external_path", c.external_path}};
   if (c.end_timestamp_us) j["end_timestamp"] = ms(*c.end_timestamp_us);
+  // Known only once every subtask's worker reported its notification (a heartbeat later).
+  if (c.notified_duration_us) {
+    j["notified_duration"] = ms(*c.notified_duration_us);
+    j["notified_duration_us"] = *c.notified_duration_us;
+  }
   if (c.failure_reason) {
     j["failure_timestamp"] = c.end_timestamp_us ? ms(*c.end_timestamp_us) : 0;
     j["failure_message"] = std::string(to_string(*c.failure_reason)) + ": " + c.failure_message;
@@ -283,7 +289,7 @@ rest_response coordinator_rest_api::checkpoints(const job_id& id) const {
                           {"is_savepoint", r->savepoint},
                           {"external_path", r->external_path}};
   json history = json::array();
-  for (const auto& h : stats.history()) history.push_back(checkpoint_json(h));
+  for (const auto* h : stats.history()) history.push_back(checkpoint_json(*h));
   json j{{"counts",
           {{"restored", counts.restored},
            {"total", counts.triggered},
@@ -296,7 +302,9 @@ rest_response coordinator_rest_api::checkpoints(const job_id& id) const {
            {"state_size", summary_json(stats.state_size())},
            {"checkpointed_size", summary_json(stats.state_size())},
            {"alignment_duration", summary_json(stats.alignment_duration_us(), 0.001)},
-           {"alignment_duration_us", summary_json(stats.alignment_duration_us())}}},
+           {"alignment_duration_us", summary_json(stats.alignment_duration_us())},
+           {"notified_duration", summary_json(stats.notified_duration_us(), 0.001)},
+           {"notified_duration_us", summary_json(stats.notified_duration_us())}}},
          {"latest", latest},
          {"history", history}};
   return json_response(200, j);
@@ -362,7 +370,7 @@ rest_response coordinator_rest_api::checkpoint_details(const job_id& id,
   if (s == nullptr) return error_response(404, "no checkpoint " + cid + " in the history");
   json j = checkpoint_json(*s);
   json subtasks = json::array();
-  for (const auto& a : s->subtasks)
+  for (const auto& a : s->subtasks) {
     subtasks.push_back({{"vertex", a.subtask.vertex},
                         {"index", a.subtask.index},
                         {"status", "completed"},
@@ -381,6 +389,12 @@ rest_response coordinator_rest_api::checkpoint_details(const job_id& id,
                                        {"processed", a.bytes_processed_during_alignment},
                                        {"held_records", a.records_held_during_alignment},
                                        {"records_after_barrier", a.records_after_barrier}}}});
+    if (a.notified_timestamp_us) {
+      subtasks.back()["notified_timestamp"] = ms(*a.notified_timestamp_us);
+      subtasks.back()["notified_timestamp_us"] = *a.notified_timestamp_us;
+      subtasks.back()["notified_duration_us"] = *a.notified_timestamp_us - s->trigger_timestamp_us;
+    }
+  }
   j["subtasks"] = subtasks;
   return json_response(200, j);
 }

@@ -20,9 +20,9 @@ subtask_checkpoint_stats ack(std::uint32_t index, std::int64_t at_us, std::uint6
   return s;
 }
 
-std::vector<checkpoint_id> ids(const std::vector<checkpoint_stats>& history) {
+std::vector<checkpoint_id> ids(const std::vector<const checkpoint_stats*>& history) {
   std::vector<checkpoint_id> out;
-  for (const auto& s : history) out.push_back(s.id);
+  for (const auto* s : history) out.push_back(s->id);
   return out;
 }
 
@@ -214,4 +214,85 @@ TEST_CASE("stats tracker remembers the latest restore") {
   CHECK(r->savepoint);
   CHECK(t.counts().restored == 2);
   CHECK(t.config() == config);
+}
+
+TEST_CASE("stats tracker learns the time to all subtasks notified once every subtask reported") {
+  checkpoint_stats_tracker t(10, checkpoint_config{});
+  t.report_pending(1, kind::periodic, 1'000, 3);
+  // Acks in an order unlike the subtask order: reports must find their subtask anyway.
+  t.report_ack(1, ack(2, 1'100));
+  t.report_ack(1, ack(0, 1'200));
+  t.report_ack(1, ack(1, 1'300));
+  // Not completed yet: nothing can have been notified.
+  t.report_notified(1, {1, 0}, 1'350);
+  CHECK(t.find(1)->num_notified == 0);
+  t.report_completed(1, 1'400, "chk-1");
+
+  t.report_notified(1, {1, 1}, 1'700);
+  t.report_notified(1, {1, 2}, 1'900);
+  const checkpoint_stats* s = t.find(1);
+  REQUIRE(s != nullptr);
+  CHECK(s->num_notified == 2);
+  CHECK_FALSE(s->notified_duration_us);  // subtask 0 has not reported: unknown, not 900
+  CHECK(t.notified_duration_us().count == 0);
+
+  // A repeat, a subtask the checkpoint does not have, and unknown checkpoints change nothing.
+  t.report_notified(1, {1, 2}, 5'000);
+  t.report_notified(1, {1, 7}, 5'000);
+  t.report_notified(1, {2, 0}, 5'000);
+  t.report_notified(99, {1, 0}, 5'000);
+  CHECK(s->num_notified == 2);
+
+  t.report_notified(1, {1, 0}, 1'600);
+  CHECK(s->num_notified == 3);
+  REQUIRE(s->notified_duration_us);
+  CHECK(*s->notified_duration_us == 900);  // trigger 1'000 -> the latest, subtask 2 at 1'900
+  CHECK(s->latest_notified_timestamp_us == 1'900);
+  for (const auto& sub : s->subtasks) REQUIRE(sub.notified_timestamp_us);
+  CHECK(s->subtasks[0].notified_timestamp_us == 1'900);  // subtask 2, the first to ack
+  CHECK(s->subtasks[1].notified_timestamp_us == 1'600);
+  CHECK(s->subtasks[2].notified_timestamp_us == 1'700);
+  CHECK(t.notified_duration_us().count == 1);
+  CHECK(t.notified_duration_us().p50 == 900);
+
+  // After the duration is known, a late report cannot move it.
+  t.report_notified(1, {1, 0}, 9'000);
+  CHECK(*t.find(1)->notified_duration_us == 900);
+}
+
+TEST_CASE("stats tracker ignores notifications of failed checkpoints and savepoints") {
+  checkpoint_stats_tracker t(10, checkpoint_config{});
+  t.report_pending(1, kind::periodic, 100, 1);
+  t.report_ack(1, ack(0, 150));
+  t.report_failed(1, 200, checkpoint_failure_reason::checkpoint_expired, "timeout");
+  t.report_notified(1, {1, 0}, 300);
+  CHECK(t.find(1)->num_notified == 0);
+
+  t.report_pending(2, kind::savepoint, 400, 1);
+  t.report_ack(2, ack(0, 450));
+  t.report_completed(2, 500, "savepoint-2");
+  t.report_notified(2, {1, 0}, 600);
+  CHECK(t.find(2)->num_notified == 0);
+  CHECK_FALSE(t.find(2)->notified_duration_us);
+  CHECK(t.notified_duration_us().count == 0);
+}
+
+TEST_CASE("stats tracker drops notifications of checkpoints that left the history") {
+  checkpoint_stats_tracker t(1, checkpoint_config{});
+  t.report_pending(1, kind::periodic, 100, 2);
+  t.report_ack(1, ack(0, 110));
+  t.report_ack(1, ack(1, 120));
+  t.report_completed(1, 130, "chk-1");
+  t.report_notified(1, {1, 0}, 140);  // builds the index for checkpoint 1
+  t.report_pending(2, kind::periodic, 200, 2);
+  t.report_ack(2, ack(0, 210));
+  t.report_ack(2, ack(1, 220));
+  t.report_completed(2, 230, "chk-2");  // evicts checkpoint 1
+  REQUIRE(t.find(1) == nullptr);
+  t.report_notified(1, {1, 1}, 240);  // nowhere to go
+  CHECK(t.latest_completed()->id == 2);
+  t.report_notified(2, {1, 0}, 250);
+  t.report_notified(2, {1, 1}, 260);
+  REQUIRE(t.find(2)->notified_duration_us);
+  CHECK(*t.find(2)->notified_duration_us == 60);
 }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <set>
 
 #include <asio/io_context.hpp>
 
@@ -105,7 +106,19 @@ TEST_CASE("job master places subtask k of every vertex on slot k and deploys eac
     by_index[d.attempt.subtask.index].insert(w);
     CHECK(d.job == f.graph.id);
     CHECK_FALSE(d.restore_checkpoint_id);
-    CHECK(d.subtask_endpoints.size() == 6);
+    // Its own endpoint and those of the subtasks it exchanges records with, not the whole
+    // job's: src -hash-> sum -forward-> sink at parallelism 2.
+    const vertex_id src = f.graph.find_vertex_by_uid("src")->id;
+    const vertex_id sum = f.graph.find_vertex_by_uid("sum")->id;
+    const vertex_id sink = f.graph.find_vertex_by_uid("sink")->id;
+    const subtask_id self = d.attempt.subtask;
+    std::set<subtask_id> expected{self};
+    if (self.vertex == src) expected.insert({{sum, 0}, {sum, 1}});
+    if (self.vertex == sum) expected.insert({{src, 0}, {src, 1}, {sink, self.index}});
+    if (self.vertex == sink) expected.insert({sum, self.index});
+    std::set<subtask_id> got;
+    for (const auto& [s, endpoint] : d.subtask_endpoints) got.insert(s);
+    CHECK(got == expected);
     CHECK_FALSE(d.job_graph_bytes.empty());
   }
   CHECK(by_index[0].size() == 1);

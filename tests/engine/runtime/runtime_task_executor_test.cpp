@@ -267,6 +267,12 @@ void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_reg
     executor.notify_checkpoint_complete(job, first.source, 1);
     executor.finish(job, first.source);
     REQUIRE(listener->wait_all(first.attempts.size(), execution_state::finished));
+    // The source handled the notification before it finished: the next heartbeat reports it.
+    std::vector<checkpoint_notified> notified;
+    for (const auto& c : executor.take_io_counters())
+      if (c.attempt == first.source) notified = c.notified;
+    REQUIRE(notified.size() == 1);
+    CHECK(notified[0].id == 1);
   }
   // Every key's count is in checkpoint 1's keyed state.
   REQUIRE(counted.size() == static_cast<std::size_t>(key_count));

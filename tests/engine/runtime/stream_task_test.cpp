@@ -113,6 +113,13 @@ TEST_CASE("stream task: a source injects the barrier between records and acks th
   CHECK(f.listener->states() == std::vector<execution_state>{execution_state::initializing,
                                                              execution_state::running,
                                                              execution_state::finished});
+  // It handled the notification before it finished: the time is kept for the worker's next
+  // heartbeat, and handed out once.
+  const auto notified = task.take_notified();
+  REQUIRE(notified.size() == 1);
+  CHECK(notified[0].id == 2);
+  CHECK(notified[0].timestamp_us > 0);
+  CHECK(task.take_notified().empty());
 }
 
 TEST_CASE("stream task: two inputs are aligned before the barrier goes on") {
