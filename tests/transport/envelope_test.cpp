@@ -126,6 +126,18 @@ TEST_CASE("acknowledge_checkpoint round-trips with every metric") {
   check_round_trip(acknowledge_checkpoint{job, attempt_of(2, 1, 1), 43, {}, 0, 0, 0, 0, 0});
 }
 
+TEST_CASE("acknowledge_checkpoint round-trips a state carried inline, bytes as they are") {
+  acknowledge_checkpoint m{job, attempt_of(2, 0, 1), 42, {}, 0, 0, 0, 0, 0};
+  m.state_handles.push_back({"", 5, 0x1234, std::string("\0\x01\xFF" "ab", 5)});
+  m.state_handles.push_back({"chk-42/b", 20, 7, std::nullopt});
+  check_round_trip(m);
+  // Without inline state a handle encodes as before the field existed.
+  const std::string plain = encode(acknowledge_checkpoint{job, attempt_of(2, 0, 1), 42,
+                                                          {{"chk-42/b", 20, 7}}, 0, 0, 0, 0, 0});
+  CHECK(plain.find("inline_state") == std::string::npos);
+  CHECK(encode(m).find("inline_state") != std::string::npos);
+}
+
 TEST_CASE("acknowledge_checkpoint round-trips the alignment record counts") {
   acknowledge_checkpoint m{job, attempt_of(3, 0, 1), 7, {}, 0, 0, 0, 250, 0};
   m.records_held_during_alignment = 657;

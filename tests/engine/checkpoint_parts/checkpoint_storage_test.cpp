@@ -95,6 +95,26 @@ TEST_CASE("checkpoint storage writes metadata durably and reads it back unchange
   CHECK(sp_read->is_savepoint());
 }
 
+TEST_CASE("checkpoint storage keeps inline states in _metadata and verifies them") {
+  temp_folder tmp;
+  checkpoint_storage storage(tmp.path() / "state" / "job");
+  completed_checkpoint c = sample(storage, 5);
+  const std::string bytes("\0small\xFFstate", 13);
+  state_handle inline_handle{"", bytes.size(), crc32c(bytes), bytes};
+  c.subtask_states[{3, 0}] = subtask_state{{inline_handle}, bytes.size()};
+  REQUIRE(storage.write_metadata(c).ok());
+  auto read = checkpoint_storage::read_metadata(storage.checkpoint_dir(5));
+  INFO((read ? std::string() : read.err().message));
+  REQUIRE(read.ok());
+  CHECK(*read == c);
+  CHECK(checkpoint_storage::verify_state(inline_handle).ok());
+  state_handle corrupt = inline_handle;
+  corrupt.checksum ^= 1;
+  CHECK_FALSE(checkpoint_storage::verify_state(corrupt).ok());
+  // Discarding an inline state touches no file.
+  CHECK(checkpoint_storage::discard_state({inline_handle}).ok());
+}
+
 TEST_CASE("checkpoint storage recover skips torn, corrupt and missing metadata with warnings") {
   temp_folder tmp;
   checkpoint_storage storage(tmp.path() / "job");

@@ -101,6 +101,41 @@ TEST_CASE("keyed state: a state file round-trips through disk with its checksum"
   CHECK(file.filename().string().find("-1-0.state") != std::string::npos);
 }
 
+TEST_CASE("keyed state: a small state goes inline, checked by size and checksum, with no file") {
+  auto b = backend_for(1, 2);
+  fill(b, 1, 2, 10);
+  subtask_snapshot s = snapshot_of(b, 1, 2);
+  s.operator_state.push_back({"offset", "42"});
+  const std::string bytes = state_file::encode(s);
+  CHECK(state_file::may_fit(s, bytes.size()));
+  CHECK_FALSE(state_file::may_fit(s, 16));
+  const state_handle handle = state_file::make_inline(bytes);
+  CHECK(handle.is_inline());
+  CHECK(handle.path.empty());
+  CHECK(handle.size == bytes.size());
+  auto back = state_file::read(handle);
+  REQUIRE(back);
+  CHECK(*back == s);
+
+  state_handle corrupt = handle;
+  (*corrupt.inline_bytes)[bytes.size() / 2] ^= 0x20;
+  auto refused = state_file::read(corrupt);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().message.find("checksum") != std::string::npos);
+  state_handle cut = handle;
+  cut.inline_bytes->pop_back();
+  CHECK_FALSE(state_file::read(cut));
+}
+
+TEST_CASE("keyed state: may_fit is a lower bound, never refusing a state that fits") {
+  for (int keys : {0, 1, 7, 50, 400}) {
+    auto b = backend_for(1, 2);
+    fill(b, 1, 2, keys);
+    const subtask_snapshot s = snapshot_of(b, 1, 2);
+    CHECK(state_file::may_fit(s, state_file::encode(s).size()));
+  }
+}
+
 TEST_CASE("keyed state: restore at a different parallelism keeps exactly the owned key groups") {
   temp_folder dir;
   constexpr std::uint64_t keys = 1000;
