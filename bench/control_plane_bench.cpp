@@ -1,25 +1,34 @@
-// Control-plane round trip: a checkpoint trigger from the coordinator endpoint to N worker
-// endpoints (one thread each, stub executor) and their acknowledgements back, against a raw
-// ZeroMQ ROUTER/DEALER ping-pong of frames of the same sizes over the same kind of sockets, in
-// the same run. One round = a frame out to every worker and one back from each; the table
-// shows per-round medians and the ratio (target: within 1.2x of raw ZeroMQ).
+// Control-plane round trip (issue 4): a checkpoint trigger from the coordinator endpoint to N
+// snapflow-worker processes (`--executor stub`, which acknowledges at once) and their
+// acknowledgements back, against a raw ZeroMQ ROUTER/DEALER ping-pong of frames of the same
+// sizes over the same kind of sockets between the same number of processes, in the same run.
+// One round = a frame out to every worker and one back from each; the table shows per-round
+// medians and the ratio (target: within 1.2x of raw ZeroMQ).
 //
 // A third run splits the difference: the same ping-pong through async_socket alone (the Asio
 // adapter, no messages decoded, no endpoint logic), so the table shows how much of the gap is
-// the event-loop integration (an epoll re-arm and wait per wake-up instead of one blocking
-// poll) and how much is the endpoints' own work.
+// the event-loop integration and how much is the endpoints' own work.
+//
+// The worker processes of the raw and adapter runs are this binary in a worker mode; each run
+// starts fresh processes, and the runs alternate so drifts in the machine's load hit all alike.
 //
 //   control_plane_bench [rounds-per-size] [repetitions] [raw|adapter|endpoint]
+//   control_plane_bench --raw-worker|--adapter-worker ENDPOINT WORKER-ID   (internal)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
+
+#include <signal.h>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -32,15 +41,16 @@
 #include "transport/async_socket.hpp"
 #include "transport/coordinator_endpoint.hpp"
 #include "transport/envelope.hpp"
-#include "transport/stub_task_executor.hpp"
 #include "transport/wire_conversions.hpp"
 #include "transport/worker_endpoint.hpp"
+#include "tests/cluster/child_process.hpp"
 
 namespace {
 
 using namespace snapflow;
 using namespace snapflow::transport;
 using clock_type = std::chrono::steady_clock;
+using snapflow::testing::child_process;
 
 const job_id bench_job = "0123456789abcdef0123456789abcdef";
 constexpr int warmup_rounds = 200;
@@ -72,7 +82,73 @@ std::string ack_frame() {
   return wire::encode(to_wire(ack));
 }
 
+// ---- worker processes ----------------------------------------------------------------------
+
+// The worker side of the raw and adapter runs is this binary again, in a worker mode, so every
+// row crosses the same process boundary. The endpoint run uses the real snapflow-worker.
+std::string self_path() {
+  std::error_code error;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) {
+    std::fprintf(stderr, "cannot find this program's path: %s\n", error.message().c_str());
+    std::exit(1);
+  }
+  return path.string();
+}
+
+using process_list = std::vector<std::unique_ptr<child_process>>;
+
+process_list start_workers(int workers, const std::function<std::vector<std::string>(int)>& argv) {
+  process_list out;
+  for (int i = 0; i < workers; ++i) out.push_back(std::make_unique<child_process>(argv(i)));
+  return out;
+}
+
+// Every worker must end by itself once told to stop; one that does not is a bug in the bench.
+void reap(process_list& processes) {
+  for (auto& p : processes) {
+    const auto code = p->wait_exit(std::chrono::seconds(10));
+    if (!code || *code != 0) {
+      std::fprintf(stderr, "a worker process %s: %s\n",
+                   code ? ("exited with " + std::to_string(*code)).c_str() : "did not exit",
+                   p->stderr_text().c_str());
+      std::exit(1);
+    }
+  }
+}
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "control_plane_bench: %s\n", what);
+  std::exit(1);
+}
+
 // ---- raw ZeroMQ ---------------------------------------------------------------------------
+
+// A raw worker process: answers every frame with an ack frame until "stop".
+int raw_worker_main(const std::string& endpoint, const std::string& id) {
+  zmq::context_t context(1);
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::routing_id, id);
+  dealer.connect(endpoint);
+  const std::string reply = ack_frame();
+  (void)dealer.send(zmq::str_buffer("hello"), zmq::send_flags::none);
+  for (;;) {
+    zmq::message_t m;
+    if (!dealer.recv(m)) return 1;
+    if (m.to_string_view() == "stop") return 0;
+    (void)dealer.send(zmq::buffer(reply), zmq::send_flags::none);
+  }
+}
+
+// Receives one two-part ROUTER message, or fails the run when nothing comes for a long time
+// (a worker process that died must not hang the bench).
+void raw_receive(zmq::socket_t& router, zmq::message_t& id, zmq::message_t& payload) {
+  zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::seconds(20)) == 0) fail("no answer from a raw worker");
+  (void)router.recv(id);
+  (void)router.recv(payload);
+}
 
 void raw_round_trips(int workers, int rounds, std::vector<double>& samples) {
   zmq::context_t context(1);
@@ -81,26 +157,13 @@ void raw_round_trips(int workers, int rounds, std::vector<double>& samples) {
   router.set(zmq::sockopt::router_mandatory, true);
   router.bind("tcp://127.0.0.1:*");
   const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
-  const std::string reply = ack_frame();
-  std::vector<std::thread> threads;
-  for (int i = 0; i < workers; ++i)
-    threads.emplace_back([&, i] {
-      zmq::socket_t dealer(context, zmq::socket_type::dealer);
-      dealer.set(zmq::sockopt::linger, 0);
-      dealer.set(zmq::sockopt::routing_id, worker_name(i));
-      dealer.connect(endpoint);
-      (void)dealer.send(zmq::str_buffer("hello"), zmq::send_flags::none);
-      for (;;) {
-        zmq::message_t m;
-        if (!dealer.recv(m) || m.to_string_view() == "stop") return;
-        (void)dealer.send(zmq::buffer(reply), zmq::send_flags::none);
-      }
-    });
+  process_list processes = start_workers(workers, [&](int i) {
+    return std::vector<std::string>{self_path(), "--raw-worker", endpoint, worker_name(i)};
+  });
   std::vector<std::string> ids;
   for (int i = 0; i < workers; ++i) {
     zmq::message_t id, hello;
-    (void)router.recv(id);
-    (void)router.recv(hello);
+    raw_receive(router, id, hello);
     ids.push_back(id.to_string());
   }
   const std::string trigger = trigger_frame();
@@ -112,8 +175,7 @@ void raw_round_trips(int workers, int rounds, std::vector<double>& samples) {
     }
     for (int i = 0; i < workers; ++i) {
       zmq::message_t id, payload;
-      (void)router.recv(id);
-      (void)router.recv(payload);
+      raw_receive(router, id, payload);
     }
     if (r >= warmup_rounds) samples.push_back(micros(clock_type::now() - start));
   }
@@ -121,7 +183,7 @@ void raw_round_trips(int workers, int rounds, std::vector<double>& samples) {
     (void)router.send(zmq::buffer(id), zmq::send_flags::sndmore);
     (void)router.send(zmq::str_buffer("stop"), zmq::send_flags::none);
   }
-  for (auto& t : threads) t.join();
+  reap(processes);
 }
 
 // ---- async_socket alone ------------------------------------------------------------------
@@ -140,14 +202,32 @@ asio::awaitable<std::error_code> quick_send(async_socket& s, const std::string& 
   co_return co_await s.send(id, payload);
 }
 
-// A worker: answers every frame with `reply` until "stop".
-asio::awaitable<void> adapter_worker(async_socket& dealer, std::string reply) {
+// An adapter worker: answers every frame with `reply` until "stop".
+asio::awaitable<void> adapter_worker(async_socket& dealer, std::string reply, int& exit_code) {
+  exit_code = 1;
   if (co_await quick_send(dealer, "hello")) co_return;
   for (;;) {
     received_frame in = co_await dealer.receive();
-    if (in.error || in.payload == "stop") co_return;
+    if (in.error) co_return;
+    if (in.payload == "stop") {
+      exit_code = 0;
+      co_return;
+    }
     if (co_await quick_send(dealer, reply)) co_return;
   }
+}
+
+int adapter_worker_main(const std::string& endpoint, const std::string& id) {
+  zmq::context_t context(1);
+  asio::io_context io{1};
+  socket_options o;
+  o.routing_id = id;
+  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer, o);
+  if (dealer.connect(endpoint)) return 1;
+  int exit_code = 1;
+  asio::co_spawn(io, adapter_worker(dealer, ack_frame(), exit_code), asio::detached);
+  io.run();
+  return exit_code;
 }
 
 asio::awaitable<void> adapter_coordinator(async_socket& router, int workers, int rounds,
@@ -168,23 +248,16 @@ void adapter_round_trips(int workers, int rounds, std::vector<double>& samples) 
   zmq::context_t context(1);
   asio::io_context io{1};
   async_socket router(io.get_executor(), context, zmq::socket_type::router);
-  if (router.bind("tcp://127.0.0.1:*")) std::exit(1);
+  if (router.bind("tcp://127.0.0.1:*")) fail("cannot bind");
   const std::string endpoint = router.last_endpoint();
-  const std::string reply = ack_frame();
-  std::vector<std::thread> threads;
-  for (int i = 0; i < workers; ++i)
-    threads.emplace_back([&, i] {
-      asio::io_context worker_io{1};
-      socket_options o;
-      o.routing_id = worker_name(i);
-      async_socket dealer(worker_io.get_executor(), context, zmq::socket_type::dealer, o);
-      if (dealer.connect(endpoint)) std::exit(1);
-      asio::co_spawn(worker_io, adapter_worker(dealer, reply), asio::detached);
-      worker_io.run();
-    });
+  process_list processes = start_workers(workers, [&](int i) {
+    return std::vector<std::string>{self_path(), "--adapter-worker", endpoint, worker_name(i)};
+  });
   asio::co_spawn(io, adapter_coordinator(router, workers, rounds, samples), asio::detached);
-  io.run();
-  for (auto& t : threads) t.join();
+  // Bounded: a worker process that died would otherwise leave the coordinator waiting.
+  io.run_for(std::chrono::minutes(5));
+  if (!io.stopped()) fail("the adapter run did not finish");
+  reap(processes);
 }
 
 // ---- the endpoints --------------------------------------------------------------------------
@@ -220,14 +293,6 @@ class bench_jobs final : public worker_event_handler {
   }
   void decline_checkpoint(const checkpoint_decline&) override {}
   void source_exhausted(const job_id&, const execution_attempt_id&, checkpoint_id) override {}
-};
-
-// Each io_context is run by exactly one thread, as in the binaries: hint 1 spares Asio's
-// scheduler the locking and wake-ups it needs for several.
-struct worker_thread {
-  asio::io_context io{1};
-  std::shared_ptr<worker_endpoint> endpoint;
-  std::thread thread;
 };
 
 void endpoint_round_trips(int workers, int rounds, std::vector<double>& samples) {
@@ -284,22 +349,15 @@ void endpoint_round_trips(int workers, int rounds, std::vector<double>& samples)
   };
   // From here on the job side is only touched on the coordinator thread.
   std::thread coordinator_thread([&] { io.run(); });
-  std::vector<std::unique_ptr<worker_thread>> pool;
-  for (int i = 0; i < workers; ++i) {
-    auto w = std::make_unique<worker_thread>();
-    worker_endpoint_options wo;
-    wo.coordinator_address = coordinator->endpoint();
-    wo.worker_id = worker_name(i);
-    w->endpoint = std::make_shared<worker_endpoint>(w->io.get_executor(), context, wo);
-    w->endpoint->set_executor(
-        std::make_shared<stub_task_executor>(w->endpoint->listener(), "tcp://" + wo.worker_id));
-    // Started before its thread runs: the thread start orders the socket's creation first.
-    if (w->endpoint->start({})) std::exit(1);
-    w->thread = std::thread([raw = w.get()] { raw->io.run(); });
-    pool.push_back(std::move(w));
-  }
+  // The real worker binary with the stub executor, which acknowledges every trigger at once.
+  process_list processes = start_workers(workers, [&](int i) {
+    return std::vector<std::string>{SNAPFLOW_WORKER_BIN, "--coordinator", coordinator->endpoint(),
+                                    "--id", worker_name(i), "--executor", "stub",
+                                    "--log-level", "warn"};
+  });
 
-  done.get_future().wait();
+  const bool finished =
+      done.get_future().wait_for(std::chrono::minutes(5)) == std::future_status::ready;
 
   std::promise<void> stopped;
   asio::post(io, [&] {
@@ -307,22 +365,25 @@ void endpoint_round_trips(int workers, int rounds, std::vector<double>& samples)
     stopped.set_value();
   });
   stopped.get_future().wait();
-  for (auto& w : pool) {
-    asio::post(w->io, [raw = w.get()] {
-      raw->endpoint->stop();
-      raw->io.stop();
-    });
-    w->thread.join();
-  }
   guard.reset();
   io.stop();
   coordinator_thread.join();
   coordinator->set_handler(nullptr);
+  for (auto& p : processes) p->send_signal(SIGTERM);
+  for (auto& p : processes)
+    if (!p->wait_exit(std::chrono::seconds(10)))
+      std::fprintf(stderr, "a snapflow-worker did not stop on SIGTERM: %s\n",
+                   p->stderr_text().c_str());
+  if (!finished) fail("the endpoint run did not finish");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string_view(argv[1]) == "--raw-worker")
+    return raw_worker_main(argv[2], argv[3]);
+  if (argc == 4 && std::string_view(argv[1]) == "--adapter-worker")
+    return adapter_worker_main(argv[2], argv[3]);
   spdlog::set_level(spdlog::level::warn);
   const int base_rounds = argc > 1 ? std::max(100, std::atoi(argv[1])) : 2000;
   // Raw and endpoint runs alternate, so drifts in the machine's load hit both alike.
