@@ -712,6 +712,54 @@ unaligned = true
               "checkpointing.unaligned", 3, "checkpoint unaligned requires mode exactly_once");
 }
 
+TEST_CASE("inline_state_max_bytes: set from a job file, refused out of range with its key") {
+  const job_graph g = load_ok(R"([checkpointing]
+interval_ms = 100
+inline_state_max_bytes = 4096
+
+[[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 10 }
+)");
+  REQUIRE(g.checkpointing);
+  CHECK(g.checkpointing->config.inline_state_max_bytes == 4096);
+  // 0 turns inlining off; the largest accepted value is 1 MiB.
+  CHECK(load_ok(R"([checkpointing]
+interval_ms = 100
+inline_state_max_bytes = 0
+
+[[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 10 }
+)")
+            .checkpointing->config.inline_state_max_bytes == 0);
+
+  check_error(R"([checkpointing]
+interval_ms = 100
+inline_state_max_bytes = -1
+)",
+              "checkpointing.inline_state_max_bytes", 3,
+              "inline_state_max_bytes must be between 0 and 1048576 (1 MiB) (got -1)");
+  check_error(R"([checkpointing]
+interval_ms = 100
+inline_state_max_bytes = 1048577
+)",
+              "checkpointing.inline_state_max_bytes", 3,
+              "inline_state_max_bytes must be between 0 and 1048576 (1 MiB) (got 1048577)");
+  check_error(R"([checkpointing]
+inline_state_max_bytes = 99999999999
+)",
+              "checkpointing.inline_state_max_bytes", 2,
+              "must be between -2147483648 and 2147483647 (got 99999999999)");
+  check_error(R"([checkpointing]
+inline_state_max_bytes = "1KiB"
+)",
+              "checkpointing.inline_state_max_bytes", 2,
+              "wrong value type: expected an integer, got a string");
+}
+
 TEST_CASE("job file error: unknown checkpointing mode and retention") {
   check_error(R"([checkpointing]
 mode = "twice"

@@ -115,6 +115,38 @@ TEST_CASE("checkpoint storage keeps inline states in _metadata and verifies them
   CHECK(checkpoint_storage::discard_state({inline_handle}).ok());
 }
 
+TEST_CASE("checkpoint metadata refuses an inline handle that also names a path, or whose bytes are not bin") {
+  checkpoint_storage storage("job");
+  completed_checkpoint c = sample(storage, 6);
+  c.subtask_states.clear();
+  const std::string bytes("\0small\xFFstate", 13);
+  c.subtask_states[{3, 0}] = subtask_state{{state_handle{"", bytes.size(), crc32c(bytes), bytes}},
+                                           bytes.size()};
+  const std::string good = checkpoint_storage::encode_metadata(c);
+  REQUIRE(checkpoint_storage::decode_metadata(good).ok());
+  // The body between the 24-byte header and the 4-byte checksum, patched and framed again.
+  const std::string body = good.substr(24, good.size() - 28);
+  const auto patched = [&](const std::string& from, const std::string& to) {
+    const std::size_t at = body.find(from);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(body.find(from, at + 1) == std::string::npos);
+    std::string out = body;
+    out.replace(at, from.size(), to);
+    return checkpoint_storage::decode_metadata(frame(out));
+  };
+  REQUIRE(patched("\xa5" "bytes", "\xa5" "bytes").ok());  // the patching itself keeps it valid
+
+  // A handle map of 4 entries: a path before the bytes.
+  auto both = patched(std::string("\x83\xa5" "bytes", 7), std::string("\x84\xa4path\xa1x\xa5" "bytes", 14));
+  REQUIRE_FALSE(both.ok());
+  CHECK_THAT(both.err().message, Catch::Contains("a path or bytes, not both"));
+
+  // The same 13 bytes as a str instead of a bin.
+  auto as_str = patched(std::string("\xa5" "bytes\xc4\x0d", 8), std::string("\xa5" "bytes\xad", 7));
+  REQUIRE_FALSE(as_str.ok());
+  CHECK_THAT(as_str.err().message, Catch::Contains("field 'bytes' is missing or not bin"));
+}
+
 TEST_CASE("checkpoint storage recover skips torn, corrupt and missing metadata with warnings") {
   temp_folder tmp;
   checkpoint_storage storage(tmp.path() / "job");
