@@ -12,13 +12,16 @@
 // The worker processes of the raw and adapter runs are this binary in a worker mode; each run
 // starts fresh processes, and the runs alternate so drifts in the machine's load hit all alike.
 //
-//   control_plane_bench [rounds-per-size] [repetitions] [raw|adapter|endpoint]
+//   control_plane_bench [rounds-per-size] [repetitions] [raw|adapter|endpoint|all] [1,4,16]
 //   control_plane_bench --raw-worker|--adapter-worker ENDPOINT WORKER-ID   (internal)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <functional>
 #include <future>
 #include <map>
@@ -29,6 +32,8 @@
 #include <vector>
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -56,7 +61,11 @@ const job_id bench_job = "0123456789abcdef0123456789abcdef";
 constexpr int warmup_rounds = 200;
 
 execution_attempt_id attempt_of(int i) { return {{0, static_cast<std::uint32_t>(i)}, 0}; }
-std::string worker_name(int i) { return "w" + std::to_string(i); }
+std::string worker_name(int i) {
+  std::string name = "w";  // appended: GCC 12 -Wrestrict misfires on "w" + std::string at -O3
+  name += std::to_string(i);
+  return name;
+}
 
 double micros(clock_type::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
@@ -82,6 +91,8 @@ std::string ack_frame() {
   return wire::encode(to_wire(ack));
 }
 
+using process_list = std::vector<std::unique_ptr<child_process>>;
+
 // ---- worker processes ----------------------------------------------------------------------
 
 // The worker side of the raw and adapter runs is this binary again, in a worker mode, so every
@@ -96,7 +107,6 @@ std::string self_path() {
   return path.string();
 }
 
-using process_list = std::vector<std::unique_ptr<child_process>>;
 
 process_list start_workers(int workers, const std::function<std::vector<std::string>(int)>& argv) {
   process_list out;
@@ -121,6 +131,65 @@ void reap(process_list& processes) {
   std::fprintf(stderr, "control_plane_bench: %s\n", what);
   std::exit(1);
 }
+
+// CPU time of this process and the worker processes over the measured rounds: the round trip
+// is mostly waiting, so the ratio of medians alone hides how much work each side does.
+double process_cpu_seconds(pid_t pid) {
+  // Appended piecewise: GCC 12's -Wrestrict misfires on "literal" + std::string at -O3.
+  std::string path = "/proc/";
+  path += std::to_string(pid);
+  path += "/stat";
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces, hence the last ')'): state is
+  // field 3, utime and stime are fields 14 and 15.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i >= 14) ticks += std::stod(field);
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+double self_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+struct run_stats {
+  std::vector<double> samples;  // microseconds per measured round
+  double cpu_seconds = 0;       // over every round, warm-up included
+  long rounds = 0;
+  double cpu_us_per_round() const {
+    return rounds > 0 ? cpu_seconds * 1e6 / static_cast<double>(rounds) : 0;
+  }
+};
+
+class cpu_window {
+ public:
+  explicit cpu_window(const std::vector<std::unique_ptr<child_process>>& processes)
+      : processes_(processes) {}
+  void begin() { start_ = total(); }
+  void end(run_stats& stats, long rounds) {
+    stats.cpu_seconds += total() - start_;
+    stats.rounds += rounds;
+  }
+
+ private:
+  double total() const {
+    double sum = self_cpu_seconds();
+    for (const auto& p : processes_) sum += process_cpu_seconds(p->pid());
+    return sum;
+  }
+  const std::vector<std::unique_ptr<child_process>>& processes_;
+  double start_ = 0;
+};
 
 // ---- raw ZeroMQ ---------------------------------------------------------------------------
 
@@ -150,7 +219,7 @@ void raw_receive(zmq::socket_t& router, zmq::message_t& id, zmq::message_t& payl
   (void)router.recv(payload);
 }
 
-void raw_round_trips(int workers, int rounds, std::vector<double>& samples) {
+void raw_round_trips(int workers, int rounds, run_stats& stats) {
   zmq::context_t context(1);
   zmq::socket_t router(context, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
@@ -167,6 +236,8 @@ void raw_round_trips(int workers, int rounds, std::vector<double>& samples) {
     ids.push_back(id.to_string());
   }
   const std::string trigger = trigger_frame();
+  cpu_window cpu(processes);
+  cpu.begin();
   for (int r = 0; r < warmup_rounds + rounds; ++r) {
     const auto start = clock_type::now();
     for (const auto& id : ids) {
@@ -177,8 +248,9 @@ void raw_round_trips(int workers, int rounds, std::vector<double>& samples) {
       zmq::message_t id, payload;
       raw_receive(router, id, payload);
     }
-    if (r >= warmup_rounds) samples.push_back(micros(clock_type::now() - start));
+    if (r >= warmup_rounds) stats.samples.push_back(micros(clock_type::now() - start));
   }
+  cpu.end(stats, warmup_rounds + rounds);
   for (const auto& id : ids) {
     (void)router.send(zmq::buffer(id), zmq::send_flags::sndmore);
     (void)router.send(zmq::str_buffer("stop"), zmq::send_flags::none);
@@ -231,20 +303,22 @@ int adapter_worker_main(const std::string& endpoint, const std::string& id) {
 }
 
 asio::awaitable<void> adapter_coordinator(async_socket& router, int workers, int rounds,
-                                          std::vector<double>& samples) {
+                                          run_stats& stats, cpu_window& cpu) {
   std::vector<std::string> ids;
   for (int i = 0; i < workers; ++i) ids.push_back((co_await router.receive()).routing_id);
   const std::string trigger = trigger_frame();
+  cpu.begin();
   for (int r = 0; r < warmup_rounds + rounds; ++r) {
     const auto start = clock_type::now();
     for (const auto& id : ids) (void)co_await quick_send(router, id, trigger);
     for (int i = 0; i < workers; ++i) (void)co_await router.receive();
-    if (r >= warmup_rounds) samples.push_back(micros(clock_type::now() - start));
+    if (r >= warmup_rounds) stats.samples.push_back(micros(clock_type::now() - start));
   }
+  cpu.end(stats, warmup_rounds + rounds);
   for (const auto& id : ids) (void)co_await quick_send(router, id, "stop");
 }
 
-void adapter_round_trips(int workers, int rounds, std::vector<double>& samples) {
+void adapter_round_trips(int workers, int rounds, run_stats& stats) {
   zmq::context_t context(1);
   asio::io_context io{1};
   async_socket router(io.get_executor(), context, zmq::socket_type::router);
@@ -253,7 +327,8 @@ void adapter_round_trips(int workers, int rounds, std::vector<double>& samples) 
   process_list processes = start_workers(workers, [&](int i) {
     return std::vector<std::string>{self_path(), "--adapter-worker", endpoint, worker_name(i)};
   });
-  asio::co_spawn(io, adapter_coordinator(router, workers, rounds, samples), asio::detached);
+  cpu_window cpu(processes);
+  asio::co_spawn(io, adapter_coordinator(router, workers, rounds, stats, cpu), asio::detached);
   // Bounded: a worker process that died would otherwise leave the coordinator waiting.
   io.run_for(std::chrono::minutes(5));
   if (!io.stopped()) fail("the adapter run did not finish");
@@ -295,7 +370,7 @@ class bench_jobs final : public worker_event_handler {
   void source_exhausted(const job_id&, const execution_attempt_id&, checkpoint_id) override {}
 };
 
-void endpoint_round_trips(int workers, int rounds, std::vector<double>& samples) {
+void endpoint_round_trips(int workers, int rounds, run_stats& stats) {
   zmq::context_t context(1);
   asio::io_context io{1};
   auto guard = asio::make_work_guard(io);
@@ -325,6 +400,8 @@ void endpoint_round_trips(int workers, int rounds, std::vector<double>& samples)
       gateway->trigger_checkpoint(attempt_of(i), id, 1'700'000'000'000'000, {});
   };
   bool deployed = false;
+  // Set before the first round can start: the worker processes must exist to be measured.
+  std::unique_ptr<cpu_window> cpu;
   jobs->on_change = [&] {
     if (!deployed && jobs->registered == n) {
       deployed = true;
@@ -336,25 +413,30 @@ void endpoint_round_trips(int workers, int rounds, std::vector<double>& samples)
         coordinator->deploy(worker_name(i), d);
       }
     }
-    if (jobs->running == n && id == 0) next_round();
+    if (jobs->running == n && id == 0) {
+      cpu->begin();
+      next_round();
+    }
     if (id > 0 && jobs->acks == n) {
       const auto elapsed = clock_type::now() - start;
-      if (++round > warmup_rounds) samples.push_back(micros(elapsed));
+      if (++round > warmup_rounds) stats.samples.push_back(micros(elapsed));
       if (round == warmup_rounds + rounds) {
+        cpu->end(stats, round);
         done.set_value();
         return;
       }
       next_round();  // at once, as the raw loop does: no extra hop that raw ZeroMQ does not pay
     }
   };
-  // From here on the job side is only touched on the coordinator thread.
-  std::thread coordinator_thread([&] { io.run(); });
   // The real worker binary with the stub executor, which acknowledges every trigger at once.
   process_list processes = start_workers(workers, [&](int i) {
     return std::vector<std::string>{SNAPFLOW_WORKER_BIN, "--coordinator", coordinator->endpoint(),
                                     "--id", worker_name(i), "--executor", "stub",
                                     "--log-level", "warn"};
   });
+  cpu = std::make_unique<cpu_window>(processes);
+  // From here on the job side is only touched on the coordinator thread.
+  std::thread coordinator_thread([&] { io.run(); });
 
   const bool finished =
       done.get_future().wait_for(std::chrono::minutes(5)) == std::future_status::ready;
@@ -388,25 +470,39 @@ int main(int argc, char** argv) {
   const int base_rounds = argc > 1 ? std::max(100, std::atoi(argv[1])) : 2000;
   // Raw and endpoint runs alternate, so drifts in the machine's load hit both alike.
   const int repetitions = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
-  const std::string only = argc > 3 ? argv[3] : "";
-  std::printf("control-plane round trip: trigger to every worker, acknowledgement back\n");
-  std::printf("(%d repetitions alternating raw and endpoint runs; microseconds per round)\n\n",
+  const std::string only = argc > 3 && std::string_view(argv[3]) != "all" ? argv[3] : "";
+  std::vector<int> worker_counts{1, 4, 16};
+  if (argc > 4) {
+    worker_counts.clear();
+    std::istringstream list(argv[4]);
+    for (std::string item; std::getline(list, item, ',');)
+      worker_counts.push_back(std::max(1, std::atoi(item.c_str())));
+  }
+  std::printf("control-plane round trip: trigger to every worker process, acknowledgement back\n");
+  std::printf("(%d repetitions alternating raw, adapter and endpoint runs; microseconds per "
+              "round; cpu = CPU time of every process per round)\n\n",
               repetitions);
-  std::printf("%8s %10s %12s %13s %10s %13s %15s %9s\n", "workers", "raw p50", "adapter p50",
-              "endpoint p50", "raw p90", "endpoint p90", "adapter ratio", "ratio");
-  for (int workers : {1, 4, 16}) {
+  std::printf("%8s %9s %12s %13s %9s %13s %8s %12s %13s %9s %9s\n", "workers", "raw p50",
+              "adapter p50", "endpoint p50", "raw p90", "endpoint p90", "raw cpu", "adapter cpu",
+              "endpoint cpu", "adapter/", "endpoint/");
+  std::printf("%8s %9s %12s %13s %9s %13s %8s %12s %13s %9s %9s\n", "", "", "", "", "", "", "", "",
+              "", "raw", "raw");
+  for (int workers : worker_counts) {
     const int rounds = std::max(100, base_rounds / workers);
-    std::vector<double> raw, adapter, endpoint;
+    run_stats raw, adapter, endpoint;
     for (int rep = 0; rep < repetitions; ++rep) {
       if (only.empty() || only == "raw") raw_round_trips(workers, rounds, raw);
       if (only.empty() || only == "adapter") adapter_round_trips(workers, rounds, adapter);
       if (only.empty() || only == "endpoint") endpoint_round_trips(workers, rounds, endpoint);
     }
-    const double raw_p50 = percentile(raw, 0.5), adapter_p50 = percentile(adapter, 0.5),
-                 endpoint_p50 = percentile(endpoint, 0.5);
-    std::printf("%8d %10.1f %12.1f %13.1f %10.1f %13.1f %14.2fx %8.2fx\n", workers, raw_p50,
-                adapter_p50, endpoint_p50, percentile(raw, 0.9), percentile(endpoint, 0.9),
-                adapter_p50 / raw_p50, endpoint_p50 / raw_p50);
+    const double raw_p50 = percentile(raw.samples, 0.5),
+                 adapter_p50 = percentile(adapter.samples, 0.5),
+                 endpoint_p50 = percentile(endpoint.samples, 0.5);
+    std::printf("%8d %9.1f %12.1f %13.1f %9.1f %13.1f %8.1f %12.1f %13.1f %8.2fx %8.2fx\n",
+                workers, raw_p50, adapter_p50, endpoint_p50, percentile(raw.samples, 0.9),
+                percentile(endpoint.samples, 0.9), raw.cpu_us_per_round(),
+                adapter.cpu_us_per_round(), endpoint.cpu_us_per_round(), adapter_p50 / raw_p50,
+                endpoint_p50 / raw_p50);
   }
   return 0;
 }
