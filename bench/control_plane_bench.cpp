@@ -19,8 +19,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <functional>
 #include <future>
@@ -32,8 +30,6 @@
 #include <vector>
 
 #include <signal.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -134,34 +130,6 @@ void reap(process_list& processes) {
 
 // CPU time of this process and the worker processes over the measured rounds: the round trip
 // is mostly waiting, so the ratio of medians alone hides how much work each side does.
-double process_cpu_seconds(pid_t pid) {
-  // Appended piecewise: GCC 12's -Wrestrict misfires on "literal" + std::string at -O3.
-  std::string path = "/proc/";
-  path += std::to_string(pid);
-  path += "/stat";
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // Fields after the command name (which may hold spaces, hence the last ')'): state is
-  // field 3, utime and stime are fields 14 and 15.
-  const auto close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i)
-    if (i >= 14) ticks += std::stod(field);
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-double self_cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 struct run_stats {
   std::vector<double> samples;  // microseconds per measured round
   double cpu_seconds = 0;       // over every round, warm-up included
@@ -183,8 +151,8 @@ class cpu_window {
 
  private:
   double total() const {
-    double sum = self_cpu_seconds();
-    for (const auto& p : processes_) sum += process_cpu_seconds(p->pid());
+    double sum = snapflow::testing::self_cpu_seconds();
+    for (const auto& p : processes_) sum += p->cpu_seconds();
     return sum;
   }
   const std::vector<std::unique_ptr<child_process>>& processes_;

@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cluster/child_process.hpp"
+#include "tests/support/temp_folder.hpp"
 
 namespace {
 
@@ -97,10 +98,8 @@ double median(std::vector<double> v) {
 
 class cluster {
  public:
-  explicit cluster(const options& o) : o_(o) {
-    char pattern[] = "/tmp/snapflow-recovery-bench-XXXXXX";
-    if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
-    dir_ = pattern;
+  explicit cluster(const options& o)
+      : o_(o), folder_("snapflow-recovery-bench"), dir_(folder_.path()) {
     coordinator_ = std::make_unique<child_process>(std::vector<std::string>{
         o.coordinator_bin, "--bind", "tcp://127.0.0.1:*", "--rest-port", "0", "--state-dir",
         (dir_ / "state").string(), "--heartbeat-interval-ms",
@@ -123,8 +122,6 @@ class cluster {
     coordinator_->send_signal(SIGTERM);
     for (auto& w : workers_) (void)w->wait_exit(10s);
     (void)coordinator_->wait_exit(10s);
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
   }
 
   std::string worker_name(int w) const { return "rb-w" + std::to_string(w + 1); }
@@ -170,6 +167,7 @@ class cluster {
 
  private:
   const options& o_;
+  snapflow::testing::temp_folder folder_;  // declared before the processes: removed after them
   fs::path dir_;
   std::unique_ptr<child_process> coordinator_;
   std::vector<std::unique_ptr<child_process>> workers_;

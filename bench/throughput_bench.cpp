@@ -28,7 +28,6 @@
 #include <thread>
 #include <vector>
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -38,12 +37,15 @@
 #include "engine/runtime/local_cluster.hpp"
 #include "graph/job_file.hpp"
 #include "tests/cluster/child_process.hpp"
+#include "tests/support/temp_folder.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 using snapflow::testing::child_process;
+using snapflow::testing::self_cpu_seconds;
+using snapflow::testing::temp_folder;
 namespace fs = std::filesystem;
 
 struct options {
@@ -107,44 +109,6 @@ struct run_result {
   std::string problem;
 };
 
-class temp_folder {
- public:
-  temp_folder() {
-    std::string pattern = (fs::temp_directory_path() / "snapflow-bench-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~temp_folder() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// User + system CPU seconds a process used so far (/proc/<pid>/stat, fields 14 and 15).
-double process_cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto paren = text.rfind(')');  // the command name may hold spaces
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(text.substr(paren + 2));
-  std::string f;
-  double ticks = 0;
-  // After the name: state is field 3; utime and stime are 14 and 15.
-  for (int i = 3; i <= 15 && fields >> f; ++i)
-    if (i >= 14) ticks += std::stod(f);
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-double self_cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  const auto secs = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return secs(u.ru_utime) + secs(u.ru_stime);
-}
 
 // "key=value" in the coordinator's listening line.
 std::string field(const std::string& line, const std::string& key) {
@@ -206,8 +170,8 @@ class process_cluster {
   }
 
   double cpu_seconds() const {
-    double total = process_cpu_seconds(coordinator_->pid());
-    for (const auto& w : workers_) total += process_cpu_seconds(w->pid());
+    double total = coordinator_->cpu_seconds();
+    for (const auto& w : workers_) total += w->cpu_seconds();
     return total;
   }
 
@@ -362,7 +326,7 @@ int main(int argc, char** argv) {
   std::cout << "throughput_bench: " << o.records << " records, " << o.keys << " keys, "
             << o.repeats << " repeats; sequence_source(2) -> hash -> keyed_sum(2) -> sink(2)\n"
             << "machine: " << std::thread::hardware_concurrency() << " hardware threads\n";
-  temp_folder tmp;
+  temp_folder tmp("snapflow-throughput-bench");
   std::map<config_key, samples> results;
   int failures = 0;
   try {

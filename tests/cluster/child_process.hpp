@@ -34,6 +34,9 @@ class child_process {
   std::optional<int> wait_exit(std::chrono::milliseconds within);
   bool exited() const;
 
+  // User + system CPU seconds the process used so far (/proc/<pid>/stat); 0 once reaped.
+  double cpu_seconds() const;
+
   std::string stdout_text() const;
   std::string stderr_text() const;
   // How many times `text` occurs in stderr.
@@ -55,5 +58,8 @@ class child_process {
   int exit_code_ = -1;
   std::thread drainer_;
 };
+
+// User + system CPU seconds this process used so far, all its threads together.
+double self_cpu_seconds();
 
 }  // namespace snapflow::testing

@@ -31,17 +31,6 @@ http_result to_result(const httplib::Result& r) {
 
 }  // namespace
 
-temp_dir::temp_dir() {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "snapflow-cluster-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
-}
-
-temp_dir::~temp_dir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds within) {
   const auto deadline = std::chrono::steady_clock::now() + within;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cluster/child_process.hpp"
+#include "tests/support/temp_folder.hpp"
 
 // Helpers for tests that run the real binaries on loopback: a temporary folder, the
 // coordinator process and its REST API, workers, and polling with a deadline.
@@ -26,17 +27,7 @@ inline constexpr std::chrono::milliseconds patience = 20s;
 inline constexpr int heartbeat_interval_ms = 50;
 inline constexpr int heartbeat_timeout_ms = 500;
 
-class temp_dir {
- public:
-  temp_dir();
-  ~temp_dir();
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using temp_dir = snapflow::testing::temp_folder;
 
 // Checks `condition` every few milliseconds until it holds (true) or `within` passes (false).
 // The pause between checks only paces the polling; the outcome never depends on it.

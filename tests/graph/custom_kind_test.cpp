@@ -10,33 +10,16 @@
 
 #include "graph/job_file.hpp"
 #include "graph/job_graph_codec.hpp"
+#include "tests/graph/job_file_test_support.hpp"
 
 using namespace snapflow;
+using snapflow::testing::check_error;
+using snapflow::testing::load_ok;
 using Catch::Contains;
 
 namespace {
 
 const std::string source_dir = SNAPFLOW_SOURCE_DIR;
-
-job_graph load_ok(std::string_view text) {
-  auto r = parse_job_file(text, "job.toml");
-  INFO(r);
-  REQUIRE(r.ok());
-  return r.value();
-}
-
-job_file_error load_error(std::string_view text, const std::string& key, std::uint32_t line,
-                          const std::string& message_part) {
-  auto r = parse_job_file(text, "job.toml");
-  INFO(r);
-  REQUIRE_FALSE(r.ok());
-  const job_file_error& e = r.error();
-  INFO(e.what());
-  CHECK(e.key == key);
-  CHECK(e.line == line);
-  CHECK_THAT(e.message, Contains(message_part));
-  return e;
-}
 
 // my_source (source) -> my_map (transform) -> my_agg (keyed) -> my_sink (sink): no kind here
 // is built in.
@@ -130,13 +113,13 @@ input = "x10"
 }
 
 TEST_CASE("job file error: an unknown kind without a role hints at role") {
-  load_error(R"([[operator]]
+  check_error(R"([[operator]]
 uid = "x10"
 kind = "times_ten"
 )",
              "operator[0].kind", 3,
              "unknown operator kind 'times_ten' (known kinds: ");
-  auto e = load_error(R"([[operator]]
+  auto e = check_error(R"([[operator]]
 uid = "x10"
 kind = "times_ten"
 )",
@@ -146,7 +129,7 @@ kind = "times_ten"
 }
 
 TEST_CASE("job file error: a bad role value names the key and line") {
-  load_error(R"([[operator]]
+  check_error(R"([[operator]]
 uid = "src"
 kind = "sequence_source"
 params = { count = 1 }
@@ -159,7 +142,7 @@ role = "mapper"
 )",
              "operator[1].role", 10,
              "operator 'x10': unknown role 'mapper' (expected source, transform, keyed or sink)");
-  load_error(R"([[operator]]
+  check_error(R"([[operator]]
 uid = "src"
 kind = "my_source"
 role = 1
@@ -168,7 +151,7 @@ role = 1
 }
 
 TEST_CASE("job file error: a built-in kind with a role that is not its own") {
-  load_error(R"([[operator]]
+  check_error(R"([[operator]]
 uid = "src"
 kind = "sequence_source"
 role = "transform"
@@ -179,7 +162,7 @@ params = { count = 1 }
 }
 
 TEST_CASE("job file error: a custom source with an input") {
-  load_error(R"([[operator]]
+  check_error(R"([[operator]]
 uid = "a"
 kind = "my_source"
 role = "source"
@@ -195,7 +178,7 @@ input = "a"
 }
 
 TEST_CASE("job file error: a custom sink used as an input") {
-  load_error(R"([[operator]]
+  check_error(R"([[operator]]
 uid = "a"
 kind = "my_source"
 role = "source"
@@ -215,7 +198,7 @@ input = "out"
 }
 
 TEST_CASE("job file error: a custom keyed kind with a non-hash partition") {
-  load_error(R"([[operator]]
+  check_error(R"([[operator]]
 uid = "a"
 kind = "my_source"
 role = "source"
@@ -231,7 +214,7 @@ partition = "rebalance"
 }
 
 TEST_CASE("job file error: a custom kind's param values are still strings, integers or booleans") {
-  load_error(R"([[operator]]
+  check_error(R"([[operator]]
 uid = "a"
 kind = "my_source"
 role = "source"

@@ -3,41 +3,19 @@
 #include <string>
 
 #include "graph/job_file.hpp"
+#include "tests/graph/job_file_test_support.hpp"
 #include "graph/job_graph_codec.hpp"
 #include "graph/stream_environment.hpp"
 
 using namespace snapflow;
+using snapflow::testing::check_error;
+using snapflow::testing::load_ok;
 using namespace std::chrono_literals;
 using Catch::Contains;
 
 namespace {
 
 const std::string source_dir = SNAPFLOW_SOURCE_DIR;
-
-job_graph load_ok(std::string_view text,
-                  const operator_registry& registry = operator_registry::builtin()) {
-  auto r = parse_job_file(text, "job.toml", registry);
-  INFO(r);
-  REQUIRE(r.ok());
-  return r.value();
-}
-
-// Parses `text` as "job.toml" and checks the error names the key and line, contains
-// `message_part`, and formats as "job.toml:LINE: key 'KEY': MESSAGE".
-job_file_error check_error(std::string_view text, const std::string& key, std::uint32_t line,
-                           const std::string& message_part) {
-  auto r = parse_job_file(text, "job.toml");
-  INFO(r);
-  REQUIRE_FALSE(r.ok());
-  const job_file_error& e = r.error();
-  INFO(e.what());
-  CHECK(e.file == "job.toml");
-  CHECK(e.key == key);
-  CHECK(e.line == line);
-  CHECK_THAT(e.message, Contains(message_part));
-  CHECK(e.what() == "job.toml:" + std::to_string(line) + ": key '" + key + "': " + e.message);
-  return e;
-}
 
 // The job of examples/exactly-once-sum.toml, declared through the C++ API.
 job_graph exactly_once_sum_through_environment() {

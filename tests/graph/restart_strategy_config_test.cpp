@@ -7,8 +7,11 @@
 #include "graph/job_file.hpp"
 #include "graph/job_graph_codec.hpp"
 #include "graph/stream_environment.hpp"
+#include "tests/graph/job_file_test_support.hpp"
 
 using namespace snapflow;
+using snapflow::testing::check_error;
+using snapflow::testing::load_ok;
 using namespace std::chrono_literals;
 using Catch::Contains;
 
@@ -29,26 +32,6 @@ input = "src"
 // A job file with `restart` as its [restart] table (line 1 is "[restart]").
 std::string with_restart(std::string_view restart) {
   return "[restart]\n" + std::string(restart) + std::string(operators);
-}
-
-job_graph load_ok(const std::string& text) {
-  auto r = parse_job_file(text, "job.toml");
-  INFO(r);
-  REQUIRE(r.ok());
-  return r.value();
-}
-
-job_file_error load_error(const std::string& text, const std::string& key, std::uint32_t line,
-                          const std::string& message_part) {
-  auto r = parse_job_file(text, "job.toml");
-  INFO(r);
-  REQUIRE_FALSE(r.ok());
-  const job_file_error& e = r.error();
-  INFO(e.what());
-  CHECK(e.key == key);
-  CHECK(e.line == line);
-  CHECK_THAT(e.message, Contains(message_part));
-  return e;
 }
 
 }  // namespace
@@ -104,63 +87,63 @@ TEST_CASE("[restart] failure_rate and none") {
 
 TEST_CASE("bad [restart] values are rejected with the key and line") {
   SECTION("missing strategy") {
-    load_error(with_restart("max_attempts = 3\n"), "restart.strategy", 1,
+    check_error(with_restart("max_attempts = 3\n"), "restart.strategy", 1,
                "missing required key 'strategy'");
   }
   SECTION("unknown strategy") {
-    load_error(with_restart("strategy = \"forever\"\n"), "restart.strategy", 2,
+    check_error(with_restart("strategy = \"forever\"\n"), "restart.strategy", 2,
                "unknown strategy 'forever' (expected none, fixed_delay, exponential_backoff or "
                "failure_rate)");
   }
   SECTION("strategy of the wrong type") {
-    load_error(with_restart("strategy = 1\n"), "restart.strategy", 2,
+    check_error(with_restart("strategy = 1\n"), "restart.strategy", 2,
                "wrong value type: expected a string, got an integer");
   }
   SECTION("unknown key") {
-    load_error(with_restart("strategy = \"none\"\nretries = 3\n"), "restart.retries", 3,
+    check_error(with_restart("strategy = \"none\"\nretries = 3\n"), "restart.retries", 3,
                "unknown key 'retries' in [restart]");
   }
   SECTION("a setting the strategy does not use") {
-    load_error(with_restart("strategy = \"exponential_backoff\"\ndelay_ms = 10\n"),
+    check_error(with_restart("strategy = \"exponential_backoff\"\ndelay_ms = 10\n"),
                "restart.delay_ms", 3,
                "delay_ms does not apply to strategy 'exponential_backoff' (its settings: "
                "max_attempts, initial_backoff_ms, max_backoff_ms, backoff_multiplier, "
                "reset_backoff_after_ms)");
-    load_error(with_restart("strategy = \"none\"\nmax_attempts = 1\n"), "restart.max_attempts", 3,
+    check_error(with_restart("strategy = \"none\"\nmax_attempts = 1\n"), "restart.max_attempts", 3,
                "(it takes no settings)");
   }
   SECTION("out of range") {
-    load_error(with_restart("strategy = \"fixed_delay\"\nmax_attempts = -2\n"),
+    check_error(with_restart("strategy = \"fixed_delay\"\nmax_attempts = -2\n"),
                "restart.max_attempts", 3, "restart max_attempts must be >= -1");
-    load_error(with_restart("strategy = \"fixed_delay\"\ndelay_ms = -1\n"), "restart.delay_ms", 3,
+    check_error(with_restart("strategy = \"fixed_delay\"\ndelay_ms = -1\n"), "restart.delay_ms", 3,
                "restart delay_ms must be between 0 and 2592000000 (got -1)");
-    load_error(with_restart("strategy = \"failure_rate\"\nfailure_rate_interval_ms = 0\n"),
+    check_error(with_restart("strategy = \"failure_rate\"\nfailure_rate_interval_ms = 0\n"),
                "restart.failure_rate_interval_ms", 3,
                "restart failure_rate_interval_ms must be between 1");
-    load_error(with_restart("strategy = \"failure_rate\"\nmax_failures_per_interval = 0\n"),
+    check_error(with_restart("strategy = \"failure_rate\"\nmax_failures_per_interval = 0\n"),
                "restart.max_failures_per_interval", 3,
                "restart max_failures_per_interval must be >= 1 (got 0)");
-    load_error(with_restart("strategy = \"exponential_backoff\"\nbackoff_multiplier = 0.5\n"),
+    check_error(with_restart("strategy = \"exponential_backoff\"\nbackoff_multiplier = 0.5\n"),
                "restart.backoff_multiplier", 3, "restart backoff_multiplier must be between 1");
-    load_error(with_restart("strategy = \"exponential_backoff\"\nbackoff_multiplier = nan\n"),
+    check_error(with_restart("strategy = \"exponential_backoff\"\nbackoff_multiplier = nan\n"),
                "restart.backoff_multiplier", 3, "restart backoff_multiplier must be between 1");
-    load_error(with_restart("strategy = \"exponential_backoff\"\ninitial_backoff_ms = 0\n"),
+    check_error(with_restart("strategy = \"exponential_backoff\"\ninitial_backoff_ms = 0\n"),
                "restart.initial_backoff_ms", 3, "restart initial_backoff_ms must be between 1");
-    load_error(with_restart("strategy = \"exponential_backoff\"\nmax_backoff_ms = 10\n"
+    check_error(with_restart("strategy = \"exponential_backoff\"\nmax_backoff_ms = 10\n"
                             "initial_backoff_ms = 20\n"),
                "restart.max_backoff_ms", 3,
                "restart max_backoff_ms must be >= initial_backoff_ms (20)");
-    load_error(with_restart("strategy = \"fixed_delay\"\ndelay_ms = 9223372036854775807\n"),
+    check_error(with_restart("strategy = \"fixed_delay\"\ndelay_ms = 9223372036854775807\n"),
                "restart.delay_ms", 3, "restart delay_ms must be between 0 and 2592000000");
   }
   SECTION("wrong value types") {
-    load_error(with_restart("strategy = \"fixed_delay\"\ndelay_ms = \"1s\"\n"), "restart.delay_ms",
+    check_error(with_restart("strategy = \"fixed_delay\"\ndelay_ms = \"1s\"\n"), "restart.delay_ms",
                3, "wrong value type: expected an integer, got a string");
-    load_error(with_restart("strategy = \"exponential_backoff\"\nbackoff_multiplier = \"2\"\n"),
+    check_error(with_restart("strategy = \"exponential_backoff\"\nbackoff_multiplier = \"2\"\n"),
                "restart.backoff_multiplier", 3, "expected a number, got a string");
   }
   SECTION("[restart] that is not a table") {
-    load_error("restart = \"none\"\n" + std::string(operators), "restart", 1,
+    check_error("restart = \"none\"\n" + std::string(operators), "restart", 1,
                "wrong value type: expected a table ([restart])");
   }
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <system_error>
 
+#include "tests/support/temp_folder.hpp"
 #include "transport/async_socket.hpp"
 
 namespace snapflow::transport::testing {
@@ -55,25 +56,10 @@ inline std::string bind_loopback(async_socket& socket) {
 }
 
 // A fresh folder for ipc endpoints, removed with everything in it.
-class temp_folder {
+class temp_folder : public snapflow::testing::temp_folder {
  public:
-  temp_folder() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "snapflow-transport-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~temp_folder() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  temp_folder(const temp_folder&) = delete;
-  temp_folder& operator=(const temp_folder&) = delete;
-
-  std::string ipc(const std::string& name) const { return "ipc://" + (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
+  temp_folder() : snapflow::testing::temp_folder("snapflow-transport") {}
+  std::string ipc(const std::string& name) const { return "ipc://" + (path() / name).string(); }
 };
 
 }  // namespace snapflow::transport::testing

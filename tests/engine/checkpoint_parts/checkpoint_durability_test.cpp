@@ -13,7 +13,7 @@
 #include "engine/checkpoint/crc32c.hpp"
 #include "engine/jobmaster/job_master.hpp"
 #include "graph/stream_environment.hpp"
-#include "tests/engine/checkpoint_parts/temp_folder.hpp"
+#include "tests/support/temp_folder.hpp"
 
 using namespace snapflow;
 using snapflow::testing::temp_folder;

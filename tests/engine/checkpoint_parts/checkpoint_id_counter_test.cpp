@@ -4,7 +4,7 @@
 #include <string>
 
 #include "engine/checkpoint/checkpoint_id_counter.hpp"
-#include "tests/engine/checkpoint_parts/temp_folder.hpp"
+#include "tests/support/temp_folder.hpp"
 
 using namespace snapflow;
 using snapflow::testing::temp_folder;

@@ -6,7 +6,7 @@
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/crc32c.hpp"
-#include "tests/engine/checkpoint_parts/temp_folder.hpp"
+#include "tests/support/temp_folder.hpp"
 
 using namespace snapflow;
 using snapflow::testing::temp_folder;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_coordinator_core.hpp"
-#include "tests/engine/checkpoint_parts/temp_folder.hpp"
+#include "tests/support/temp_folder.hpp"
 
 namespace snapflow::test {
 

@@ -17,32 +17,11 @@
 #include "engine/runtime/checkpoint_responder.hpp"
 #include "engine/runtime/stream_operator.hpp"
 #include "engine/runtime/task_status_listener.hpp"
+#include "tests/support/temp_folder.hpp"
 
 namespace snapflow::runtime_test {
 
-// A fresh folder under the system's temporary directory, removed at the end of the test.
-class temp_folder {
- public:
-  temp_folder() {
-    static std::atomic<int> counter{0};
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = std::filesystem::temp_directory_path() /
-            ("snapflow-runtime-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
-             "-" + std::to_string(now));
-    std::filesystem::create_directories(path_);
-  }
-  ~temp_folder() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_folder(const temp_folder&) = delete;
-  temp_folder& operator=(const temp_folder&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using temp_folder = snapflow::testing::temp_folder;
 
 // Collects what an operator emits.
 class collecting_output : public record_output {
