@@ -75,6 +75,11 @@ data_stream& data_stream::uid(std::string uid) {
   return *this;
 }
 
+data_stream& data_stream::custom_role(operator_role role) {
+  env_->graph_.node(id_).custom_role = role;
+  return *this;
+}
+
 data_stream& data_stream::name(std::string name) {
   env_->graph_.node(id_).name = std::move(name);
   return *this;

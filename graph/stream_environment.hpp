@@ -36,6 +36,11 @@ class data_stream {
   data_stream& name(std::string name);
   data_stream& set_parallelism(std::uint32_t parallelism);
   data_stream& set_max_parallelism(std::uint32_t max_parallelism);
+  // Declares that this operator's kind is one only the workers know (registered by a custom
+  // worker binary, see docs/job-file.md "Custom operator kinds"), and its role. The job's shape
+  // is then checked by that role and its parameters are left to the worker; a built-in kind
+  // given a role other than its own is refused when the job graph is built.
+  data_stream& custom_role(operator_role role);
 
   vertex_id id() const { return id_; }
 
@@ -85,6 +90,8 @@ class stream_environment {
   stream_environment& set_tolerable_checkpoint_failures(std::int32_t tolerable);
   stream_environment& set_retained_checkpoints(std::int32_t retained);
   stream_environment& set_externalized_retention(externalized_retention retention);
+  // Recorded in the job (and shown by REST), but the runtime has no unaligned mode yet: such a
+  // job takes aligned exactly-once checkpoints, and the coordinator logs a warning at submission.
   stream_environment& enable_unaligned_checkpoints(bool enabled = true);
   stream_environment& set_checkpoint_dir(std::string dir);
   stream_environment& set_savepoint_dir(std::string dir);

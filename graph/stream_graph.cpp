@@ -46,6 +46,7 @@ job_graph stream_graph::to_job_graph(const operator_registry& registry) const {
     v.parallelism = n.parallelism != 0 ? n.parallelism : default_parallelism;
     v.max_parallelism = n.max_parallelism != 0 ? n.max_parallelism
                                                 : std::max(default_max_parallelism, v.parallelism);
+    v.custom_role = n.custom_role;
     v.function = n.function;
     g.vertices.push_back(std::move(v));
   }

@@ -19,6 +19,7 @@ struct stream_node {
   std::map<std::string, std::string> params;
   std::uint32_t parallelism = 0;
   std::uint32_t max_parallelism = 0;
+  std::optional<operator_role> custom_role;  // a kind only custom workers know
   std::shared_ptr<const user_function> function;
 };
 

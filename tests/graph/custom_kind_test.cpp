@@ -10,6 +10,7 @@
 
 #include "graph/job_file.hpp"
 #include "graph/job_graph_codec.hpp"
+#include "graph/stream_environment.hpp"
 #include "tests/graph/job_file_test_support.hpp"
 
 using namespace snapflow;
@@ -86,6 +87,46 @@ TEST_CASE("custom kinds of every role parse and validate; their params pass unch
   REQUIRE(g.inputs_of(g.vertices[2].id).size() == 1);
   CHECK(g.inputs_of(g.vertices[2].id).front()->part == partitioning::hash);
   CHECK_FALSE(validate(g, operator_registry::builtin()));
+}
+
+TEST_CASE("the C++ API declares custom kinds with their role, as a job file does") {
+  stream_environment env;
+  auto src = env.add_source("my_source", {{"topic", "clicks"}, {"partitions", "3"},
+                                          {"compacted", "true"}});
+  src.uid("src").custom_role(operator_role::source);
+  auto map = src.map("my_map");
+  map.uid("map").custom_role(operator_role::transform);
+  auto agg = map.key_by().process("my_agg");
+  agg.uid("agg").custom_role(operator_role::keyed);
+  agg.add_sink("my_sink").uid("out").custom_role(operator_role::sink);
+  const job_graph built = env.build_job_graph();
+
+  const job_graph loaded = load_ok(all_custom_roles);
+  REQUIRE(built.vertices.size() == loaded.vertices.size());
+  for (std::size_t i = 0; i < built.vertices.size(); ++i) {
+    INFO("vertex " << i);
+    CHECK(built.vertices[i].kind == loaded.vertices[i].kind);
+    CHECK(built.vertices[i].uid == loaded.vertices[i].uid);
+    CHECK(built.vertices[i].custom_role == loaded.vertices[i].custom_role);
+  }
+  CHECK(built.edges == loaded.edges);
+  CHECK(built.vertices[0].params.at("topic") == "clicks");
+
+  SECTION("an unknown kind without a role is refused when the graph is built") {
+    stream_environment plain;
+    plain.add_source("my_source").add_sink("print_sink");
+    CHECK_THROWS_WITH(plain.build_job_graph(),
+                      Contains("unknown operator kind 'my_source'; a kind only your workers know "
+                               "needs role = source|transform|keyed|sink"));
+  }
+  SECTION("a built-in kind given another role is refused") {
+    stream_environment wrong;
+    auto s = wrong.add_source("sequence_source", {{"count", "1"}});
+    s.custom_role(operator_role::transform);
+    s.add_sink("print_sink");
+    CHECK_THROWS_WITH(wrong.build_job_graph(),
+                      Contains("operator kind 'sequence_source' is a source, not a transform"));
+  }
 }
 
 TEST_CASE("a custom kind between built-in ones parses, and built-in vertices carry no role") {
