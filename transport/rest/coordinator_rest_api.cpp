@@ -135,7 +135,7 @@ rest_response coordinator_rest_api::handle(const rest_request& r) {
         if (get) return checkpoint_config(p[1]);
         if (patch) return set_checkpoint_config(p[1], r.body);
       } else if (p.size() == 5 && p[3] == "details") {
-        if (get) return checkpoint_details(p[1], p[4]);
+        if (get) return checkpoint_details(p[1], p[4], r.query);
       } else if (p.size() == 4) {
         if (get) return operation_status(p[1], p[3]);
       }
@@ -356,8 +356,9 @@ rest_response coordinator_rest_api::set_checkpoint_config(const job_id& id,
   return json_response(200, json{{"interval", interval.count()}});
 }
 
-rest_response coordinator_rest_api::checkpoint_details(const job_id& id,
-                                                       const std::string& cid) const {
+rest_response coordinator_rest_api::checkpoint_details(
+    const job_id& id, const std::string& cid,
+    const std::map<std::string, std::string>& query) const {
   job_master* m = jobs_->find(id);
   if (m == nullptr) return error_response(404, "no job " + id);
   auto* c = m->coordinator();
@@ -366,11 +367,73 @@ rest_response coordinator_rest_api::checkpoint_details(const job_id& id,
   auto [ptr, ec] = std::from_chars(cid.data(), cid.data() + cid.size(), n);
   if (ec != std::errc() || ptr != cid.data() + cid.size())
     return error_response(400, "checkpoint id must be a number, got '" + cid + "'");
+  // ?subtasks=none leaves the per-subtask list out (the per-vertex summary stays: with
+  // thousands of subtasks the list is megabytes); ?vertex=N keeps only that vertex's subtasks.
+  bool list_subtasks = true;
+  if (auto q = query.find("subtasks"); q != query.end()) {
+    if (q->second != "all" && q->second != "none")
+      return error_response(400, "subtasks must be all or none, got '" + q->second + "'");
+    list_subtasks = q->second == "all";
+  }
+  std::optional<vertex_id> only_vertex;
+  if (auto q = query.find("vertex"); q != query.end()) {
+    vertex_id v = 0;
+    auto [vptr, vec] = std::from_chars(q->second.data(), q->second.data() + q->second.size(), v);
+    if (vec != std::errc() || vptr != q->second.data() + q->second.size() ||
+        v >= m->graph().job_vertices().size())
+      return error_response(400, "vertex must be a vertex id of this job, got '" + q->second + "'");
+    only_vertex = v;
+  }
   const checkpoint_stats* s = c->core().stats().find(n);
   if (s == nullptr) return error_response(404, "no checkpoint " + cid + " in the history");
   json j = checkpoint_json(*s);
+
+  // Per vertex, like Flink's task statistics: what the acknowledged subtasks reported.
+  struct vertex_summary {
+    std::size_t acknowledged = 0, notified = 0;
+    std::uint64_t state_size = 0;
+    std::int64_t latest_ack_us = 0, min_e2e_us = 0, max_e2e_us = 0, sum_e2e_us = 0;
+    std::int64_t max_alignment_us = 0, max_start_delay_us = 0;
+  };
+  std::vector<vertex_summary> per_vertex(m->graph().job_vertices().size());
+  for (const auto& a : s->subtasks) {
+    if (a.subtask.vertex >= per_vertex.size()) continue;
+    vertex_summary& v = per_vertex[a.subtask.vertex];
+    const std::int64_t e2e = a.end_to_end_duration_us;
+    v.min_e2e_us = v.acknowledged == 0 ? e2e : std::min(v.min_e2e_us, e2e);
+    v.max_e2e_us = std::max(v.max_e2e_us, e2e);
+    v.sum_e2e_us += e2e;
+    ++v.acknowledged;
+    v.state_size += a.state_size;
+    v.latest_ack_us = std::max(v.latest_ack_us, a.ack_timestamp_us);
+    v.max_alignment_us = std::max(v.max_alignment_us, a.alignment_duration_us);
+    v.max_start_delay_us = std::max(v.max_start_delay_us, a.start_delay_us);
+    if (a.notified_timestamp_us) ++v.notified;
+  }
+  json tasks = json::array();
+  for (const auto& ejv : m->graph().job_vertices()) {
+    const vertex_summary& v = per_vertex[ejv->vertex().id];
+    json e2e = {{"min_us", v.min_e2e_us}, {"max_us", v.max_e2e_us},
+                {"avg_us", v.acknowledged == 0
+                               ? 0
+                               : v.sum_e2e_us / static_cast<std::int64_t>(v.acknowledged)}};
+    tasks.push_back({{"vertex", ejv->vertex().id},
+                     {"uid", ejv->vertex().uid},
+                     {"num_subtasks", ejv->parallelism()},
+                     {"num_acknowledged_subtasks", v.acknowledged},
+                     {"num_notified_subtasks", v.notified},
+                     {"state_size", v.state_size},
+                     {"latest_ack_timestamp_us", v.latest_ack_us},
+                     {"end_to_end_duration", e2e},
+                     {"max_alignment_duration_us", v.max_alignment_us},
+                     {"max_start_delay_us", v.max_start_delay_us}});
+  }
+  j["tasks"] = std::move(tasks);
+  if (!list_subtasks) return json_response(200, j);
+
   json subtasks = json::array();
   for (const auto& a : s->subtasks) {
+    if (only_vertex && a.subtask.vertex != *only_vertex) continue;
     subtasks.push_back({{"vertex", a.subtask.vertex},
                         {"index", a.subtask.index},
                         {"status", "completed"},
@@ -395,7 +458,7 @@ rest_response coordinator_rest_api::checkpoint_details(const job_id& id,
       subtasks.back()["notified_duration_us"] = *a.notified_timestamp_us - s->trigger_timestamp_us;
     }
   }
-  j["subtasks"] = subtasks;
+  j["subtasks"] = std::move(subtasks);
   return json_response(200, j);
 }
 

@@ -83,7 +83,8 @@ class coordinator_rest_api {
   rest_response checkpoints(const job_id& id) const;
   rest_response checkpoint_config(const job_id& id) const;
   rest_response set_checkpoint_config(const job_id& id, const std::string& body);
-  rest_response checkpoint_details(const job_id& id, const std::string& cid) const;
+  rest_response checkpoint_details(const job_id& id, const std::string& cid,
+                                   const std::map<std::string, std::string>& query) const;
   rest_response trigger(const job_id& id, bool savepoint, const std::string& body);
   rest_response operation_status(const job_id& id, const std::string& request_id) const;
   rest_response overview() const;

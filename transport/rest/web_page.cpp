@@ -11,7 +11,8 @@ namespace snapflow::rest {
 //   #graph g.vertex[data-vertex]       one box per operator, with its parallelism
 //   #timeline rect.cp-bar[data-checkpoint-id][data-status]   one bar per checkpoint in history
 //   #latest-completed[data-checkpoint-id]                     the latest completed checkpoint
-//   #breakdown tr.subtask              the selected checkpoint's subtasks
+//   #breakdown tr.subtask              the selected checkpoint's subtasks, or for a job of more
+//                                      than 256 subtasks, tr.operator: one row per operator
 const std::string& web_page() {
   static const std::string page = R"HTML(<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>snapflow</title>
@@ -121,7 +122,14 @@ function drawBreakdown(det,names){
   h+=`<tr class="subtask" data-vertex="${s.vertex}" data-index="${s.index}"><td>${esc(names[s.vertex]||s.vertex)}</td><td class="n">${s.index}</td><td class="n">${us(e)}</td>`+
    `<td style="white-space:nowrap">${seg(d,'#a142f4')}${seg(a,'#f9ab00')}${seg(sy,'#1a73e8')}${seg(as,'#12b5cb')}${seg(rest,'#bdc1c6')}</td>`+
    `<td class="n">${us(d)}</td><td class="n">${us(a)}</td><td class="n">${us(sy)}</td><td class="n">${us(as)}</td><td class="n">${bytes(s.state_size)}</td></tr>`;});
- if(!rows.length)h+='<tr><td colspan="9" class="muted">no acknowledgements yet</td></tr>';
+ if(!rows.length&&det.tasks&&!det.subtasks){
+  // Too many subtasks to list: one row per operator from the per-vertex summary.
+  $('breakdown-title').textContent=`Operators of checkpoint #${det.id} (${det.status}, ${det.checkpoint_type}; ${det.num_subtasks} subtasks)`;
+  h='<tr><th>operator</th><th>acknowledged</th><th>end to end min / avg / max</th><th>max trigger→barrier</th><th>max alignment</th><th>state</th></tr>';
+  det.tasks.forEach(t=>{const e=t.end_to_end_duration;
+   h+=`<tr class="operator" data-vertex="${t.vertex}"><td>${esc(t.uid)}</td><td class="n">${t.num_acknowledged_subtasks} / ${t.num_subtasks}</td>`+
+    `<td class="n">${us(e.min_us)} / ${us(e.avg_us)} / ${us(e.max_us)}</td><td class="n">${us(t.max_start_delay_us)}</td><td class="n">${us(t.max_alignment_duration_us)}</td><td class="n">${bytes(t.state_size)}</td></tr>`;});
+ }else if(!rows.length)h+='<tr><td colspan="9" class="muted">no acknowledgements yet</td></tr>';
  $('breakdown').innerHTML=h;
 }
 
@@ -159,9 +167,12 @@ async function refresh(){
   else{delete $('latest-completed').dataset.checkpointId;$('latest-completed').textContent='no completed checkpoint yet';}
   if(follow||!c.history.some(x=>x.id===selectedCp))selectedCp=lc?lc.id:(c.history.length?c.history[0].id:null);
   drawTimeline(c);
-  if(selectedCp!==null){try{drawBreakdown(await get(`/jobs/${selected}/checkpoints/details/${selectedCp}`),names);}catch(e){}}
+  // A job of thousands of subtasks would fetch megabytes a second: its operators' summary only.
+  const many=d.vertices.reduce((n,v)=>n+v.parallelism,0)>maxListedSubtasks;
+  if(selectedCp!==null){try{drawBreakdown(await get(`/jobs/${selected}/checkpoints/details/${selectedCp}`+(many?'?subtasks=none':'')),names);}catch(e){}}
  }catch(e){$('overview').textContent='coordinator unreachable: '+e;}
 }
+const maxListedSubtasks=256;
 refresh();setInterval(refresh,1000);
 </script></body></html>
 )HTML";

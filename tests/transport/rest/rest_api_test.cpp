@@ -140,6 +140,30 @@ TEST_CASE("REST: trigger a checkpoint, poll its outcome, read stats and details"
   CHECK(details["subtasks"][0]["alignment"]["duration_us"] == 3);
   f.call("GET", "/jobs/" + id + "/checkpoints/details/99", {}, 404);
   f.call("GET", "/jobs/" + id + "/checkpoints/details/x", {}, 400);
+
+  // Per vertex: what its acknowledged subtasks reported, always there.
+  REQUIRE(details["tasks"].size() == 2);
+  for (int v = 0; v < 2; ++v) {
+    const json& t = details["tasks"][v];
+    CHECK(t["vertex"] == v);
+    CHECK(t["uid"] == (v == 0 ? "src" : "sink"));
+    CHECK(t["num_subtasks"] == 1);
+    CHECK(t["num_acknowledged_subtasks"] == 1);
+    CHECK(t["max_alignment_duration_us"] == 3);
+    CHECK(t["end_to_end_duration"]["min_us"] == t["end_to_end_duration"]["max_us"]);
+  }
+  // Large jobs: the summary without the per-subtask list, or one vertex's subtasks.
+  const std::string path = "/jobs/" + id + "/checkpoints/details/1";
+  auto summary_only = f.call("GET", path, {}, 200, {{"subtasks", "none"}});
+  CHECK_FALSE(summary_only.contains("subtasks"));
+  CHECK(summary_only["tasks"].size() == 2);
+  auto sink_only = f.call("GET", path, {}, 200, {{"vertex", "1"}});
+  REQUIRE(sink_only["subtasks"].size() == 1);
+  CHECK(sink_only["subtasks"][0]["vertex"] == 1);
+  CHECK_THAT(f.call("GET", path, {}, 400, {{"vertex", "2"}})["errors"][0].get<std::string>(),
+             Catch::Contains("vertex must be a vertex id of this job, got '2'"));
+  f.call("GET", path, {}, 400, {{"vertex", "-1"}});
+  f.call("GET", path, {}, 400, {{"subtasks", "some"}});
 }
 
 TEST_CASE("REST: checkpoint config and changing the interval of a running job") {
