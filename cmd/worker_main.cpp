@@ -47,7 +47,10 @@ result<std::shared_ptr<task_executor>> make_executor(
                                                         context.data_bind_address));
   if (name == "runtime") {
     // Real stream tasks, with their data channels over this worker's data plane.
-    auto plane = data::network_data_plane::create(context.data_bind_address);
+    data::data_plane_options plane_options;
+    plane_options.curve = context.curve;  // CURVE on the control plane means CURVE here too
+    plane_options.curve_unvouched_wait_ms = context.curve_peer_wait_ms;
+    auto plane = data::network_data_plane::create(context.data_bind_address, plane_options);
     if (!plane) return plane.err();
     plane_out = *plane;
     runtime_task_executor_options options;
@@ -91,7 +94,8 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
       ->capture_default_str();
   app.add_option("--data-bind", data_bind,
                  "where this worker's data channels accept connections, reported to the "
-                 "coordinator (the stub executor opens none; the runtime executor binds it)")
+                 "coordinator (the stub executor opens none; the runtime executor binds it; "
+                 "with --curve-secret-key they require CURVE too)")
       ->capture_default_str();
   app.add_option("--executor", executor_name, "task executor: " + executor_names)
       ->capture_default_str();
@@ -110,14 +114,24 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30))
       ->capture_default_str();
   auto* secret = app.add_option("--curve-secret-key", curve_secret,
-                                "require CURVE: this worker's secret key file (PREFIX.secret "
-                                "from keygen)")
+                                "require CURVE on every socket: this worker's secret key "
+                                "file (PREFIX.secret from keygen). Its data endpoint then "
+                                "serves CURVE with this key and lets in only the peers the "
+                                "coordinator names in its deployments; its data channels "
+                                "connect with CURVE and refuse plaintext peers")
                      ->check(CLI::ExistingFile);
   auto* server = app.add_option("--curve-coordinator-key", curve_coordinator_key,
                                 "the coordinator's CURVE public key file (PREFIX.public)")
                      ->check(CLI::ExistingFile);
   secret->needs(server);
   server->needs(secret);
+  int curve_peer_wait_ms = worker_context{}.curve_peer_wait_ms;
+  app.add_option("--curve-peer-wait-ms", curve_peer_wait_ms,
+                 "with CURVE: how long a peer's data connection may wait at the handshake for "
+                 "this worker's deployment to name the peer's key before it is refused (peers "
+                 "are deployed in no fixed order)")
+      ->check(CLI::Range(0, 600'000))
+      ->capture_default_str();
   // Tests only: claim another protocol version to see it refused. Hidden from --help.
   app.add_option("--protocol-version", o.protocol_version, "")->group("");
 
@@ -168,6 +182,8 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
   context.worker_id = o.worker_id;
   context.slots = o.slots;
   context.data_bind_address = data_bind;
+  if (o.curve) context.curve = o.curve->keys;
+  context.curve_peer_wait_ms = curve_peer_wait_ms;
   context.listener = endpoint->listener();
   context.operators = std::move(operators);
   context.registry = std::move(registry);
@@ -205,7 +221,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
   }
   spdlog::info("worker {} started: coordinator {}, {} slots, executor {}, data endpoint {}{}",
                o.worker_id, o.coordinator_address, o.slots, executor_name, tasks->data_endpoint(),
-               o.curve ? ", CURVE" : "");
+               o.curve ? ", CURVE (control and data)" : "");
   try {
     io.run();
   } catch (const std::exception& e) {
@@ -221,9 +237,10 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
     const data::data_plane_counters c = plane->counters();
     spdlog::info(
         "data plane: buffered_bytes_high_water={} buffered_bytes={} frames_received={} "
-        "bad_frames={} overflow_batches={}",
+        "bad_frames={} overflow_batches={} handshakes_refused={} keys_denied={} "
+        "wrong_key_frames={}",
         plane->buffered_bytes_high_water(), plane->buffered_bytes(), c.frames_received,
-        c.bad_frames, c.overflow_batches);
+        c.bad_frames, c.overflow_batches, c.handshakes_refused, c.keys_denied, c.wrong_key_frames);
   }
   spdlog::info("worker {} stopped", o.worker_id);
   spdlog::shutdown();

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <asio/any_io_executor.hpp>
@@ -12,6 +13,7 @@
 #include "engine/runtime/task_executor.hpp"
 #include "graph/operator_registry.hpp"
 #include "graph/result.hpp"
+#include "transport/curve_keys.hpp"
 
 namespace snapflow {
 
@@ -20,6 +22,12 @@ struct worker_context {
   std::string worker_id;
   std::uint32_t slots = 1;
   std::string data_bind_address;  // --data-bind
+  // With --curve-secret-key: this worker's key pair, which its data plane must use too (a
+  // CURVE server on the data endpoint, CURVE clients to its peers). Without it, none.
+  std::optional<transport::curve_key_pair> curve;
+  // With CURVE: how long a peer's data connection may wait for this worker's deployment to
+  // name its key (--curve-peer-wait-ms; data_plane_options::curve_unvouched_wait_ms).
+  int curve_peer_wait_ms = 10'000;
   // Where tasks report to (thread-safe; see worker_endpoint::listener).
   std::shared_ptr<task_executor_listener> listener;
   // The built-in operator kinds plus those worker_extensions::register_operators added.

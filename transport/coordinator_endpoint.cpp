@@ -424,7 +424,8 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
     send_to_worker(peer, accepted);
     return;
   }
-  auto registered = registry.register_worker(peer, m.slots, m.data_endpoint, now_us());
+  // The key it proved at the handshake also guards its data endpoint (docs/protocol.md 7.4).
+  auto registered = registry.register_worker(peer, m.slots, m.data_endpoint, now_us(), curve_key);
   if (!registered) {
     // The registry checks before it replaces: an earlier registration of this id stands.
     refuse_registration(peer, registered.err().message);

@@ -166,6 +166,7 @@ void describe(V& v, M& m) {
   v.required("vertex", m.subtask.vertex);
   v.required("subtask", m.subtask.index);
   v.required("endpoint", m.endpoint);
+  v.optional("public_key", m.public_key);
 }
 
 template <typename V, message_of<task_io> M>

@@ -68,7 +68,9 @@ std::ostream& operator<<(std::ostream& os, const state_handle& h) {
 }
 
 std::ostream& operator<<(std::ostream& os, const subtask_endpoint& e) {
-  return os << e.subtask << "@" << e.endpoint;
+  os << e.subtask << "@" << e.endpoint;
+  if (e.public_key) os << " key=" << *e.public_key;
+  return os;
 }
 
 std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r) {

@@ -37,6 +37,9 @@ struct state_handle {
 struct subtask_endpoint {
   subtask_id subtask;
   std::string endpoint;
+  // With CURVE on the data plane: the Z85 public key of the worker serving `endpoint`, the key
+  // it registered with. Left out without CURVE, so those frames stay as they were.
+  std::optional<std::string> public_key;
 
   bool operator==(const subtask_endpoint&) const = default;
 };

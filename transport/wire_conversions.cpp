@@ -35,8 +35,12 @@ wire::deploy_task to_wire(const task_deployment_descriptor& d) {
   m.attempt = d.attempt;
   m.job_graph = d.job_graph_bytes;
   m.subtask_endpoints.reserve(d.subtask_endpoints.size());
-  for (const auto& [subtask, endpoint] : d.subtask_endpoints)
-    m.subtask_endpoints.push_back({subtask, endpoint});
+  for (const auto& [subtask, endpoint] : d.subtask_endpoints) {
+    std::optional<std::string> key;
+    if (auto it = d.subtask_public_keys.find(subtask); it != d.subtask_public_keys.end())
+      key = it->second;
+    m.subtask_endpoints.push_back({subtask, endpoint, std::move(key)});
+  }
   m.restore_checkpoint_id = d.restore_checkpoint_id;
   m.restore_states.reserve(d.restore_states.size());
   for (const auto& [index, state] : d.restore_states)
@@ -51,7 +55,10 @@ task_deployment_descriptor from_wire(const wire::deploy_task& m) {
   d.attempt = m.attempt;
   d.job_graph_bytes = m.job_graph;
   // A repeated subtask keeps its first entry, as a repeated key in the envelope does.
-  for (const auto& e : m.subtask_endpoints) d.subtask_endpoints.emplace(e.subtask, e.endpoint);
+  for (const auto& e : m.subtask_endpoints) {
+    if (!d.subtask_endpoints.emplace(e.subtask, e.endpoint).second) continue;
+    if (e.public_key) d.subtask_public_keys.emplace(e.subtask, *e.public_key);
+  }
   d.restore_checkpoint_id = m.restore_checkpoint_id;
   for (const auto& r : m.restore_states)
     d.restore_states.emplace(r.subtask, subtask_state{from_wire(r.state_handles),

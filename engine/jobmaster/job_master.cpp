@@ -44,11 +44,12 @@ result<std::uint32_t> reserve_attempt_numbers(const std::filesystem::path& job_d
   return static_cast<std::uint32_t>(floor);
 }
 
-// The data endpoints one subtask needs: its own and those of the subtasks it exchanges records
-// with (every subtask of a neighbour vertex across a hash, rebalance or broadcast edge, the one
-// with its own index across a forward edge). Handing every subtask the endpoint of every other
-// made deployment quadratic in the job's size: at 10,000 subtasks, 10^8 map entries copied and
-// encoded, some 400 KB per deploy_task, and the coordinator thread busy for over 30 s.
+// The data endpoints (or, alike, the public keys) one subtask needs: its own and those of the
+// subtasks it exchanges records with (every subtask of a neighbour vertex across a hash,
+// rebalance or broadcast edge, the one with its own index across a forward edge). Handing every
+// subtask the endpoint of every other made deployment quadratic in the job's size: at 10,000
+// subtasks, 10^8 map entries copied and encoded, some 400 KB per deploy_task, and the coordinator
+// thread busy for over 30 s.
 std::map<subtask_id, std::string> endpoints_for(const job_graph& job, const subtask_id& subtask,
                                                 const std::map<subtask_id, std::string>& all) {
   std::map<subtask_id, std::string> out;
@@ -248,12 +249,14 @@ void job_master::deploy_all(const std::vector<worker_id>& slots) {
   slot_workers_ = slots;
   placement_.clear();
   std::map<subtask_id, std::string> endpoints;
+  std::map<subtask_id, std::string> public_keys;  // only with CURVE
   for (const auto& v : graph_->job_vertices())
     for (const auto& s : v->subtasks()) {
       const worker_id& w = slot_workers_[s->id().index];
       placement_[s->id()] = w;
       const worker_info* info = workers_->find(w);
       endpoints[s->id()] = info ? info->data_endpoint : std::string();
+      if (info && !info->public_key.empty()) public_keys[s->id()] = info->public_key;
     }
 
   // Resume from the latest completed checkpoint, if any.
@@ -289,6 +292,9 @@ void job_master::deploy_all(const std::vector<worker_id>& slots) {
       d.attempt = s->current_attempt();
       d.job_graph_bytes = job_graph_bytes_;
       d.subtask_endpoints = endpoints_for(graph_->job(), s->id(), endpoints);
+      // The same neighbours' keys: the coordinator vouches for who may connect to whom.
+      if (!public_keys.empty())
+        d.subtask_public_keys = endpoints_for(graph_->job(), s->id(), public_keys);
       if (restore) d.restore_checkpoint_id = restore->id;
       d.restore_states = vertex_states;
       d.checkpoint_dir = checkpoint_dir;

@@ -24,6 +24,11 @@ struct task_deployment_descriptor {
   // their workers), so the task can connect its channels. Not every subtask of the job: that
   // made deployment quadratic in the job's size.
   std::map<subtask_id, std::string> subtask_endpoints;
+  // With CURVE on the data plane: the public key (Z85) of the worker behind each entry of
+  // subtask_endpoints, the key it registered with. The worker connects to a consumer only if
+  // the consumer's server proves this key, and lets a producer's key in only while a channel
+  // from that producer is deployed. Empty without CURVE.
+  std::map<subtask_id, std::string> subtask_public_keys;
   // Set when the job resumes from a checkpoint: the state of every old subtask of this vertex
   // (keyed by old subtask index), so state can be redistributed when parallelism changed.
   std::optional<checkpoint_id> restore_checkpoint_id;

@@ -15,6 +15,9 @@ struct worker_info {
   worker_id id;
   std::uint32_t slots = 0;
   std::string data_endpoint;
+  // With CURVE: the public key (Z85) the worker registered with, which its data endpoint also
+  // serves with; deployments hand it to the worker's neighbours. Empty without CURVE.
+  std::string public_key;
   std::int64_t registered_us = 0;
   std::int64_t last_heartbeat_us = 0;
   std::uint32_t used_slots = 0;
@@ -33,9 +36,10 @@ class worker_registry {
     bool replaced = false;  // an earlier incarnation of this id was still registered
   };
   // A worker id registering again replaces the old incarnation (its slots are freed: whatever
-  // ran there is gone). Refuses 0 or absurd slot counts and blank ids.
-  result<registration> register_worker(worker_id id, std::uint32_t slots,
-                                       std::string data_endpoint, std::int64_t now_us);
+  // ran there is gone). Refuses 0 or absurd slot counts and blank ids. `public_key`: the CURVE
+  // key the worker proved at the handshake (empty without CURVE).
+  result<registration> register_worker(worker_id id, std::uint32_t slots, std::string data_endpoint,
+                                       std::int64_t now_us, std::string public_key = {});
   // False when the id is unknown (a worker must register first).
   bool heartbeat(const worker_id& id, std::int64_t now_us);
   // Removes and returns the workers not heard from for longer than timeout_us.

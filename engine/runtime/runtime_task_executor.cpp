@@ -80,6 +80,24 @@ void runtime_task_executor::fail_deploy(const task_deployment_descriptor& d,
   listener_->task_state_changed(d.job, d.attempt, execution_state::failed, why);
 }
 
+result<channel_peer> runtime_task_executor::peer_of(const task_deployment_descriptor& d,
+                                                    const job_vertex& vertex,
+                                                    std::uint32_t index) const {
+  const subtask_id subtask{vertex.id, index};
+  auto endpoint = d.subtask_endpoints.find(subtask);
+  if (endpoint == d.subtask_endpoints.end() || endpoint->second.empty())
+    return error{"no data endpoint for a subtask of vertex '" + vertex.name + "'"};
+  channel_peer peer{endpoint->second};
+  if (auto key = d.subtask_public_keys.find(subtask); key != d.subtask_public_keys.end())
+    peer.public_key = key->second;
+  // A mismatch (CURVE on one side only) fails the deployment here, saying so, rather than
+  // leaving a channel whose handshake can never succeed.
+  if (auto why = channels_->refuse_peer(peer))
+    return error{"no data channel with subtask " + std::to_string(index) + " of vertex '" +
+                 vertex.name + "' at " + peer.endpoint + ": " + *why};
+  return peer;
+}
+
 void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
   reap();
   if (tasks_.contains({d.job, d.attempt})) return;  // a resent deployment
@@ -124,11 +142,10 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
       if (from == nullptr) return fail_deploy(d, "an edge names an unknown vertex");
       for (std::uint32_t j = 0; j < from->parallelism; ++j) {
         if (edge.part == partitioning::forward && j != index) continue;
-        auto endpoint = d.subtask_endpoints.find(subtask_id{from->id, j});
-        if (endpoint == d.subtask_endpoints.end() || endpoint->second.empty())
-          return fail_deploy(d, "no data endpoint for a subtask of vertex '" + from->name + "'");
+        auto peer = peer_of(d, *from, j);
+        if (!peer) return fail_deploy(d, peer.err().message);
         c.inputs.push_back(channels_->open_input(
-            channel_key{d.job, edge.source, j, v->id, index, attempt}, endpoint->second));
+            channel_key{d.job, edge.source, j, v->id, index, attempt}, *peer));
       }
     }
     if (edge.source == v->id) {
@@ -139,11 +156,10 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
       out.target_max_parallelism = to->max_parallelism;
       for (std::uint32_t k = 0; k < to->parallelism; ++k) {
         if (edge.part == partitioning::forward && k != index) continue;
-        auto endpoint = d.subtask_endpoints.find(subtask_id{to->id, k});
-        if (endpoint == d.subtask_endpoints.end() || endpoint->second.empty())
-          return fail_deploy(d, "no data endpoint for a subtask of vertex '" + to->name + "'");
-        out.channels.push_back(channels_->open_output(
-            channel_key{d.job, v->id, index, to->id, k, attempt}, endpoint->second));
+        auto peer = peer_of(d, *to, k);
+        if (!peer) return fail_deploy(d, peer.err().message);
+        out.channels.push_back(
+            channels_->open_output(channel_key{d.job, v->id, index, to->id, k, attempt}, *peer));
       }
       c.outputs.push_back(std::move(out));
     }

@@ -10,7 +10,9 @@
 #include "engine/runtime/snapshot_writer.hpp"
 #include "engine/runtime/stream_task.hpp"
 #include "engine/runtime/task_executor.hpp"
+#include "graph/job_graph.hpp"
 #include "graph/operator_registry.hpp"
+#include "graph/result.hpp"
 
 namespace snapflow {
 
@@ -64,6 +66,10 @@ class runtime_task_executor final : public task_executor {
   stream_task* find(const job_id& job, const execution_attempt_id& attempt);
   void reap();
   void fail_deploy(const task_deployment_descriptor& d, const std::string& why);
+  // Where subtask `index` of the neighbour `vertex` runs (endpoint, and public key with
+  // CURVE), or why no channel with it can be opened.
+  result<channel_peer> peer_of(const task_deployment_descriptor& d, const job_vertex& vertex,
+                               std::uint32_t index) const;
 
   std::shared_ptr<task_executor_listener> listener_;
   std::shared_ptr<channel_factory> channels_;

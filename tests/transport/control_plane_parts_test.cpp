@@ -155,6 +155,15 @@ TEST_CASE("a deployment descriptor survives the trip to the wire and back") {
   d.restore_states[3] = subtask_state{{}, 0};
   d.checkpoint_dir = "state/job";
   CHECK(from_wire(to_wire(d)) == d);
+  // Without CURVE no endpoint carries a key on the wire.
+  for (const auto& e : to_wire(d).subtask_endpoints) CHECK_FALSE(e.public_key.has_value());
+
+  // With CURVE each endpoint travels with its worker's key.
+  d.subtask_public_keys = {{{0, 0}, std::string(40, 'a')}, {{2, 1}, std::string(40, 'b')}};
+  const wire::deploy_task m = to_wire(d);
+  REQUIRE(m.subtask_endpoints.size() == 2);
+  CHECK(m.subtask_endpoints[1].public_key == std::string(40, 'b'));
+  CHECK(from_wire(m) == d);
 }
 
 TEST_CASE("acknowledgements and declines survive the trip; unknown reasons become declined") {

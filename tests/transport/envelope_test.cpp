@@ -103,6 +103,25 @@ TEST_CASE("deploy_task round-trips with and without restore state") {
   check_round_trip(deploy_task{job, attempt_of(0, 0, 0), "", {}, std::nullopt, {}, ""});
 }
 
+TEST_CASE("deploy_task carries public keys with CURVE, and frames without them are unchanged") {
+  const std::string key_a = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+  const std::vector<subtask_endpoint> with_keys = {{{0, 0}, "tcp://10.0.0.7:7001", key_a},
+                                                   {{3, 1}, "tcp://10.0.0.8:7001", key_a}};
+  check_round_trip(deploy_task{job, attempt_of(3, 1, 2), "g", with_keys, std::nullopt, {}, ""});
+
+  // The key is written only when set: an endpoint without one is the three-field map it always
+  // was, so the frames of a cluster without CURVE stay byte for byte what they were.
+  const std::vector<subtask_endpoint> without = {{{0, 0}, "tcp://10.0.0.7:7001"}};
+  const std::string plain =
+      encode(deploy_task{job, attempt_of(3, 1, 2), "g", without, std::nullopt, {}, ""});
+  CHECK(plain.find("public_key") == std::string::npos);
+  CHECK(plain.find("\x83\xa6vertex") != std::string::npos);  // fixmap of 3, "vertex" first
+  const std::string keyed =
+      encode(deploy_task{job, attempt_of(3, 1, 2), "g", {with_keys[0]}, std::nullopt, {}, ""});
+  CHECK(keyed.find("\x84\xa6vertex") != std::string::npos);  // fixmap of 4
+  CHECK(keyed.find("public_key") != std::string::npos);
+}
+
 TEST_CASE("cancel_task round-trips") { check_round_trip(cancel_task{job, attempt_of(9, 31, 4)}); }
 
 TEST_CASE("task_state_update round-trips for every state") {

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <tuple>
 
 #include <spdlog/spdlog.h>
@@ -57,13 +59,23 @@ std::string random_routing_id() {
 
 class network_input_channel final : public input_channel {
  public:
+  // `zap` (CURVE only) lets `producer_key` connect while this channel is open.
   network_input_channel(std::shared_ptr<network_data_plane::core> core, channel_key key,
-                        std::size_t capacity, std::shared_ptr<byte_gauge> gauge)
+                        std::size_t capacity, std::shared_ptr<byte_gauge> gauge,
+                        std::shared_ptr<data_zap_handler> zap, std::string producer_key)
       : core_(std::move(core)),
         key_(std::move(key)),
         capacity_(capacity),
-        gauge_(std::move(gauge)) {}
-  ~network_input_channel() override { gauge_->subtract(queued_bytes_); }
+        gauge_(std::move(gauge)),
+        zap_(std::move(zap)),
+        producer_key_(std::move(producer_key)) {
+    if (zap_) zap_->vouch(producer_key_);
+  }
+  ~network_input_channel() override {
+    gauge_->subtract(queued_bytes_);
+    // A connection already made stays; a new one from this key needs another channel naming it.
+    if (zap_) zap_->withdraw(producer_key_);
+  }
 
   std::optional<element_batch> try_take() override;
   void set_wakeup(std::shared_ptr<task_wakeup> wakeup) override {
@@ -106,7 +118,9 @@ class network_input_channel final : public input_channel {
   std::deque<element_batch> queue_;
   std::shared_ptr<task_wakeup> wakeup_;
   const std::shared_ptr<byte_gauge> gauge_;  // the worker's buffered bytes
-  std::uint64_t queued_bytes_ = 0;           // counted in gauge_
+  const std::shared_ptr<data_zap_handler> zap_;
+  const std::string producer_key_;
+  std::uint64_t queued_bytes_ = 0;  // counted in gauge_
   std::uint64_t consumed_ = 0;
   bool cancelled_ = false;
 };
@@ -117,7 +131,9 @@ class network_input_channel final : public input_channel {
 
 class network_data_plane::core {
  public:
-  core(std::size_t capacity, int event_fd) : capacity_(capacity), event_fd_(event_fd) {}
+  // `zap`: the data plane's ZAP handler with CURVE, else null.
+  core(std::size_t capacity, int event_fd, std::shared_ptr<data_zap_handler> zap)
+      : capacity_(capacity), event_fd_(event_fd), zap_(std::move(zap)) {}
   ~core() { ::close(event_fd_); }
 
   int event_fd() const { return event_fd_; }
@@ -130,8 +146,10 @@ class network_data_plane::core {
 
   // Control thread.
   std::shared_ptr<input_channel> open_input(const std::shared_ptr<core>& self,
-                                            const channel_key& key) {
-    auto input = std::make_shared<network_input_channel>(self, key, capacity_, gauge_);
+                                            const channel_key& key,
+                                            const std::string& producer_key) {
+    auto input =
+        std::make_shared<network_input_channel>(self, key, capacity_, gauge_, zap_, producer_key);
     std::lock_guard lock(mutex_);
     route& r = routes_[route_of(key)];
     if (r.opened || r.attempt != key.attempt) {
@@ -146,6 +164,14 @@ class network_data_plane::core {
     }
     r.opened = true;
     r.input = input;
+    r.producer_key = producer_key;
+    if (zap_ && !r.pending.empty() && r.pending_key != producer_key) {
+      // Another key (a worker the coordinator trusts, but not this channel's producer) sent
+      // these before the consumer was deployed.
+      note_wrong_key(key, r.pending_key, r.pending.size());
+      r.pending.clear();
+      r.next_seq = 0;
+    }
     for (auto& batch : r.pending) input->deliver(std::move(batch));
     r.pending.clear();
     return input;
@@ -197,8 +223,9 @@ class network_data_plane::core {
     wake();
   }
 
-  // I/O thread.
-  void on_data(const std::string& peer, data_frame&& f) {
+  // I/O thread. `sender_key`: the CURVE key of the connection (the ZAP user id); empty
+  // without CURVE.
+  void on_data(const std::string& peer, const std::string& sender_key, data_frame&& f) {
     std::shared_ptr<network_input_channel> input;
     {
       std::lock_guard lock(mutex_);
@@ -212,6 +239,17 @@ class network_data_plane::core {
       } else if (f.key.attempt < r.attempt) {
         ++counters_.stale_batches;
         return;
+      }
+      if (zap_) {
+        // Only the producer's own key may feed a channel. Before the consumer is deployed the
+        // first sender is remembered and checked when it is.
+        const std::string& expected = r.opened ? r.producer_key : r.pending_key;
+        if (expected.empty() && !r.opened) {
+          r.pending_key = sender_key;
+        } else if (expected != sender_key) {
+          note_wrong_key(f.key, sender_key, 1);
+          return;
+        }
       }
       if (f.seq != r.next_seq) {
         ++counters_.sequence_gaps;
@@ -238,6 +276,21 @@ class network_data_plane::core {
       std::lock_guard lock(mutex_);
       ++counters_.overflow_batches;
     }
+  }
+
+  // I/O thread: a connection was refused at the handshake (with CURVE).
+  void on_handshake_refused(std::uint16_t event, std::uint32_t value) {
+    std::lock_guard lock(mutex_);
+    ++counters_.handshakes_refused;
+    // A denied key is logged by the ZAP handler, with its address; the rest here, the first
+    // few only.
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || counters_.handshakes_refused > 10) return;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+      spdlog::warn("data plane: refused a connection: not a CURVE handshake (ZMTP error {:#x})",
+                   value);
+    else
+      spdlog::warn("data plane: refused a connection: the handshake failed ({})",
+                   zmq_strerror(static_cast<int>(value)));
   }
 
   void on_bad_frame(const wire::decode_error& e) {
@@ -303,6 +356,8 @@ class network_data_plane::core {
     std::weak_ptr<network_input_channel> input;
     std::deque<element_batch> pending;  // until it is
     std::string peer;                   // the producer's routing id, for credits
+    std::string producer_key;           // with CURVE: the key of `attempt`'s producer, once opened
+    std::string pending_key;            // with CURVE: who sent `pending`
     std::uint64_t next_seq = 0;
     std::uint64_t consumed = 0;
   };
@@ -315,6 +370,16 @@ class network_data_plane::core {
     bool consumer_opened = false;
   };
 
+  // Under mutex_.
+  void note_wrong_key(const channel_key& k, const std::string& sender, std::size_t batches) {
+    counters_.wrong_key_frames += batches;
+    if (counters_.wrong_key_frames <= 10)
+      spdlog::warn(
+          "data plane: dropped {} batch(es) for {} sent with CURVE key {}, which is not "
+          "the key of that channel's producer",
+          batches, describe(k), sender);
+  }
+
   static std::string describe(const channel_key& k) {
     std::ostringstream os;
     os << k;
@@ -323,6 +388,7 @@ class network_data_plane::core {
 
   const std::size_t capacity_;
   const int event_fd_;
+  const std::shared_ptr<data_zap_handler> zap_;
   // Bytes queued in this worker's input buffers, local channels included.
   const std::shared_ptr<byte_gauge> gauge_ = std::make_shared<byte_gauge>();
   mutable std::mutex mutex_;
@@ -355,7 +421,7 @@ std::optional<element_batch> network_input_channel::try_take() {
 class network_output_channel final : public output_channel {
  public:
   network_output_channel(std::shared_ptr<zmq::context_t> context, channel_key key,
-                         const std::string& endpoint, const data_plane_options& options)
+                         const channel_peer& consumer, const data_plane_options& options)
       : context_(std::move(context)),
         socket_(*context_, zmq::socket_type::dealer),
         key_(std::move(key)),
@@ -367,7 +433,14 @@ class network_output_channel final : public output_channel {
                 static_cast<std::int64_t>(transport::frame_ceiling_bytes(max_frame_bytes_)));
     // A fixed routing id keeps credits reaching this socket across a reconnect.
     socket_.set(zmq::sockopt::routing_id, random_routing_id());
-    socket_.connect(endpoint);
+    if (options.curve) {
+      // The consumer's server must prove the key the coordinator named (refuse_peer checked
+      // it is one); this worker proves its own, which the consumer's ZAP handler looks for.
+      if (auto e = transport::apply_curve_client(
+              socket_, transport::curve_client_config{*options.curve, consumer.public_key}))
+        throw std::system_error(e, "cannot set up CURVE on a data channel");
+    }
+    socket_.connect(consumer.endpoint);
   }
 
   ~network_output_channel() override {
@@ -440,14 +513,42 @@ class network_output_channel final : public output_channel {
 result<std::shared_ptr<network_data_plane>> network_data_plane::create(
     const std::string& bind_address, data_plane_options options) {
   assert(options.channel_capacity_batches >= 1);
+  assert(options.curve_unvouched_wait_ms >= 0);
   auto context = std::make_shared<zmq::context_t>(1);
+  std::shared_ptr<data_zap_handler> zap;
+  if (options.curve) {
+    if (!transport::curve_available())
+      return error{"CURVE was requested for the data plane but this libzmq was built without it"};
+    // Before the bind: a CURVE server whose context has no ZAP handler lets every key in.
+    zap = std::make_shared<data_zap_handler>(
+        *context, std::chrono::milliseconds(options.curve_unvouched_wait_ms));
+    if (auto e = zap->start())
+      return error{"cannot start the data plane's ZAP handler: " + e.message()};
+  }
   zmq::socket_t router(*context, zmq::socket_type::router);
+  zmq::socket_t monitor;
   std::string endpoint;
   try {
     router.set(zmq::sockopt::linger, 0);
     // Oversized frames up to the ceiling arrive to be counted as bad frames (frame_limits.hpp).
     router.set(zmq::sockopt::maxmsgsize,
                static_cast<std::int64_t>(transport::frame_ceiling_bytes(options.max_frame_bytes)));
+    if (options.curve) {
+      if (auto e = transport::apply_curve_server(
+              router, transport::curve_server_config{*options.curve, {}}))
+        return error{"cannot set up CURVE on the data endpoint: " + e.message()};
+      // Refused handshakes are counted from the socket's events (no key, an unknown key).
+      std::ostringstream address;
+      address << "inproc://snapflow-data-monitor-" << static_cast<const void*>(zap.get());
+      if (zmq_socket_monitor(router.handle(), address.str().c_str(),
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+        return error{std::string("cannot monitor the data endpoint: ") + zmq_strerror(zmq_errno())};
+      monitor = zmq::socket_t(*context, zmq::socket_type::pair);
+      monitor.set(zmq::sockopt::linger, 0);
+      monitor.connect(address.str());
+    }
     router.bind(bind_address);
     endpoint = router.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -455,13 +556,16 @@ result<std::shared_ptr<network_data_plane>> network_data_plane::create(
   }
   const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd < 0) return error{"cannot create an eventfd for the data plane"};
-  auto shared = std::make_shared<core>(options.channel_capacity_batches, fd);
+  auto shared = std::make_shared<core>(options.channel_capacity_batches, fd, zap);
   std::shared_ptr<network_data_plane> plane(
       new network_data_plane(options, std::move(context), std::move(shared)));
   plane->endpoint_ = endpoint;
-  // The ROUTER moves to the I/O thread, which alone uses it from now on.
-  plane->io_thread_ = std::thread(
-      [p = plane.get(), r = std::move(router)]() mutable { p->run(std::move(r)); });
+  plane->zap_ = std::move(zap);
+  // The sockets move to the I/O thread, which alone uses them from now on.
+  plane->io_thread_ =
+      std::thread([p = plane.get(), r = std::move(router), m = std::move(monitor)]() mutable {
+        p->run(std::move(r), std::move(m));
+      });
   return plane;
 }
 
@@ -474,25 +578,54 @@ network_data_plane::~network_data_plane() {
   stopping_ = true;
   core_->wake();
   if (io_thread_.joinable()) io_thread_.join();
+  // After the socket it guards is closed, before the context may terminate.
+  if (zap_) zap_->stop();
 }
 
-std::shared_ptr<output_channel> network_data_plane::open_output(
-    const channel_key& key, const std::string& consumer_endpoint) {
-  if (consumer_endpoint == endpoint_) return core_->open_local(key, true);
-  return std::make_shared<network_output_channel>(context_, key, consumer_endpoint, options_);
+std::optional<std::string> network_data_plane::refuse_peer(const channel_peer& peer) const {
+  if (options_.curve) {
+    if (peer.public_key.empty())
+      return std::string(
+          "this worker requires CURVE on its data channels, and the deployment "
+          "names no public key for that worker (does the coordinator run without "
+          "CURVE?)");
+    if (!transport::is_z85_key(peer.public_key))
+      return std::string(
+          "the public key the deployment names for that worker is not a Z85 "
+          "CURVE key");
+    return std::nullopt;
+  }
+  if (!peer.public_key.empty())
+    return std::string(
+        "the deployment names a CURVE public key for that worker, but this "
+        "worker runs its data plane without CURVE (start it with "
+        "--curve-secret-key)");
+  return std::nullopt;
 }
 
-std::shared_ptr<input_channel> network_data_plane::open_input(
-    const channel_key& key, const std::string& producer_endpoint) {
-  if (producer_endpoint == endpoint_) return core_->open_local(key, false);
-  return core_->open_input(core_, key);
+std::shared_ptr<output_channel> network_data_plane::open_output(const channel_key& key,
+                                                                const channel_peer& consumer) {
+  assert(!refuse_peer(consumer));
+  if (consumer.endpoint == endpoint_) return core_->open_local(key, true);
+  return std::make_shared<network_output_channel>(context_, key, consumer, options_);
+}
+
+std::shared_ptr<input_channel> network_data_plane::open_input(const channel_key& key,
+                                                              const channel_peer& producer) {
+  assert(!refuse_peer(producer));
+  if (producer.endpoint == endpoint_) return core_->open_local(key, false);
+  return core_->open_input(core_, key, options_.curve ? producer.public_key : std::string());
 }
 
 std::size_t network_data_plane::local_routes_waiting() const {
   return core_->local_routes_waiting();
 }
 
-data_plane_counters network_data_plane::counters() const { return core_->counters(); }
+data_plane_counters network_data_plane::counters() const {
+  data_plane_counters c = core_->counters();
+  if (zap_) c.keys_denied = zap_->denied();
+  return c;
+}
 
 std::uint64_t network_data_plane::buffered_bytes() const {
   return core_->gauge()->current();
@@ -502,16 +635,46 @@ std::uint64_t network_data_plane::buffered_bytes_high_water() const {
   return core_->gauge()->high_water();
 }
 
-void network_data_plane::run(zmq::socket_t router) {
-  zmq::pollitem_t items[2] = {{router.handle(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, core_->event_fd(), ZMQ_POLLIN, 0}};
+namespace {
+
+// Takes every event the data endpoint's monitor has queued: a refused handshake each (the
+// monitor is asked for nothing else). An event is two frames: 2 bytes of event, 4 of value, in
+// host order; then the endpoint.
+void take_monitor_events(zmq::socket_t& monitor, network_data_plane::core& core) {
+  for (;;) {
+    zmq::message_t head;
+    if (!monitor.recv(head, zmq::recv_flags::dontwait)) return;
+    // The parts of a message arrive together: the rest is there to drain.
+    for (bool more = head.more(); more;) {
+      zmq::message_t rest;
+      if (!monitor.recv(rest, zmq::recv_flags::dontwait)) break;
+      more = rest.more();
+    }
+    if (head.size() < 6) continue;
+    std::uint16_t event = 0;
+    std::uint32_t value = 0;
+    std::memcpy(&event, head.data(), sizeof event);
+    std::memcpy(&value, static_cast<const char*>(head.data()) + sizeof event, sizeof value);
+    core.on_handshake_refused(event, value);
+  }
+}
+
+}  // namespace
+
+void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
+  // The monitor exists with CURVE only; without it zmq_poll looks at two items.
+  zmq::pollitem_t items[3] = {{router.handle(), 0, ZMQ_POLLIN, 0},
+                              {nullptr, core_->event_fd(), ZMQ_POLLIN, 0},
+                              {monitor ? monitor.handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+  const int item_count = monitor ? 3 : 2;
   zmq::message_t peer;
   zmq::message_t payload;
+  std::string sender_key;
   while (!stopping_.load()) {
     // With credits due that ZeroMQ did not take, look again soon rather than at the timeout.
     const long timeout = core_->credits_due() ? 5 : poll_timeout_ms;
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(timeout));
+      zmq::poll(items, item_count, std::chrono::milliseconds(timeout));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       spdlog::critical("data plane: poll failed: {}", e.what());
@@ -521,6 +684,7 @@ void network_data_plane::run(zmq::socket_t router) {
       std::uint64_t ignored = 0;
       [[maybe_unused]] auto n = ::read(core_->event_fd(), &ignored, sizeof ignored);
     }
+    if (monitor) take_monitor_events(monitor, *core_);
     // ZMQ_POLLIN on a socket is level-triggered through zmq_poll; still drain in bounded turns.
     for (int i = 0; i < frames_per_turn; ++i) {
       auto got = router.recv(peer, zmq::recv_flags::dontwait);
@@ -543,10 +707,21 @@ void network_data_plane::run(zmq::socket_t router) {
         continue;
       }
       data_message m = std::move(decoded).value();
-      if (auto* f = std::get_if<data_frame>(&m)) core_->on_data(peer.to_string(), std::move(*f));
+      if (auto* f = std::get_if<data_frame>(&m)) {
+        sender_key.clear();
+        if (options_.curve) {
+          // The key the ZAP handler let this connection in with.
+          if (const char* user_id = zmq_msg_gets(payload.handle(), "User-Id")) sender_key = user_id;
+        }
+        core_->on_data(peer.to_string(), sender_key, std::move(*f));
+      }
       // Credits only travel to producers; one arriving here is ignored.
     }
     core_->send_credits(router);
+  }
+  if (monitor) {
+    (void)zmq_socket_monitor(router.handle(), nullptr, 0);
+    monitor.close();
   }
   router.close();
 }

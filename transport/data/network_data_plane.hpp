@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -11,6 +12,8 @@
 
 #include "engine/runtime/channel_factory.hpp"
 #include "graph/result.hpp"
+#include "transport/curve_keys.hpp"
+#include "transport/data/data_zap_handler.hpp"
 #include "transport/frame_limits.hpp"
 
 namespace snapflow::data {
@@ -23,6 +26,16 @@ struct data_plane_options {
   // How long a producer's socket may keep delivering its last batches (end-of-input) after its
   // task ended normally. A cancelled channel drops what is unsent at once.
   int finished_linger_ms = 2000;
+  // With a value, every data connection uses CURVE (docs/protocol.md, "Data plane security"):
+  // the data endpoint is a CURVE server proving this key pair; output channels connect as
+  // CURVE clients with it and need the consumer's public key; a client gets in only while an
+  // input channel deployed here names its key as the producer's (data_zap_handler), and each
+  // frame must come from the key its channel names. Peers without a key are refused
+  // (refuse_peer). Without a value, nothing is encrypted or authenticated.
+  std::optional<transport::curve_key_pair> curve;
+  // With CURVE: how long a connecting key that no channel here names yet may wait at the
+  // handshake for this worker's deployment to arrive, before it is denied for good.
+  int curve_unvouched_wait_ms = 10'000;
 };
 
 struct data_plane_counters {
@@ -31,6 +44,12 @@ struct data_plane_counters {
   std::uint64_t stale_batches = 0;     // from an earlier attempt of a channel, dropped
   std::uint64_t overflow_batches = 0;  // beyond a channel's credit, dropped
   std::uint64_t sequence_gaps = 0;     // a batch went missing on a channel
+  // With CURVE: connections refused at the handshake (no CURVE, a key no channel here names,
+  // a peer that hung up halfway), of those the keys the ZAP handler denied, and frames from a
+  // key other than the one their channel names (dropped).
+  std::uint64_t handshakes_refused = 0;
+  std::uint64_t keys_denied = 0;
+  std::uint64_t wrong_key_frames = 0;
 };
 
 // The worker's data plane over ZeroMQ (docs/protocol.md, "Data plane"), engine's
@@ -51,6 +70,8 @@ struct data_plane_counters {
 // are this plane's data_endpoint()) is a local_channel shared by the two ends, with the same
 // capacity in batches: no encoding, no socket, no I/O thread, and the same backpressure.
 //
+// CURVE (data_plane_options::curve): see there; data_zap_handler decides who may connect.
+//
 // Attempts: a frame names the consumer's attempt; a frame for an earlier attempt than the
 // channel's current one is dropped, so a failed-over deployment never sees the old one's data.
 class network_data_plane final : public channel_factory {
@@ -62,10 +83,11 @@ class network_data_plane final : public channel_factory {
   network_data_plane(const network_data_plane&) = delete;
   network_data_plane& operator=(const network_data_plane&) = delete;
 
+  std::optional<std::string> refuse_peer(const channel_peer& peer) const override;
   std::shared_ptr<output_channel> open_output(const channel_key& key,
-                                              const std::string& consumer_endpoint) override;
+                                              const channel_peer& consumer) override;
   std::shared_ptr<input_channel> open_input(const channel_key& key,
-                                            const std::string& producer_endpoint) override;
+                                            const channel_peer& producer) override;
   std::string data_endpoint() const override { return endpoint_; }
 
   data_plane_counters counters() const;
@@ -82,11 +104,12 @@ class network_data_plane final : public channel_factory {
  private:
   network_data_plane(data_plane_options options, std::shared_ptr<zmq::context_t> context,
                      std::shared_ptr<core> shared);
-  void run(zmq::socket_t router);
+  void run(zmq::socket_t router, zmq::socket_t monitor);
 
   data_plane_options options_;
   std::shared_ptr<zmq::context_t> context_;
   std::shared_ptr<core> core_;
+  std::shared_ptr<data_zap_handler> zap_;  // with CURVE only
   std::string endpoint_;
   std::atomic<bool> stopping_{false};
   std::thread io_thread_;

@@ -27,10 +27,10 @@ const std::string endpoint = "mem://this-worker";
 class memory_channels final : public channel_factory {
  public:
   std::shared_ptr<output_channel> open_output(const channel_key& key,
-                                              const std::string&) override {
+                                              const channel_peer&) override {
     return get(key);
   }
-  std::shared_ptr<input_channel> open_input(const channel_key& key, const std::string&) override {
+  std::shared_ptr<input_channel> open_input(const channel_key& key, const channel_peer&) override {
     return get(key);
   }
   std::string data_endpoint() const override { return endpoint; }
