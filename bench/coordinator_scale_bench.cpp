@@ -21,7 +21,17 @@
 //   acks/s           subtasks x checkpoints completed in the window / window
 //   acks/s in a ckpt subtasks / p50: how fast one checkpoint's acks are taken in
 //
-//   coordinator_scale_bench [--subtasks 1000 10000] [--workers 10] [--json] ...
+// With --kill, after the window: one more worker joins (so the job has slots to come back on),
+// worker 1 is killed with SIGKILL, and the recovery is timed from the kill, by polling the job
+// list every 10 ms:
+//   detect ms        the job leaves RUNNING (the heartbeat timeout, --heartbeat-timeout-ms)
+//   recover ms       the job is RUNNING again: restart, redeploy of every subtask with the
+//                    states it restores from the latest checkpoint, every subtask RUNNING
+//   redeploy ms      recover - detect: the part that grows with the job
+// The stub acknowledges without state, so each restored state is an empty entry per old
+// subtask: what grows is how many of them each deploy descriptor lists.
+//
+//   coordinator_scale_bench [--subtasks 1000 10000] [--workers 10] [--kill] [--json] ...
 #include <signal.h>
 #include <unistd.h>
 
@@ -75,6 +85,9 @@ struct options {
   double seconds = 10;
   int details = 3;
   int timeout_s = 120;  // per wait
+  bool kill = false;
+  int heartbeat_interval_ms = 500;  // with --kill only
+  int heartbeat_timeout_ms = 5000;  // with --kill only
   std::string state_parent;
   bool json_output = false;
   std::string coordinator_bin = SNAPFLOW_COORDINATOR_BIN;
@@ -147,8 +160,10 @@ std::string job_toml(int parallelism, const options& o, int history) {
   os << "[job]\nname = \"coordinator-scale-" << 2 * parallelism
      << "\"\nparallelism = " << parallelism << "\nmax_parallelism = " << parallelism << "\n\n"
      << "[checkpointing]\ninterval_ms = " << o.interval_ms
-     << "\nmode = \"exactly_once\"\nstats_history_size = " << history << "\n\n"
-     << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\n"
+     << "\nmode = \"exactly_once\"\nstats_history_size = " << history << "\n\n";
+  // Recovery without a backoff delay: the time measured is the job master's and the workers'.
+  if (o.kill) os << "[restart]\nstrategy = \"fixed_delay\"\ndelay_ms = 0\nmax_attempts = 3\n\n";
+  os << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\n"
      << "params = { count = 1000000000000, keys = 16 }\n\n"
      << "[[operator]]\nuid = \"sink\"\nkind = \"discard_sink\"\ninput = \"source\"\n"
      << "partition = \"forward\"\n";
@@ -182,9 +197,7 @@ class temp_folder {
 class cluster {
  public:
   cluster(const options& o, int workers, int slots) : o_(o), dir_(o.state_parent) {
-    coordinator_ = std::make_unique<child_process>(std::vector<std::string>{
-        o.coordinator_bin, "--bind", "tcp://127.0.0.1:*", "--rest-host", "127.0.0.1", "--rest-port",
-        "0", "--state-dir", dir_.path().string(), "--log-level", o.log_level});
+    coordinator_ = std::make_unique<child_process>(coordinator_args());
     if (!coordinator_->wait_for_stdout("\n", std::chrono::seconds(o.timeout_s)))
       throw std::runtime_error("the coordinator did not start: " + coordinator_->stderr_text());
     const std::string line = coordinator_->stdout_text();
@@ -194,12 +207,38 @@ class cluster {
       throw std::runtime_error("unexpected coordinator output: " + line);
     host_ = rest.substr(0, rest.rfind(':'));
     port_ = std::stoi(rest.substr(rest.rfind(':') + 1));
-    for (int w = 0; w < workers; ++w)
-      workers_.push_back(std::make_unique<child_process>(std::vector<std::string>{
-          o.worker_bin, "--coordinator", control, "--id", "scale-w" + std::to_string(w + 1),
-          "--slots", std::to_string(slots), "--executor", "stub", "--log-level", o.log_level}));
+    control_ = control;
+    slots_ = slots;
+    for (int w = 0; w < workers; ++w) add_worker();
     wait_until([&] { return get("/overview").value("taskmanagers", 0) == workers; }, 50ms,
                "the workers did not register");
+  }
+
+  // Starts one more stub worker with as many slots as the others.
+  void add_worker() {
+    std::vector<std::string> args{o_.worker_bin,
+                                  "--coordinator",
+                                  control_,
+                                  "--id",
+                                  "scale-w" + std::to_string(++workers_started_),
+                                  "--slots",
+                                  std::to_string(slots_),
+                                  "--executor",
+                                  "stub",
+                                  "--log-level",
+                                  o_.log_level};
+    if (o_.kill) {
+      args.insert(args.end(), {"--heartbeat-interval-ms", std::to_string(o_.heartbeat_interval_ms),
+                               "--heartbeat-timeout-ms", std::to_string(o_.heartbeat_timeout_ms)});
+    }
+    workers_.push_back(std::make_unique<child_process>(std::move(args)));
+  }
+
+  // SIGKILL to the first worker, reaped at once; it no longer counts as a child that must live.
+  void kill_first_worker() {
+    workers_.front()->send_signal(SIGKILL);
+    (void)workers_.front()->wait_exit(10s);
+    workers_.erase(workers_.begin());
   }
 
   ~cluster() {
@@ -263,6 +302,18 @@ class cluster {
   }
 
   pid_t coordinator_pid() const { return coordinator_->pid(); }
+
+  std::vector<std::string> coordinator_args() const {
+    std::vector<std::string> args{
+        o_.coordinator_bin, "--bind", "tcp://127.0.0.1:*", "--rest-host",        "127.0.0.1",
+        "--rest-port",      "0",      "--state-dir",       dir_.path().string(), "--log-level",
+        o_.log_level};
+    if (o_.kill) {
+      args.insert(args.end(), {"--heartbeat-interval-ms", std::to_string(o_.heartbeat_interval_ms),
+                               "--heartbeat-timeout-ms", std::to_string(o_.heartbeat_timeout_ms)});
+    }
+    return args;
+  }
   std::string coordinator_log() const { return coordinator_->stderr_text(); }
 
  private:
@@ -270,6 +321,9 @@ class cluster {
   temp_folder dir_;  // declared first: it goes after every child
   std::unique_ptr<child_process> coordinator_;
   std::vector<std::unique_ptr<child_process>> workers_;
+  std::string control_;
+  int slots_ = 0;
+  int workers_started_ = 0;
   std::string host_;
   int port_ = 0;
 };
@@ -294,7 +348,44 @@ struct run_result {
   double finalize_p50_ms = 0;
   double details_kib = 0;
   double details_fetch_ms = 0;
+  // With --kill.
+  double detect_ms = 0;
+  double recover_ms = 0;
+  double coordinator_cpu_s_recovery = 0;
 };
+
+// The job's status in the job list (small at any size), empty when the request failed.
+std::string job_status_of(const cluster& c, const std::string& job) {
+  for (const auto& j : c.get("/jobs").value("jobs", json::array()))
+    if (j.value("id", "") == job) return j.value("status", "");
+  return {};
+}
+
+void measure_recovery(cluster& c, const std::string& job, run_result& r) {
+  c.add_worker();
+  c.wait_until([&] { return c.get("/overview").value("taskmanagers", 0) == r.workers + 1; }, 50ms,
+               "the spare worker did not register");
+  const double cpu_before = cpu_seconds(c.coordinator_pid());
+  const auto killed = steady::now();
+  c.kill_first_worker();
+  c.wait_until(
+      [&] {
+        const std::string s = job_status_of(c, job);
+        return !s.empty() && s != "RUNNING";  // empty: the request failed, which says nothing
+      },
+      10ms, "the job did not notice the lost worker");
+  r.detect_ms = ms_between(killed, steady::now());
+  c.wait_until(
+      [&] {
+        const std::string s = job_status_of(c, job);
+        if (s == "FAILED" || s == "CANCELED" || s == "FINISHED")
+          throw std::runtime_error("the job ended " + s + " instead of recovering");
+        return s == "RUNNING";
+      },
+      10ms, "the job was not RUNNING again");
+  r.recover_ms = ms_between(killed, steady::now());
+  r.coordinator_cpu_s_recovery = cpu_seconds(c.coordinator_pid()) - cpu_before;
+}
 
 run_result run_one(const options& o, int subtasks) {
   run_result r;
@@ -399,6 +490,7 @@ run_result run_one(const options& o, int subtasks) {
   r.finalize_p50_ms = percentile(finalize, 0.5);
   r.details_kib = percentile(kib, 0.5);
   r.details_fetch_ms = percentile(fetch, 0.5);
+  if (o.kill) measure_recovery(c, job, r);
   return r;
 }
 
@@ -420,7 +512,11 @@ json to_json(const run_result& r) {
           {"last_ack_p50_ms", r.last_ack_p50_ms},
           {"finalize_p50_ms", r.finalize_p50_ms},
           {"details_kib", r.details_kib},
-          {"details_fetch_ms", r.details_fetch_ms}};
+          {"details_fetch_ms", r.details_fetch_ms},
+          {"detect_ms", r.detect_ms},
+          {"recover_ms", r.recover_ms},
+          {"redeploy_ms", r.recover_ms - r.detect_ms},
+          {"coordinator_cpu_s_recovery", r.coordinator_cpu_s_recovery}};
 }
 
 }  // namespace
@@ -457,6 +553,17 @@ int main(int argc, char** argv) {
                  "exists, else the temporary folder)")
       ->check(CLI::ExistingDirectory);
   app.add_flag("--json", o.json_output, "print one JSON object instead of the table");
+  app.add_flag(
+      "--kill", o.kill,
+      "after the window, kill a worker and time the recovery (a spare worker joins first)");
+  app.add_option("--heartbeat-interval-ms", o.heartbeat_interval_ms,
+                 "with --kill: heartbeat interval of the coordinator and workers")
+      ->check(CLI::Range(10, 60'000))
+      ->capture_default_str();
+  app.add_option("--heartbeat-timeout-ms", o.heartbeat_timeout_ms,
+                 "with --kill: how long a silent worker takes to be declared lost")
+      ->check(CLI::Range(20, 600'000))
+      ->capture_default_str();
   app.add_option("--log-level", o.log_level, "log level of the coordinator and workers")
       ->capture_default_str();
   app.add_option("--coordinator-bin", o.coordinator_bin, "snapflow-coordinator to run")
@@ -513,6 +620,11 @@ int main(int argc, char** argv) {
             r.acks_per_s_in_checkpoint, r.coordinator_cpu_percent,
             r.coordinator_cpu_ms_per_checkpoint, r.last_ack_p50_ms, r.finalize_p50_ms,
             r.details_kib);
+        if (o.kill)
+          std::printf(
+              "  recovery after kill -9 of a worker: detect %.0f ms, RUNNING again %.0f ms "
+              "(redeploy %.0f ms), coordinator CPU %.2f s\n",
+              r.detect_ms, r.recover_ms, r.recover_ms - r.detect_ms, r.coordinator_cpu_s_recovery);
         std::fflush(stdout);
       }
     } catch (const std::exception& e) {

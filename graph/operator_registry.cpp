@@ -34,8 +34,20 @@ param_spec text(std::string name, bool required, std::string def, std::string he
   return {std::move(name), param_type::string, required, std::move(def), std::move(help)};
 }
 
+// Every built-in kind's operator state belongs to one subtask: the sources' offsets (which they
+// refuse to move to another parallelism) and the exactly-once sink's transactions (which new
+// subtask i % p commits, the same i % p that round_robin hands it). The other kinds keep no
+// operator state that is read back (keyed_sum's state_bytes ballast is not), only keyed state.
+struct builtin_kinds {
+  operator_registry registry;
+  void add(operator_kind kind) {
+    kind.redistribution = operator_state_redistribution::round_robin;
+    registry.add(std::move(kind));
+  }
+};
+
 operator_registry make_builtin() {
-  operator_registry r;
+  builtin_kinds r;
   r.add({"sequence_source",
          operator_role::source,
          {integer("count", true, "", "records to emit in all (split across subtasks)"),
@@ -96,7 +108,7 @@ operator_registry make_builtin() {
   r.add({"user_flat_map", operator_role::transform, {}, "C++ flat_map callable"});
   r.add({"user_key_by", operator_role::transform, {}, "C++ key selector"});
   r.add({"user_process", operator_role::keyed, {}, "C++ keyed process callable"});
-  return r;
+  return std::move(r.registry);
 }
 
 }  // namespace

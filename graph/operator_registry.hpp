@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +19,21 @@ enum class operator_role : std::uint8_t {
 
 std::string_view to_string(operator_role role);
 
+// Which old subtasks' operator state (a source's offset, a sink's pending transactions, not keyed
+// state) each new subtask receives when a job restores, at the same or another parallelism.
+// Keyed state needs no declaration: it always follows its key groups (the old subtasks whose
+// key-group range overlaps the new subtask's). docs/architecture.md, "Restoring state", has the
+// contract; engine/jobmaster/state_assignment.hpp applies it.
+enum class operator_state_redistribution : std::uint8_t {
+  // Every new subtask receives every old subtask's state and picks what it needs. Always
+  // correct, but each of p subtasks reads p states: the default for kinds that declare nothing.
+  union_all,
+  // Old subtask i's state goes to new subtask i % p, and only there: at unchanged parallelism
+  // each subtask gets exactly its own. For state that is owned by one subtask and may move
+  // whole to another (offsets of a split, a sink's transactions).
+  round_robin,
+};
+
 enum class param_type : std::uint8_t { integer, string, boolean };
 
 struct param_spec {
@@ -33,6 +49,7 @@ struct operator_kind {
   operator_role role = operator_role::transform;
   std::vector<param_spec> params;
   std::string help;
+  operator_state_redistribution redistribution = operator_state_redistribution::union_all;
 
   const param_spec* find_param(std::string_view param) const;
 };

@@ -12,6 +12,7 @@
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "engine/jobmaster/state_assignment.hpp"
 #include "graph/job_graph_codec.hpp"
 
 namespace snapflow {
@@ -282,10 +283,11 @@ void job_master::deploy_all(const std::vector<worker_id>& slots) {
 
   const std::string checkpoint_dir = (options_.state_dir / id()).string();
   for (const auto& v : graph_->job_vertices()) {
-    std::map<std::uint32_t, subtask_state> vertex_states;
+    // Each subtask gets only the old states it needs (state_assignment.hpp has the contract).
+    std::optional<state_assignment> assignment;
     if (restore)
-      for (const auto& [sub, state] : restore->subtask_states)
-        if (sub.vertex == v->id()) vertex_states.emplace(sub.index, state);
+      assignment.emplace(
+          state_assignment::for_vertex(v->vertex(), operator_registry::builtin(), *restore));
     for (const auto& s : v->subtasks()) {
       task_deployment_descriptor d;
       d.job = id();
@@ -295,8 +297,10 @@ void job_master::deploy_all(const std::vector<worker_id>& slots) {
       // The same neighbours' keys: the coordinator vouches for who may connect to whom.
       if (!public_keys.empty())
         d.subtask_public_keys = endpoints_for(graph_->job(), s->id(), public_keys);
-      if (restore) d.restore_checkpoint_id = restore->id;
-      d.restore_states = vertex_states;
+      if (restore) {
+        d.restore_checkpoint_id = restore->id;
+        d.restore_states = assignment->states_for(s->id().index);
+      }
       d.checkpoint_dir = checkpoint_dir;
       s->set_state(execution_state::deploying);
       deployer_->deploy(placement_[s->id()], d);

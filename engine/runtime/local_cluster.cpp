@@ -14,6 +14,7 @@
 #include "engine/checkpoint/checkpoint_stats_tracker.hpp"
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/completed_checkpoint_store.hpp"
+#include "engine/jobmaster/state_assignment.hpp"
 
 namespace snapflow {
 
@@ -330,10 +331,9 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
     assert(kind != nullptr || v.custom_role);
     const operator_role role = kind != nullptr ? kind->role : *v.custom_role;
     if (role == operator_role::source) num_sources_ += v.parallelism;
-    std::map<std::uint32_t, subtask_state> restore_states;
-    if (restore)
-      for (const auto& [subtask, state] : restore->subtask_states)
-        if (subtask.vertex == v.id) restore_states.emplace(subtask.index, state);
+    // Each subtask gets only the old states it needs (state_assignment.hpp has the contract).
+    std::optional<state_assignment> assignment;
+    if (restore) assignment.emplace(state_assignment::for_vertex(v, registry, *restore));
 
     for (std::uint32_t i = 0; i < v.parallelism; ++i) {
       stream_task_config c;
@@ -368,7 +368,7 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
             static_cast<std::size_t>(job_.checkpointing->config.inline_state_max_bytes);
       if (restore) {
         c.restore_checkpoint = restore->id;
-        c.restore_states = restore_states;
+        c.restore_states = assignment->states_for(i);
       }
       c.batch_size = options_.batch_size;
       c.operators = options_.operators;

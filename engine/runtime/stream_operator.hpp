@@ -21,9 +21,12 @@ class record_output {
   virtual void emit(record r) = 0;
 };
 
-// Operator state of one old subtask, handed to open() on restore. Every new subtask sees the
-// state of every old subtask: the operator decides what to take (a sink the old subtasks whose
-// index maps to it, a source exactly its own index at unchanged parallelism).
+// Operator state of one old subtask, handed to open() on restore. Which old subtasks a new one
+// sees follows its kind's operator_state_redistribution (graph/operator_registry.hpp): with
+// round_robin, old subtask i goes to new subtask i % p (its own index at unchanged parallelism);
+// with union_all (the default), every old subtask goes to everyone. A keyed subtask also sees
+// the old subtasks whose key groups overlap its own, so the operator still decides what to take
+// (a sink the old subtasks whose index maps to it, a source exactly its own index).
 struct restored_operator_state {
   std::uint32_t old_subtask_index = 0;
   std::uint32_t old_parallelism = 1;

@@ -224,13 +224,15 @@ result<void> stream_task::initialize() {
       handler_.emplace(std::in_place_type<barrier_tracker>, config_.inputs.size());
   }
 
-  // Restore: every old subtask's file is read (checksums first), keyed state keeps the key
-  // groups this subtask owns, operator state goes to the operator to choose from.
+  // Restore: the states the job master selected for this subtask (state_assignment.hpp) are
+  // read (checksums first), keyed state keeps the key groups this subtask owns, operator state
+  // goes to the operator to choose from.
   std::vector<restored_operator_state> restored;
   checkpoint_id restored_id = 0;
   if (config_.restore_checkpoint) {
     restored_id = *config_.restore_checkpoint;
     std::vector<keyed_state_snapshot> keyed_parts;
+    std::optional<std::uint32_t> old_parallelism;
     for (const auto& [old_index, state] : config_.restore_states) {
       for (const auto& handle : state.handles) {
         auto snapshot = state_file::read(handle);
@@ -245,6 +247,11 @@ result<void> stream_task::initialize() {
           return error{"restoring checkpoint " + std::to_string(restored_id) + ": " + handle.path +
                        " holds state of operator '" + snapshot->operator_uid + "', not '" +
                        config_.vertex.uid + "'"};
+        if (old_parallelism && *old_parallelism != snapshot->parallelism)
+          return error{"restoring checkpoint " + std::to_string(restored_id) + ": " + handle.path +
+                       " was written at parallelism " + std::to_string(snapshot->parallelism) +
+                       ", other states of the operator at " + std::to_string(*old_parallelism)};
+        old_parallelism = snapshot->parallelism;
         if (!snapshot->keyed.key_groups.empty()) {
           if (!keyed_)
             return error{"restoring checkpoint " + std::to_string(restored_id) +
@@ -254,6 +261,9 @@ result<void> stream_task::initialize() {
         restored.push_back(
             {snapshot->subtask_index, snapshot->parallelism, std::move(snapshot->operator_state)});
       }
+    }
+    if (keyed_ && old_parallelism) {
+      if (auto r = check_keyed_restore_complete(*old_parallelism); !r) return r;
     }
     if (keyed_) {
       if (auto r = keyed_->restore(keyed_parts); !r) return r;
@@ -270,6 +280,29 @@ result<void> stream_task::initialize() {
   context.keyed_state = keyed_.get();
   context.restored_checkpoint = restored_id;
   return operator_->open(context, restored);
+}
+
+result<void> stream_task::check_keyed_restore_complete(std::uint32_t old_parallelism) const {
+  // Only the old subtasks whose key groups overlap this subtask's are sent: a missing one would
+  // silently lose keys, so it is an error, not an empty state.
+  const std::uint32_t max_parallelism = config_.vertex.max_parallelism;
+  if (old_parallelism == 0 || old_parallelism > max_parallelism)
+    return success();  // key groups cannot be mapped; the backend refuses the parts itself
+  const key_group_range own = key_groups::range_for_subtask(
+      config_.attempt.subtask.index, config_.vertex.parallelism, max_parallelism);
+  if (own.empty()) return success();
+  const std::uint32_t first =
+      key_groups::subtask_for_key_group(own.first, old_parallelism, max_parallelism);
+  const std::uint32_t last =
+      key_groups::subtask_for_key_group(own.last, old_parallelism, max_parallelism);
+  for (std::uint32_t i = first; i <= last; ++i)
+    if (!config_.restore_states.contains(i))
+      return error{"restoring checkpoint " + std::to_string(*config_.restore_checkpoint) +
+                   ": the state of old subtask " + std::to_string(i) + " of " +
+                   std::to_string(old_parallelism) + ", whose key groups overlap this subtask's " +
+                   "(" + std::to_string(own.first) + ".." + std::to_string(own.last) +
+                   "), was not sent"};
+  return success();
 }
 
 result<void> stream_task::run_source() {

@@ -57,8 +57,9 @@ struct stream_task_config {
   // checkpoint_config::inline_state_max_bytes: a state without an asynchronous part that
   // encodes to at most this is acknowledged from the task thread with its bytes inline.
   std::size_t inline_state_max_bytes = 0;
-  // Restore: the checkpoint and the state of every old subtask of this vertex, by old index
-  // (task_deployment_descriptor's shape).
+  // Restore: the checkpoint and the states of the old subtasks of this vertex that this subtask
+  // needs, by old index (task_deployment_descriptor's shape; engine/jobmaster/state_assignment.hpp
+  // selects them).
   std::optional<checkpoint_id> restore_checkpoint;
   std::map<std::uint32_t, subtask_state> restore_states;
   std::size_t batch_size = 256;
@@ -128,6 +129,8 @@ class stream_task {
 
   void run();
   result<void> initialize();
+  // A keyed subtask must have received every old subtask whose key groups overlap its own.
+  result<void> check_keyed_restore_complete(std::uint32_t old_parallelism) const;
   result<void> run_source();
   result<void> run_inputs();
   result<void> process_mailbox();

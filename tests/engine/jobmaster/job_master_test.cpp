@@ -8,6 +8,7 @@
 #include <asio/io_context.hpp>
 
 #include "engine/jobmaster/job_master.hpp"
+#include "engine/jobmaster/state_assignment.hpp"
 #include "graph/stream_environment.hpp"
 #include "tests/engine/test_gateway.hpp"
 
@@ -318,4 +319,163 @@ TEST_CASE("a source that runs out before the whole job runs still lets the job f
   CHECK(f.deployer->finished.size() == 2);
   f.report_all(execution_state::finished);
   CHECK(f.master->status() == job_status::finished);
+}
+
+// --- restore: which old states each new subtask receives (state_assignment.hpp) ---------------
+
+namespace {
+
+// src -hash-> sum (keyed) -forward-> sink, every vertex at `parallelism`, max parallelism 128;
+// with `custom_sink`, the sink is a kind only the workers know (it declares nothing).
+job_graph rescale_job(std::uint32_t parallelism, bool custom_sink = false) {
+  stream_environment env;
+  env.set_parallelism(parallelism).set_max_parallelism(128).enable_checkpointing(10ms);
+  auto src = env.add_source("sequence_source", {{"count", "100"}});
+  src.uid("src");
+  src.key_by().sum().uid("sum").add_sink("print_sink").uid("sink");
+  job_graph g = env.build_job_graph();
+  if (custom_sink)
+    for (auto& v : g.vertices)
+      if (v.uid == "sink") {
+        v.kind = "custom_sink_kind";
+        v.custom_role = operator_role::sink;
+      }
+  return g;
+}
+
+std::string handle_name(vertex_id vertex, std::uint32_t index) {
+  return "v" + std::to_string(vertex) + "-" + std::to_string(index);
+}
+
+// A checkpoint of `graph`'s vertices taken at `old_parallelism`: one handle per old subtask,
+// named after it so a test can see that the right state travelled with its index.
+completed_checkpoint checkpoint_at(const job_graph& graph, std::uint32_t old_parallelism) {
+  completed_checkpoint c;
+  c.job = graph.id;
+  c.id = 5;
+  c.kind = checkpoint_trigger_kind::savepoint;
+  c.location = "savepoint-5";
+  for (const auto& v : graph.vertices)
+    for (std::uint32_t i = 0; i < old_parallelism; ++i)
+      c.subtask_states[{v.id, i}] =
+          subtask_state{{state_handle{handle_name(v.id, i), 1, 0, {}}}, 1};
+  return c;
+}
+
+using assignment = std::map<std::string, std::map<std::uint32_t, std::vector<std::uint32_t>>>;
+
+// Restores `graph` from a checkpoint at `old_parallelism`; for each uid and new subtask index,
+// the old subtask indexes its deploy descriptor lists.
+assignment restore_into(const job_graph& graph, std::uint32_t old_parallelism) {
+  asio::io_context io;
+  const auto state_dir = std::filesystem::temp_directory_path() /
+                         ("snapflow-jm-restore-" + std::to_string(std::random_device{}()));
+  auto workers = std::make_shared<worker_registry>();
+  std::uint32_t slots = 0;
+  for (const auto& v : graph.vertices) slots = std::max(slots, v.parallelism);
+  REQUIRE(workers->register_worker("w1", slots, "tcp://w1", 0));
+  auto deployer = std::make_shared<recording_deployer>();
+  job_master::options opts{state_dir, io.get_executor(), {}, checkpoint_at(graph, old_parallelism)};
+  auto created = job_master::create(io.get_executor(), graph, workers, deployer,
+                                    std::make_shared<recording_gateway>(), opts);
+  REQUIRE(created);
+  (*created)->start();
+  assignment out;
+  for (const auto& [_, d] : deployer->deployed) {
+    REQUIRE(d.restore_checkpoint_id == std::optional<checkpoint_id>(5));
+    const subtask_id self = d.attempt.subtask;
+    auto& olds = out[graph.find_vertex(self.vertex)->uid][self.index];
+    for (const auto& [old_index, state] : d.restore_states) {
+      REQUIRE(state.handles.size() == 1);
+      CHECK(state.handles[0].path == handle_name(self.vertex, old_index));
+      olds.push_back(old_index);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(state_dir, ec);
+  return out;
+}
+
+using indexes = std::vector<std::uint32_t>;
+
+}  // namespace
+
+TEST_CASE("restore at unchanged parallelism: each subtask receives only its own old state") {
+  const assignment got = restore_into(rescale_job(4), 4);
+  for (const char* uid : {"src", "sum", "sink"}) {
+    INFO(uid);
+    REQUIRE(got.at(uid).size() == 4);
+    for (std::uint32_t i = 0; i < 4; ++i) CHECK(got.at(uid).at(i) == indexes{i});
+  }
+}
+
+TEST_CASE("restore scaled up: keyed state by key-group overlap, operator state round robin") {
+  // 2 -> 4 at max parallelism 128: old 0 owned key groups 0..63, old 1 64..127; new i owns
+  // 32i..32i+31, so new 0 and 1 need old 0, new 2 and 3 old 1.
+  const assignment got = restore_into(rescale_job(4), 2);
+  CHECK(got.at("sum").at(0) == indexes{0});
+  CHECK(got.at("sum").at(1) == indexes{0, 1});  // round robin gives it old 1 as well
+  CHECK(got.at("sum").at(2) == indexes{1});
+  CHECK(got.at("sum").at(3) == indexes{1});
+  // Old i goes to new i % 4: new 2 and 3 start without operator state.
+  for (const char* uid : {"src", "sink"}) {
+    INFO(uid);
+    CHECK(got.at(uid).at(0) == indexes{0});
+    CHECK(got.at(uid).at(1) == indexes{1});
+    CHECK(got.at(uid).at(2).empty());
+    CHECK(got.at(uid).at(3).empty());
+  }
+}
+
+TEST_CASE("restore scaled down: every old state reaches a new subtask, none goes everywhere") {
+  // 5 -> 2 at max parallelism 128. Old ranges: 0..25, 26..51, 52..76, 77..102, 103..127;
+  // new: 0..63 (old 0, 1, 2) and 64..127 (old 2, 3, 4).
+  const assignment got = restore_into(rescale_job(2), 5);
+  CHECK(got.at("sum").at(0) == indexes{0, 1, 2, 4});  // 0, 2, 4 by round robin too
+  CHECK(got.at("sum").at(1) == indexes{1, 2, 3, 4});  // 1, 3 by round robin too
+  for (const char* uid : {"src", "sink"}) {
+    INFO(uid);
+    CHECK(got.at(uid).at(0) == indexes{0, 2, 4});
+    CHECK(got.at(uid).at(1) == indexes{1, 3});
+  }
+}
+
+TEST_CASE("restore of a kind that declares no redistribution: every subtask gets every state") {
+  const assignment got = restore_into(rescale_job(3, /*custom_sink=*/true), 2);
+  for (std::uint32_t i = 0; i < 3; ++i) CHECK(got.at("sink").at(i) == indexes{0, 1});
+  // The built-in vertices of the same job still get only what they need.
+  CHECK(got.at("src").at(2).empty());
+}
+
+TEST_CASE("state assignment: a custom kind that declares round robin in its registry gets it") {
+  operator_registry registry = operator_registry::builtin();
+  operator_kind kind{"my_offsets_source", operator_role::source, {}, "test kind"};
+  kind.redistribution = operator_state_redistribution::round_robin;
+  registry.add(kind);
+  job_vertex v;
+  v.id = 3;
+  v.kind = "my_offsets_source";
+  v.parallelism = 2;
+  const auto a =
+      state_assignment::for_vertex(v, registry, checkpoint_at(job_graph{{}, {}, {v}}, 3));
+  CHECK_FALSE(a.is_union());
+  CHECK(a.old_parallelism() == 3);
+  CHECK(a.old_indexes_for(0) == indexes{0, 2});
+  CHECK(a.old_indexes_for(1) == indexes{1});
+  // Unknown to the registry (only the workers know it): everything to everyone.
+  v.kind = "unknown_kind";
+  v.custom_role = operator_role::source;
+  const auto u =
+      state_assignment::for_vertex(v, registry, checkpoint_at(job_graph{{}, {}, {v}}, 3));
+  CHECK(u.is_union());
+  CHECK(u.old_indexes_for(1) == indexes{0, 1, 2});
+}
+
+TEST_CASE("state assignment: a checkpoint missing an old subtask falls back to union") {
+  std::map<std::uint32_t, subtask_state> old_states{{0, {}}, {2, {}}};  // no index 1
+  state_assignment a(old_states, operator_role::keyed, operator_state_redistribution::round_robin,
+                     /*new_parallelism=*/2, /*max_parallelism=*/128);
+  CHECK(a.is_union());
+  CHECK(a.states_for(0).size() == 2);
+  CHECK(a.states_for(1).size() == 2);
 }

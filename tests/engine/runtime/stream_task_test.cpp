@@ -275,3 +275,29 @@ TEST_CASE("stream task: an operator whose state belongs to another uid is refuse
   task.join();
   CHECK_THAT(f.listener->failure(), Catch::Contains("someone-else"));
 }
+
+TEST_CASE("stream task: a keyed subtask missing an overlapping old state is refused") {
+  // Rescaled 4 -> 2 at max parallelism 128: new subtask 0 owns key groups 0..63, which old
+  // subtasks 0 (0..31) and 1 (32..63) held. It is sent only old 0's state: keys would be lost.
+  task_fixture f;
+  subtask_snapshot s;
+  s.operator_uid = "keyed_sum";
+  s.subtask_index = 0;
+  s.parallelism = 4;
+  s.checkpoint = 3;
+  s.keyed.max_parallelism = 128;
+  s.keyed.key_groups[5].values["sum"][7] = 70;
+  auto handle = state_file::write(f.dir.path() / "chk-3" / "sum-0.state", s);
+  REQUIRE(handle);
+  auto in = std::make_shared<local_channel>(4);
+  auto c = f.config(make_vertex("keyed_sum", {}, /*parallelism=*/2), operator_role::keyed);
+  c.inputs = {in};
+  c.restore_checkpoint = 3;
+  c.restore_states[0].handles.push_back(*handle);
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::failed));
+  task.join();
+  CHECK_THAT(f.listener->failure(), Catch::Contains("checkpoint 3"));
+  CHECK_THAT(f.listener->failure(), Catch::Contains("old subtask 1 of 4"));
+}

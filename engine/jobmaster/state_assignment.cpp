@@ -1,0 +1,86 @@
+#include "engine/jobmaster/state_assignment.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+#include "engine/runtime/key_groups.hpp"
+
+namespace snapflow {
+
+state_assignment::state_assignment(std::map<std::uint32_t, subtask_state> old_states,
+                                   operator_role role, operator_state_redistribution mode,
+                                   std::uint32_t new_parallelism, std::uint32_t max_parallelism)
+    : old_states_(std::move(old_states)),
+      keyed_(role == operator_role::keyed),
+      new_parallelism_(new_parallelism),
+      max_parallelism_(max_parallelism) {
+  assert(new_parallelism >= 1);
+  assert(max_parallelism >= 1);
+  old_parallelism_ = static_cast<std::uint32_t>(old_states_.size());
+  // A map's keys are ascending and distinct: they are 0..n-1 exactly when the last is n-1.
+  const bool dense = old_states_.empty() || old_states_.rbegin()->first + 1 == old_parallelism_;
+  const bool ranges_computable =
+      !keyed_ || (old_parallelism_ <= max_parallelism && new_parallelism <= max_parallelism);
+  union_ = mode == operator_state_redistribution::union_all || !dense || !ranges_computable;
+}
+
+state_assignment state_assignment::for_vertex(const job_vertex& vertex,
+                                              const operator_registry& registry,
+                                              const completed_checkpoint& checkpoint) {
+  std::map<std::uint32_t, subtask_state> old_states;
+  for (auto it = checkpoint.subtask_states.lower_bound(subtask_id{vertex.id, 0});
+       it != checkpoint.subtask_states.end() && it->first.vertex == vertex.id; ++it)
+    old_states.emplace(it->first.index, it->second);
+  const operator_kind* kind = registry.find(vertex.kind);
+  // validate() let the vertex through: its kind is registered or it declares a custom role.
+  assert(kind != nullptr || vertex.custom_role);
+  const operator_role role =
+      kind != nullptr ? kind->role : vertex.custom_role.value_or(operator_role::transform);
+  const operator_state_redistribution mode =
+      kind != nullptr ? kind->redistribution : operator_state_redistribution::union_all;
+  return state_assignment(std::move(old_states), role, mode, vertex.parallelism,
+                          vertex.max_parallelism);
+}
+
+std::vector<std::uint32_t> state_assignment::old_indexes_for(std::uint32_t index) const {
+  assert(index < new_parallelism_);
+  std::vector<std::uint32_t> out;
+  if (old_parallelism_ == 0) return out;
+  if (union_) {
+    out.reserve(old_parallelism_);
+    for (std::uint32_t i = 0; i < old_parallelism_; ++i) out.push_back(i);
+    return out;
+  }
+  // Operator state, round robin: index, index + p, index + 2p, ...
+  for (std::uint64_t i = index; i < old_parallelism_; i += new_parallelism_)
+    out.push_back(static_cast<std::uint32_t>(i));
+  if (keyed_) {
+    // Ranges are contiguous and ordered by subtask, so the old subtasks owning the first and
+    // the last key group of the new range bound every old range that overlaps it.
+    const key_group_range own =
+        key_groups::range_for_subtask(index, new_parallelism_, max_parallelism_);
+    if (!own.empty()) {
+      const std::uint32_t first =
+          key_groups::subtask_for_key_group(own.first, old_parallelism_, max_parallelism_);
+      const std::uint32_t last =
+          key_groups::subtask_for_key_group(own.last, old_parallelism_, max_parallelism_);
+      for (std::uint32_t i = first; i <= last; ++i) out.push_back(i);
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+    }
+  }
+  return out;
+}
+
+std::map<std::uint32_t, subtask_state> state_assignment::states_for(std::uint32_t index) const {
+  if (union_) return old_states_;
+  std::map<std::uint32_t, subtask_state> out;
+  for (std::uint32_t i : old_indexes_for(index)) {
+    auto it = old_states_.find(i);
+    assert(it != old_states_.end());  // dense: every index below old_parallelism_ is present
+    out.emplace_hint(out.end(), i, it->second);
+  }
+  return out;
+}
+
+}  // namespace snapflow
