@@ -7,8 +7,9 @@
 // executor acknowledges a trigger for every attempt of the job on its worker (it has no data
 // plane, so that is the only way its non-source subtasks hear of a checkpoint; see
 // transport/stub_task_executor.hpp). What is measured is therefore the coordinator and the
-// control plane alone: trigger messages to every source, one ack message per subtask decoded
-// and counted, durable _metadata, the store, and notifications to every subtask.
+// control plane alone: the triggers to every source, an ack per subtask decoded and counted,
+// durable _metadata, the store, and notifications to every subtask; the triggers, acks and
+// notifications travel as one batch frame per worker (docs/protocol.md, 5.7).
 //
 // For each size: a fresh cluster, the job submitted over REST, submit -> RUNNING timed
 // (deployment), `--warmup` checkpoints skipped, then a window of `--seconds` with no REST

@@ -34,6 +34,19 @@ constexpr std::int64_t max_hold_us = 1'000'000;
 constexpr int frames_per_turn = 64;
 // Log lines about bad input in all, per interval, whatever the number of peers.
 constexpr std::size_t max_bad_input_lines_per_interval = 20;
+// What a batch frame is counted as against the worker's max_batch_bytes: an attempt entry is a
+// map of three small integers (under 48 bytes), the keys and numbers the entries share fit in
+// the fixed part, and the shared strings count in full. The cap bounds what a worker handles in
+// one go.
+constexpr std::size_t batch_bytes_per_attempt = 64;
+constexpr std::size_t batch_fixed_bytes = 256;
+constexpr std::size_t max_batch_attempts = 4096;
+
+std::size_t shared_bytes(const wire::trigger_checkpoint_batch& b) {
+  return b.job.size() + b.savepoint_dir.size() + b.target_location.size();
+}
+std::size_t shared_bytes(const wire::notify_checkpoint_complete_batch& b) { return b.job.size(); }
+std::size_t shared_bytes(const wire::notify_checkpoint_aborted_batch& b) { return b.job.size(); }
 
 std::int64_t wall_clock_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -82,11 +95,27 @@ class job_checkpoint_gateway final : public checkpoint_task_gateway {
                                  checkpoint_id latest_completed_id) override {
     if (auto e = endpoint_.lock()) e->send_notify_aborted(job_, attempt, id, latest_completed_id);
   }
+  void hold() override {
+    if (auto e = endpoint_.lock()) e->hold();
+  }
+  void flush() override {
+    if (auto e = endpoint_.lock()) e->flush_held();
+  }
 
  private:
   std::weak_ptr<coordinator_endpoint> endpoint_;
   job_id job_;
 };
+
+// The single message a batch of one stands for.
+wire::message single(const wire::trigger_checkpoint_batch& b) { return b.entry(b.attempts[0]); }
+wire::message single(const wire::notify_checkpoint_complete_batch& b) {
+  return wire::notify_checkpoint_complete{b.job, b.attempts[0], b.checkpoint};
+}
+wire::message single(const wire::notify_checkpoint_aborted_batch& b) {
+  return wire::notify_checkpoint_aborted{b.job, b.attempts[0], b.checkpoint,
+                                         b.latest_completed_checkpoint_id};
+}
 
 }  // namespace
 
@@ -342,6 +371,10 @@ void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m
           on_task_state(peer, body);
         } else if constexpr (std::is_same_v<T, wire::acknowledge_checkpoint>) {
           on_ack(peer, body);
+        } else if constexpr (std::is_same_v<T, wire::acknowledge_checkpoint_batch>) {
+          // Each entry on its own, as if it had come alone: one for another worker's attempt
+          // or an unknown job is refused or dropped and counted, the rest still count.
+          for (const auto& ack : body.acks) on_ack(peer, ack);
         } else if constexpr (std::is_same_v<T, wire::decline_checkpoint>) {
           on_decline(peer, body);
         } else if constexpr (std::is_same_v<T, wire::source_exhausted>) {
@@ -414,7 +447,9 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
   }
   const wire::register_ack accepted{
       true, "", static_cast<std::uint32_t>(options_.heartbeat_interval.count()),
-      static_cast<std::uint32_t>(options_.heartbeat_timeout.count())};
+      static_cast<std::uint32_t>(options_.heartbeat_timeout.count()),
+      // Half the frame limit: room for the estimate a worker makes of a batch to be off.
+      options_.max_frame_bytes / 2};
   worker_registry& registry = handler_->workers();
   if (auto it = sessions_.find(peer); it != sessions_.end() && m.session != 0 &&
                                       it->second.session == m.session &&
@@ -433,7 +468,8 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
   }
   // Frames still queued for an earlier incarnation are about tasks that no longer exist.
   outgoing_.drop(peer);
-  sessions_[peer] = worker_session{m.session, m.pid, curve_key};
+  held_.erase(peer);
+  sessions_[peer] = worker_session{m.session, m.pid, curve_key, m.max_batch_bytes};
   ++counters_.workers_registered;
   spdlog::info("worker {} registered: {} slots, data endpoint {}, pid {}{}", printable_peer(peer),
                m.slots, m.data_endpoint, m.pid,
@@ -516,20 +552,50 @@ void coordinator_endpoint::finish(const worker_id& worker, const job_id& job,
   send_to_worker(worker, wire::finish_task{job, attempt});
 }
 
+// Triggers and notifications are held per worker while the job side makes the calls of one run
+// (between its gateway's hold() and flush()) and go out at the flush, one batch frame per
+// worker and kind where the previous call differs only in its attempt. Holding never outlasts
+// the current turn: the flush ends the same run of calls (a posted flush backs it up), so a
+// single subtask waits for nothing; calls outside a run are sent at once, as they come.
+
 void coordinator_endpoint::send_trigger(const job_id& job, const execution_attempt_id& attempt,
                                         checkpoint_id id, std::int64_t timestamp_us,
                                         const checkpoint_options& options) {
   if (!running_) return;
-  if (auto owner = handler_->owner_of(job, attempt))
-    send_to_worker(*owner, to_wire(job, attempt, id, timestamp_us, options));
+  const std::optional<worker_id> owner = handler_->owner_of(job, attempt);
+  if (!owner) return;
+  wire::trigger_checkpoint m = to_wire(job, attempt, id, timestamp_us, options);
+  std::vector<held_message>* held = held_for(*owner);
+  if (held == nullptr) return send_to_worker(*owner, m);
+  if (!held->empty()) {
+    auto* last = std::get_if<wire::trigger_checkpoint_batch>(&held->back());
+    if (last && last->takes(m) && has_room(*owner, *last)) {
+      last->attempts.push_back(attempt);
+      return;
+    }
+  }
+  held->push_back(wire::trigger_checkpoint_batch{
+      std::move(m.job), m.checkpoint, m.timestamp_ms, m.is_savepoint, std::move(m.savepoint_dir),
+      m.mode, m.unaligned, std::move(m.target_location), {attempt}});
 }
 
 void coordinator_endpoint::send_notify_complete(const job_id& job,
                                                 const execution_attempt_id& attempt,
                                                 checkpoint_id id) {
   if (!running_) return;
-  if (auto owner = handler_->owner_of(job, attempt))
-    send_to_worker(*owner, wire::notify_checkpoint_complete{job, attempt, id});
+  const std::optional<worker_id> owner = handler_->owner_of(job, attempt);
+  if (!owner) return;
+  std::vector<held_message>* held = held_for(*owner);
+  if (held == nullptr)
+    return send_to_worker(*owner, wire::notify_checkpoint_complete{job, attempt, id});
+  if (!held->empty()) {
+    auto* last = std::get_if<wire::notify_checkpoint_complete_batch>(&held->back());
+    if (last && last->job == job && last->checkpoint == id && has_room(*owner, *last)) {
+      last->attempts.push_back(attempt);
+      return;
+    }
+  }
+  held->push_back(wire::notify_checkpoint_complete_batch{job, id, {attempt}});
 }
 
 void coordinator_endpoint::send_notify_aborted(const job_id& job,
@@ -539,11 +605,86 @@ void coordinator_endpoint::send_notify_aborted(const job_id& job,
   if (!running_) return;
   std::optional<checkpoint_id> latest;
   if (latest_completed_id > 0) latest = latest_completed_id;
-  if (auto owner = handler_->owner_of(job, attempt))
-    send_to_worker(*owner, wire::notify_checkpoint_aborted{job, attempt, id, latest});
+  const std::optional<worker_id> owner = handler_->owner_of(job, attempt);
+  if (!owner) return;
+  std::vector<held_message>* held = held_for(*owner);
+  if (held == nullptr)
+    return send_to_worker(*owner, wire::notify_checkpoint_aborted{job, attempt, id, latest});
+  if (!held->empty()) {
+    auto* last = std::get_if<wire::notify_checkpoint_aborted_batch>(&held->back());
+    if (last && last->job == job && last->checkpoint == id &&
+        last->latest_completed_checkpoint_id == latest && has_room(*owner, *last)) {
+      last->attempts.push_back(attempt);
+      return;
+    }
+  }
+  held->push_back(wire::notify_checkpoint_aborted_batch{job, id, latest, {attempt}});
+}
+
+std::vector<coordinator_endpoint::held_message>* coordinator_endpoint::held_for(
+    const worker_id& worker) {
+  if (hold_depth_ == 0) return nullptr;
+  auto session = sessions_.find(worker);
+  if (session == sessions_.end() || session->second.max_batch_bytes == 0) return nullptr;
+  if (!held_flush_posted_) {
+    // Gateways flush at the end of the job side's calls; this catches a caller that does not.
+    held_flush_posted_ = true;
+    asio::post(executor_, [self = shared_from_this()] {
+      self->held_flush_posted_ = false;
+      self->release_all_held();
+    });
+  }
+  return &held_[worker];
+}
+
+template <typename Batch>
+bool coordinator_endpoint::has_room(const worker_id& worker, const Batch& batch) const {
+  if (batch.attempts.size() >= max_batch_attempts) return false;
+  auto session = sessions_.find(worker);
+  if (session == sessions_.end()) return false;
+  const std::uint64_t bytes = batch_fixed_bytes + shared_bytes(batch) +
+                              (batch.attempts.size() + 1) * batch_bytes_per_attempt;
+  return bytes <= session->second.max_batch_bytes;
+}
+
+void coordinator_endpoint::hold() { ++hold_depth_; }
+
+void coordinator_endpoint::flush_held() {
+  assert(hold_depth_ > 0);
+  if (hold_depth_ > 0) --hold_depth_;
+  if (hold_depth_ == 0) release_all_held();
+}
+
+void coordinator_endpoint::release_all_held() {
+  // A copy: releasing erases the entry the key lives in.
+  while (!held_.empty()) release_held(worker_id(held_.begin()->first));
+}
+
+void coordinator_endpoint::release_held(const worker_id& worker) {
+  auto it = held_.find(worker);
+  if (it == held_.end()) return;
+  std::vector<held_message> messages = std::move(it->second);
+  held_.erase(it);  // `worker` must not be this entry's key (flush_held copies it)
+  for (const held_message& held : messages) {
+    std::visit(
+        [&](const auto& batch) {
+          assert(!batch.attempts.empty());
+          if (batch.attempts.size() == 1)
+            enqueue_to_worker(worker, single(batch));  // the same bytes as before batching
+          else
+            enqueue_to_worker(worker, batch);
+        },
+        held);
+  }
 }
 
 void coordinator_endpoint::send_to_worker(const worker_id& worker, const wire::message& m) {
+  if (!running_) return;
+  if (!held_.empty()) release_held(worker);
+  enqueue_to_worker(worker, m);
+}
+
+void coordinator_endpoint::enqueue_to_worker(const worker_id& worker, const wire::message& m) {
   if (!running_) return;
   if (!sessions_.contains(worker)) {
     spdlog::debug("not sending {} to {}: not registered", wire::type_name(m),
@@ -617,6 +758,7 @@ void coordinator_endpoint::declare_lost(const worker_id& worker, const std::stri
 void coordinator_endpoint::forget(const worker_id& worker, const std::string& why) {
   sessions_.erase(worker);
   outgoing_.drop(worker);
+  held_.erase(worker);
   ++counters_.workers_lost;
   spdlog::warn("worker {} is lost: {}", printable_peer(worker), why);
   handler_->worker_lost(worker);

@@ -9,6 +9,8 @@
 #include <string>
 #include <system_error>
 #include <unordered_map>
+#include <variant>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -54,7 +56,8 @@ struct coordinator_endpoint_options {
 // What the endpoint counts. Every frame that arrives is in frames_received, then in at most
 // one of bad_frames (undecodable), refused_messages (decoded but not acted on: an unknown
 // sender, an attempt another worker owns, a message for the other direction, a refused
-// registration) and stale_messages (about an attempt that is no longer current).
+// registration) and stale_messages (about an attempt that is no longer current); except a
+// batch frame, whose entries are counted there one by one (docs/protocol.md, 5.7).
 struct coordinator_endpoint_counters {
   std::uint64_t frames_received = 0;
   std::uint64_t bad_frames = 0;
@@ -120,6 +123,10 @@ class coordinator_endpoint : public task_deployment_gateway,
                             checkpoint_id id);
   void send_notify_aborted(const job_id& job, const execution_attempt_id& attempt,
                            checkpoint_id id, checkpoint_id latest_completed_id);
+  // checkpoint_task_gateway::hold and flush, of any job: from hold() on, triggers and
+  // notifications are held per worker; the flush() that matches the first hold() sends them.
+  void hold();
+  void flush_held();
 
  private:
   struct worker_session {
@@ -128,7 +135,13 @@ class coordinator_endpoint : public task_deployment_gateway,
     // With CURVE: the public key the registration came with. Every later message from this
     // worker id must come over a connection with the same key.
     std::string curve_key;
+    // The largest batch frame it reads (register_worker.max_batch_bytes); 0: no batches.
+    std::uint64_t max_batch_bytes = 0;
   };
+  // What is held for one worker until the job side's turn ends, oldest first.
+  using held_message =
+      std::variant<wire::trigger_checkpoint_batch, wire::notify_checkpoint_complete_batch,
+                   wire::notify_checkpoint_aborted_batch>;
 
   asio::awaitable<void> reader();
   asio::awaitable<void> writer();
@@ -157,7 +170,18 @@ class coordinator_endpoint : public task_deployment_gateway,
   void refuse_registration(const std::string& peer, std::string reason);
   void tell_not_registered(const std::string& peer);
 
+  // Everything held for `worker` goes first, so nothing overtakes a held trigger or notification.
   void send_to_worker(const worker_id& worker, const wire::message& m);
+  void enqueue_to_worker(const worker_id& worker, const wire::message& m);
+  // The messages held for `worker`, or nullptr when nothing is held now (outside hold() and
+  // flush()) or the worker does not read batches: the message then goes at once. Makes sure a
+  // flush comes even if the gateway never asks for one.
+  std::vector<held_message>* held_for(const worker_id& worker);
+  // Whether `batch`, sent to `worker`, may take one more attempt.
+  template <typename Batch>
+  bool has_room(const worker_id& worker, const Batch& batch) const;
+  void release_held(const worker_id& worker);
+  void release_all_held();
   // Sends `frame` at once when nothing else waits to go; false when it must be queued.
   bool send_now(const std::string& peer, const std::string& frame);
   void on_sent(const std::string& peer, const std::error_code& error);
@@ -183,6 +207,9 @@ class coordinator_endpoint : public task_deployment_gateway,
   bool running_ = false;
 
   std::unordered_map<worker_id, worker_session> sessions_;
+  std::unordered_map<worker_id, std::vector<held_message>> held_;
+  bool held_flush_posted_ = false;
+  int hold_depth_ = 0;  // hold() calls not yet matched by flush_held()
   outgoing_queues outgoing_;
   asio::steady_timer writer_wake_;
   asio::steady_timer send_deadline_;

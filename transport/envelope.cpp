@@ -31,6 +31,7 @@ void describe(V& v, M& m) {
   v.required("protocol_version", m.protocol_version);
   v.required("pid", m.pid);
   v.optional("session", m.session);
+  v.optional("max_batch_bytes", m.max_batch_bytes);
 }
 
 template <typename V, message_of<not_registered> M>
@@ -44,6 +45,7 @@ void describe(V& v, M& m) {
   v.optional("reason", m.reason);
   v.required("heartbeat_interval_ms", m.heartbeat_interval_ms);
   v.required("heartbeat_timeout_ms", m.heartbeat_timeout_ms);
+  v.optional("max_batch_bytes", m.max_batch_bytes);
 }
 
 template <typename V, message_of<heartbeat> M>
@@ -144,6 +146,41 @@ void describe(V& v, M& m) {
   v.required("attempt", m.attempt);
 }
 
+// The batches repeat the single messages' keys for what their entries share, and add one array
+// of entries ("attempts" or "acks"); the array is required and may not be empty.
+template <typename V, message_of<trigger_checkpoint_batch> M>
+void describe(V& v, M& m) {
+  v.required("job_id", m.job);
+  v.required("checkpoint_id", m.checkpoint);
+  v.required("timestamp_ms", m.timestamp_ms);
+  v.optional("is_savepoint", m.is_savepoint);
+  v.optional("savepoint_dir", m.savepoint_dir);
+  v.required("mode", m.mode);
+  v.optional("unaligned", m.unaligned);
+  v.optional("target_location", m.target_location);
+  v.entries("attempts", m.attempts);
+}
+
+template <typename V, message_of<notify_checkpoint_complete_batch> M>
+void describe(V& v, M& m) {
+  v.required("job_id", m.job);
+  v.required("checkpoint_id", m.checkpoint);
+  v.entries("attempts", m.attempts);
+}
+
+template <typename V, message_of<notify_checkpoint_aborted_batch> M>
+void describe(V& v, M& m) {
+  v.required("job_id", m.job);
+  v.required("checkpoint_id", m.checkpoint);
+  v.optional("latest_completed_checkpoint_id", m.latest_completed_checkpoint_id);
+  v.entries("attempts", m.attempts);
+}
+
+template <typename V, message_of<acknowledge_checkpoint_batch> M>
+void describe(V& v, M& m) {
+  v.entries("acks", m.acks);
+}
+
 // Nested records are maps of their own, for the same reason the envelope is (fields can be
 // added).
 template <typename V, message_of<execution_attempt_id> M>
@@ -200,7 +237,8 @@ struct is_optional<std::optional<T>> : std::true_type {};
 template <typename T>
 concept record = std::same_as<T, execution_attempt_id> || std::same_as<T, state_handle> ||
                  std::same_as<T, subtask_endpoint> || std::same_as<T, subtask_restore_state> ||
-                 std::same_as<T, task_io> || std::same_as<T, checkpoint_notified>;
+                 std::same_as<T, task_io> || std::same_as<T, checkpoint_notified> ||
+                 std::same_as<T, acknowledge_checkpoint>;
 
 // ---------------------------------------------------------------------------------------------
 // Writing.
@@ -228,6 +266,10 @@ struct field_counter {
     }
     ++count;
   }
+  template <typename T>
+  void entries(std::string_view, const std::vector<T>&) {
+    ++count;
+  }
   void bytes(std::string_view, const std::string&) { ++count; }
   void optional_bytes(std::string_view, const std::optional<std::string>& value) {
     if (value) ++count;
@@ -251,6 +293,12 @@ class field_writer {
     } else {
       required(key, value);
     }
+  }
+  template <typename T>
+  void entries(std::string_view key, const std::vector<T>& value) {
+    // A batch is never empty: a sender with nothing to say sends nothing.
+    assert(!value.empty());
+    required(key, value);
   }
   void bytes(std::string_view key, const std::string& value) {
     str(key);
@@ -362,6 +410,11 @@ class field_reader {
     } else {
       read(key, *o, out);
     }
+  }
+  template <typename T>
+  void entries(std::string_view key, std::vector<T>& out) {
+    required(key, out);
+    if (!error && out.empty()) fail(decode_errc::invalid_value, key, "an empty batch");
   }
   void optional_bytes(std::string_view key, std::optional<std::string>& out) {
     if (error || !find(key)) return;

@@ -16,8 +16,8 @@
 // docs/protocol.md lists every key.
 namespace snapflow::wire {
 
-// Deeper than any message needs (3 today), shallow enough that a hostile frame cannot make the
-// decoder do much work before it is refused.
+// Deeper than any message needs (5 today: the state handles in an acknowledge_checkpoint_batch),
+// shallow enough that a hostile frame cannot make the decoder do much work before it is refused.
 inline constexpr std::size_t max_nesting_depth = 32;
 
 class [[nodiscard]] decode_result {

@@ -81,7 +81,8 @@ std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r) {
 std::ostream& operator<<(std::ostream& os, const register_worker& m) {
   return os << "register_worker{worker=" << m.worker_id << ", slots=" << m.slots
             << ", data=" << m.data_endpoint << ", version=" << m.protocol_version
-            << ", pid=" << m.pid << ", session=" << m.session << "}";
+            << ", pid=" << m.pid << ", session=" << m.session
+            << ", max_batch_bytes=" << m.max_batch_bytes << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const not_registered& m) {
@@ -91,7 +92,8 @@ std::ostream& operator<<(std::ostream& os, const not_registered& m) {
 std::ostream& operator<<(std::ostream& os, const register_ack& m) {
   return os << "register_ack{accepted=" << m.accepted << ", reason=" << abbreviated{m.reason}
             << ", interval_ms=" << m.heartbeat_interval_ms
-            << ", timeout_ms=" << m.heartbeat_timeout_ms << "}";
+            << ", timeout_ms=" << m.heartbeat_timeout_ms
+            << ", max_batch_bytes=" << m.max_batch_bytes << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const checkpoint_notified& n) {
@@ -169,6 +171,40 @@ std::ostream& operator<<(std::ostream& os, const source_exhausted& m) {
 
 std::ostream& operator<<(std::ostream& os, const finish_task& m) {
   return os << "finish_task{job=" << m.job << ", attempt=" << m.attempt << "}";
+}
+
+trigger_checkpoint trigger_checkpoint_batch::entry(const execution_attempt_id& attempt) const {
+  return trigger_checkpoint{job,           attempt, checkpoint, timestamp_ms,   is_savepoint,
+                            savepoint_dir, mode,    unaligned,  target_location};
+}
+
+bool trigger_checkpoint_batch::takes(const trigger_checkpoint& m) const {
+  return m.job == job && m.checkpoint == checkpoint && m.timestamp_ms == timestamp_ms &&
+         m.is_savepoint == is_savepoint && m.savepoint_dir == savepoint_dir && m.mode == mode &&
+         m.unaligned == unaligned && m.target_location == target_location;
+}
+
+std::ostream& operator<<(std::ostream& os, const trigger_checkpoint_batch& m) {
+  return os << "trigger_checkpoint_batch{job=" << m.job << ", id=" << m.checkpoint
+            << ", ts_ms=" << m.timestamp_ms << ", savepoint=" << m.is_savepoint
+            << ", dir=" << m.savepoint_dir << ", mode=" << to_string(m.mode)
+            << ", unaligned=" << m.unaligned << ", target=" << m.target_location
+            << ", attempts=" << m.attempts << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const notify_checkpoint_complete_batch& m) {
+  return os << "notify_checkpoint_complete_batch{job=" << m.job << ", id=" << m.checkpoint
+            << ", attempts=" << m.attempts << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const notify_checkpoint_aborted_batch& m) {
+  return os << "notify_checkpoint_aborted_batch{job=" << m.job << ", id=" << m.checkpoint
+            << ", latest=" << m.latest_completed_checkpoint_id << ", attempts=" << m.attempts
+            << "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const acknowledge_checkpoint_batch& m) {
+  return os << "acknowledge_checkpoint_batch{acks=" << m.acks << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const message& m) {

@@ -73,6 +73,9 @@ struct register_worker {
   // dropped its tasks because the coordinator was gone): a register_worker that repeats the
   // session of the current registration is a resend, not a new incarnation.
   std::uint64_t session = 0;
+  // It reads the *_batch messages (trigger, notify complete / aborted) in frames of up to this
+  // many bytes. 0, and absent from older workers: it is sent one message per attempt.
+  std::uint64_t max_batch_bytes = 0;
 
   bool operator==(const register_worker&) const = default;
 };
@@ -85,6 +88,9 @@ struct register_ack {
   std::string reason;  // why not, when refused
   std::uint32_t heartbeat_interval_ms = 0;
   std::uint32_t heartbeat_timeout_ms = 0;
+  // The coordinator reads acknowledge_checkpoint_batch in frames of up to this many bytes. 0,
+  // and absent from older coordinators: it is sent one acknowledgement per frame.
+  std::uint64_t max_batch_bytes = 0;
 
   bool operator==(const register_ack&) const = default;
 };
@@ -278,11 +284,74 @@ struct finish_task {
   bool operator==(const finish_task&) const = default;
 };
 
+// Batches: one frame where there would be one per attempt. A sender only coalesces messages that
+// are ready in the same turn of its event loop (it never waits to fill a batch), and sends a
+// batch of one as the single message. Each entry is handled exactly as the single message
+// would be, checks included: a bad entry is refused on its own, the others still count.
+
+// coordinator -> worker: trigger_checkpoint for each of `attempts`, all of job `job` and run by
+// this worker, with the same checkpoint, timestamp and options.
+struct trigger_checkpoint_batch {
+  static constexpr std::string_view wire_type = "trigger_checkpoint_batch";
+
+  job_id job;
+  checkpoint_id checkpoint = 0;
+  std::int64_t timestamp_ms = 0;
+  bool is_savepoint = false;
+  std::string savepoint_dir;
+  checkpointing_mode mode = checkpointing_mode::exactly_once;
+  bool unaligned = false;
+  std::string target_location;
+  std::vector<execution_attempt_id> attempts;
+
+  // The single message this batch stands for, for one of its attempts.
+  trigger_checkpoint entry(const execution_attempt_id& attempt) const;
+  // Whether `m` differs from this batch's entries in its attempt only.
+  bool takes(const trigger_checkpoint& m) const;
+
+  bool operator==(const trigger_checkpoint_batch&) const = default;
+};
+
+// coordinator -> worker: notify_checkpoint_complete for each of `attempts`.
+struct notify_checkpoint_complete_batch {
+  static constexpr std::string_view wire_type = "notify_checkpoint_complete_batch";
+
+  job_id job;
+  checkpoint_id checkpoint = 0;
+  std::vector<execution_attempt_id> attempts;
+
+  bool operator==(const notify_checkpoint_complete_batch&) const = default;
+};
+
+// coordinator -> worker: notify_checkpoint_aborted for each of `attempts`.
+struct notify_checkpoint_aborted_batch {
+  static constexpr std::string_view wire_type = "notify_checkpoint_aborted_batch";
+
+  job_id job;
+  checkpoint_id checkpoint = 0;
+  std::optional<checkpoint_id> latest_completed_checkpoint_id;
+  std::vector<execution_attempt_id> attempts;
+
+  bool operator==(const notify_checkpoint_aborted_batch&) const = default;
+};
+
+// worker -> coordinator: acknowledgements that were ready together, each a whole
+// acknowledge_checkpoint (its own job, attempt and checkpoint), in the order they were made.
+struct acknowledge_checkpoint_batch {
+  static constexpr std::string_view wire_type = "acknowledge_checkpoint_batch";
+
+  std::vector<acknowledge_checkpoint> acks;
+
+  bool operator==(const acknowledge_checkpoint_batch&) const = default;
+};
+
 using message =
     std::variant<register_worker, register_ack, heartbeat, deploy_task, cancel_task,
                  task_state_update, trigger_checkpoint, acknowledge_checkpoint, decline_checkpoint,
                  notify_checkpoint_complete, notify_checkpoint_aborted, not_registered,
-                 source_exhausted, finish_task>;
+                 source_exhausted, finish_task, trigger_checkpoint_batch,
+                 notify_checkpoint_complete_batch, notify_checkpoint_aborted_batch,
+                 acknowledge_checkpoint_batch>;
 
 // The "t" of a message on the wire, e.g. "trigger_checkpoint".
 std::string_view type_name(const message& m);
@@ -307,6 +376,10 @@ std::ostream& operator<<(std::ostream& os, const notify_checkpoint_complete& m);
 std::ostream& operator<<(std::ostream& os, const notify_checkpoint_aborted& m);
 std::ostream& operator<<(std::ostream& os, const source_exhausted& m);
 std::ostream& operator<<(std::ostream& os, const finish_task& m);
+std::ostream& operator<<(std::ostream& os, const trigger_checkpoint_batch& m);
+std::ostream& operator<<(std::ostream& os, const notify_checkpoint_complete_batch& m);
+std::ostream& operator<<(std::ostream& os, const notify_checkpoint_aborted_batch& m);
+std::ostream& operator<<(std::ostream& os, const acknowledge_checkpoint_batch& m);
 std::ostream& operator<<(std::ostream& os, const message& m);
 
 }  // namespace snapflow::wire

@@ -30,6 +30,20 @@ using namespace std::chrono_literals;
 
 constexpr int frames_per_turn = 64;
 constexpr std::size_t max_log_lines_per_interval = 20;
+// An acknowledgement batch stays within what the coordinator takes (register_ack's
+// max_batch_bytes): a new frame is begun when the estimate would pass it (an acknowledgement
+// without state is under 200 bytes) or when this many acknowledgements are in it, which bounds
+// the coordinator's work per frame too.
+constexpr std::size_t ack_bytes_estimate = 256;
+constexpr std::size_t batch_fixed_bytes = 64;
+constexpr std::size_t max_acks_per_batch = 4096;
+
+std::size_t estimated_bytes(const wire::acknowledge_checkpoint& ack) {
+  std::size_t n = ack_bytes_estimate + ack.job.size();
+  for (const auto& h : ack.state_handles)
+    n += 64 + h.path.size() + (h.inline_state ? h.inline_state->size() : 0);
+  return n;
+}
 
 std::int64_t steady_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -83,6 +97,14 @@ struct worker_endpoint::connection {
   bool closed = false;
 };
 
+// One report of a task: an encoded frame, or an acknowledgement kept as a value so that the
+// acknowledgements ready at the same moment can share one batch frame. Neither (an empty frame
+// and no ack) is the cue for a heartbeat.
+struct worker_endpoint::task_report {
+  std::string frame;
+  std::optional<wire::acknowledge_checkpoint> ack;
+};
+
 // Where task threads leave their reports: a mutex-protected list the endpoint's thread takes
 // in one go. Separate from the endpoint so the listeners that tasks hold never keep the
 // endpoint (and its thread-bound socket) alive on a task thread.
@@ -92,25 +114,28 @@ class worker_endpoint::task_inbox {
              std::size_t max_frames)
       : executor_(std::move(executor)), endpoint_(std::move(endpoint)), max_frames_(max_frames) {}
 
-  void push(std::string frame) {
+  void push(task_report report) {
     bool now = false;
     bool post_flush = false;
     {
       std::lock_guard lock(mutex_);
+      const bool own_thread = std::this_thread::get_id() == owner_thread_;
       // A report made on the endpoint's own thread (a task_executor answering a trigger at
-      // once) with nothing queued before it goes out now: the same order, one hop less.
-      now = frames_.empty() && std::this_thread::get_id() == owner_thread_;
+      // once) with nothing queued before it goes out now: the same order, one hop less. While
+      // the endpoint handles a message it is queued instead, and goes out when that message
+      // is handled, with every other report the message caused (one batch of acks).
+      now = frames_.empty() && own_thread && !holding_;
       if (!now) {
         if (frames_.size() >= max_frames_) {
           ++dropped_;
           return;
         }
-        frames_.push_back(std::move(frame));
-        post_flush = !std::exchange(flush_posted_, true);
+        frames_.push_back(std::move(report));
+        post_flush = !(own_thread && holding_) && !std::exchange(flush_posted_, true);
       }
     }
     if (now) {
-      if (auto self = endpoint_.lock()) self->deliver_task_report(std::move(frame));
+      if (auto self = endpoint_.lock()) self->deliver_task_report(std::move(report));
     } else if (post_flush) {
       asio::post(executor_, [endpoint = endpoint_] {
         if (auto self = endpoint.lock()) self->flush_task_reports();
@@ -124,10 +149,16 @@ class worker_endpoint::task_inbox {
     owner_thread_ = id;
   }
 
-  std::vector<std::string> take() {
+  std::vector<task_report> take() {
     std::lock_guard lock(mutex_);
     flush_posted_ = false;
     return std::exchange(frames_, {});
+  }
+
+  // Called on the owner thread around the handling of one message from the coordinator.
+  void hold(bool holding) {
+    std::lock_guard lock(mutex_);
+    holding_ = holding;
   }
 
   std::uint64_t dropped() const {
@@ -140,8 +171,9 @@ class worker_endpoint::task_inbox {
   std::weak_ptr<worker_endpoint> endpoint_;
   std::size_t max_frames_;
   mutable std::mutex mutex_;
-  std::vector<std::string> frames_;
+  std::vector<task_report> frames_;
   bool flush_posted_ = false;
+  bool holding_ = false;
   std::uint64_t dropped_ = 0;
   std::thread::id owner_thread_;
 };
@@ -160,18 +192,18 @@ class worker_endpoint::listener_proxy final : public task_executor_listener {
     // the cue: no encoded message is empty), so the coordinator has them when the job ends.
     if (*s == wire::task_state::finished || *s == wire::task_state::failed ||
         *s == wire::task_state::canceled)
-      inbox_->push(std::string());
-    inbox_->push(wire::encode(wire::task_state_update{job, attempt, *s, message}));
+      inbox_->push({});
+    inbox_->push({wire::encode(wire::task_state_update{job, attempt, *s, message}), {}});
   }
   void acknowledge_checkpoint(const checkpoint_ack& ack) override {
-    inbox_->push(wire::encode(to_wire(ack)));
+    inbox_->push({{}, to_wire(ack)});
   }
   void decline_checkpoint(const checkpoint_decline& decline) override {
-    inbox_->push(wire::encode(to_wire(decline)));
+    inbox_->push({wire::encode(to_wire(decline)), {}});
   }
   void source_exhausted(const job_id& job, const execution_attempt_id& attempt,
                         checkpoint_id last_barrier) override {
-    inbox_->push(wire::encode(wire::source_exhausted{job, attempt, last_barrier}));
+    inbox_->push({wire::encode(wire::source_exhausted{job, attempt, last_barrier}), {}});
   }
 
  private:
@@ -395,7 +427,12 @@ void worker_endpoint::on_frame(std::string_view payload) {
                                 : std::string());
     return;
   }
+  // What the tasks report while this message is handled (a stub executor acknowledging a
+  // batch of triggers at once) goes out right after it, acknowledgements in one frame.
+  inbox_->hold(true);
   on_message(std::move(decoded).value());
+  inbox_->hold(false);
+  flush_task_reports();
 }
 
 void worker_endpoint::on_message(wire::message&& m) {
@@ -425,6 +462,20 @@ void worker_endpoint::on_message(wire::message&& m) {
         } else if constexpr (std::is_same_v<T, wire::notify_checkpoint_aborted>) {
           tasks_->notify_checkpoint_aborted(body.job, body.attempt, body.checkpoint,
                                             body.latest_completed_checkpoint_id.value_or(0));
+        } else if constexpr (std::is_same_v<T, wire::trigger_checkpoint_batch>) {
+          // The entries differ only in their attempt: convert the shared part once.
+          const wire::trigger_checkpoint first = body.entry(body.attempts.front());
+          const std::int64_t timestamp_us = timestamp_us_from_wire(first);
+          const checkpoint_options options = options_from_wire(first);
+          for (const auto& attempt : body.attempts)
+            tasks_->trigger_checkpoint(body.job, attempt, body.checkpoint, timestamp_us, options);
+        } else if constexpr (std::is_same_v<T, wire::notify_checkpoint_complete_batch>) {
+          for (const auto& attempt : body.attempts)
+            tasks_->notify_checkpoint_complete(body.job, attempt, body.checkpoint);
+        } else if constexpr (std::is_same_v<T, wire::notify_checkpoint_aborted_batch>) {
+          for (const auto& attempt : body.attempts)
+            tasks_->notify_checkpoint_aborted(body.job, attempt, body.checkpoint,
+                                              body.latest_completed_checkpoint_id.value_or(0));
         } else {
           ++counters_.ignored_messages;  // a message only workers send
         }
@@ -444,6 +495,7 @@ void worker_endpoint::on_register_ack(const wire::register_ack& ack) {
   }
   if (registered_) return;  // the answer to a resend
   registered_ = true;
+  coordinator_max_batch_bytes_ = ack.max_batch_bytes;
   ++counters_.registrations;
   // The coordinator's timing rules, so both sides agree when to give the other up.
   if (ack.heartbeat_interval_ms > 0 && ack.heartbeat_timeout_ms > ack.heartbeat_interval_ms) {
@@ -487,6 +539,8 @@ void worker_endpoint::send_register() {
   m.protocol_version = options_.protocol_version;
   m.pid = ::getpid();
   m.session = session_;
+  // Half the frame limit: room for the estimate the coordinator makes of a batch to be off.
+  m.max_batch_bytes = options_.max_frame_bytes / 2;
   send(m);
 }
 
@@ -515,21 +569,59 @@ void worker_endpoint::send_frame(std::string frame) {
 }
 
 void worker_endpoint::flush_task_reports() {
-  for (auto& frame : inbox_->take()) deliver_task_report(std::move(frame));
+  // Acknowledgements next to each other go in one batch; any other report ends the batch
+  // first, so the coordinator sees every report in the order the tasks made it.
+  std::vector<wire::acknowledge_checkpoint> acks;
+  std::size_t acks_bytes = batch_fixed_bytes;
+  for (auto& report : inbox_->take()) {
+    if (report.ack && coordinator_max_batch_bytes_ > 0) {
+      const std::size_t bytes = estimated_bytes(*report.ack);
+      if (!acks.empty() && (acks.size() == max_acks_per_batch ||
+                            acks_bytes + bytes > coordinator_max_batch_bytes_)) {
+        send_acks(acks);
+        acks_bytes = batch_fixed_bytes;
+      }
+      acks.push_back(std::move(*report.ack));
+      acks_bytes += bytes;
+      continue;
+    }
+    if (!acks.empty()) {
+      send_acks(acks);
+      acks_bytes = batch_fixed_bytes;
+    }
+    deliver_task_report(std::move(report));
+  }
+  if (!acks.empty()) send_acks(acks);
 }
 
-void worker_endpoint::deliver_task_report(std::string frame) {
+void worker_endpoint::send_acks(std::vector<wire::acknowledge_checkpoint>& acks) {
+  assert(!acks.empty());
+  if (!registered_) {
+    counters_.dropped_task_reports += acks.size();
+  } else if (acks.size() == 1) {
+    send(acks.front());
+  } else {
+    send(wire::acknowledge_checkpoint_batch{std::move(acks)});
+  }
+  acks.clear();
+}
+
+void worker_endpoint::deliver_task_report(task_report report) {
   // Reports from before registering belong to tasks the coordinator has given up on; the
   // worker sends nothing but register_worker until it is accepted (protocol 5.1).
   if (!registered_) {
     ++counters_.dropped_task_reports;
     return;
   }
-  if (frame.empty()) {
+  if (report.ack) {
+    send(*report.ack);
+    return;
+  }
+  if (report.frame.empty()) {
     send_heartbeat();  // a task is about to report its end: its final counters first
     return;
   }
-  send_frame(std::move(frame));
+  send_frame(std::move(report.frame));
 }
 
 void worker_endpoint::send_heartbeat() {

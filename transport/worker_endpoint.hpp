@@ -88,6 +88,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
 
  private:
   struct connection;
+  struct task_report;
   class task_inbox;
   class listener_proxy;
 
@@ -106,7 +107,10 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   void send(const wire::message& m);
   void send_frame(std::string frame);
   void flush_task_reports();
-  void deliver_task_report(std::string frame);
+  void deliver_task_report(task_report report);
+  // Sends `acks` (made in this order, ready together) as one batch frame, or as a single
+  // acknowledge_checkpoint when there is one; empties it.
+  void send_acks(std::vector<wire::acknowledge_checkpoint>& acks);
   // A heartbeat carrying the task executor's record counters.
   void send_heartbeat();
   void new_session();
@@ -122,6 +126,9 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   asio::steady_timer tick_timer_;
   bool running_ = false;
   bool registered_ = false;
+  // The largest acknowledge_checkpoint_batch the coordinator reads (its register_ack said so);
+  // 0: it is sent single acknowledgements.
+  std::uint64_t coordinator_max_batch_bytes_ = 0;
   std::uint64_t session_ = 0;
   std::chrono::milliseconds interval_;
   std::chrono::milliseconds timeout_;

@@ -138,11 +138,14 @@ void checkpoint_coordinator::run_actions() {
   // allocate), which queues more actions: drain until quiet, without recursion.
   if (running_actions_) return;
   running_actions_ = true;
+  gateway_->hold();
   while (core_.has_actions()) {
     auto actions = core_.take_actions();
     for (auto& action : actions) perform(action);
   }
   running_actions_ = false;
+  // The triggers or notifications just made go out now, together where the gateway can.
+  gateway_->flush();
 }
 
 namespace {

@@ -103,7 +103,13 @@ TEST_CASE("bad input is refused and counted while a valid worker keeps being ser
     garbage.send(unknown.bytes());
   }
   garbage.send_multipart(heartbeat, heartbeat);
-  constexpr std::uint64_t garbage_frames = 6;
+  {
+    wire::testing::frame_builder lying_batch;  // a batch of 2^31 acknowledgements, none there
+    lying_batch.envelope("acknowledge_checkpoint_batch", 1);
+    lying_batch.str("acks").raw(std::string("\xdd\x7f\xff\xff\xff", 5));
+    garbage.send(lying_batch.bytes());
+  }
+  constexpr std::uint64_t garbage_frames = 7;
 
   // A newer protocol version: counted as a bad frame and answered with a refusal that says why.
   raw_peer newer(context, coordinator.control());
@@ -133,7 +139,11 @@ TEST_CASE("bad input is refused and counted while a valid worker keeps being ser
   intruder.send(wire::acknowledge_checkpoint{job, good_attempt, 1});
   intruder.send(wire::task_state_update{job, good_attempt, wire::task_state::failed, "forged"});
   intruder.send(wire::cancel_task{job, good_attempt});
-  constexpr std::uint64_t refused_messages = 4;  // stranger ack + intruder ack, update, cancel
+  // A batch is refused entry by entry: two acknowledgements for good's attempt count twice.
+  intruder.send(
+      wire::acknowledge_checkpoint_batch{{{job, good_attempt, 1}, {job, good_attempt, 2}}});
+  // stranger ack + intruder ack, update, cancel, and the batch's two entries
+  constexpr std::uint64_t refused_messages = 6;
 
   // A frame over the limit arrives, is counted and refused, and the connection stays. One
   // beyond ZeroMQ's ceiling (twice the limit) makes ZeroMQ drop the connection before it is

@@ -202,6 +202,18 @@ std::vector<std::pair<std::string, wire::message>> messages() {
        wire::notify_checkpoint_aborted{job_id_text, attempt, 9, std::optional<checkpoint_id>(8)}},
       {"source_exhausted", wire::source_exhausted{job_id_text, attempt, 8}},
       {"finish_task", wire::finish_task{job_id_text, attempt}},
+      {"trigger_checkpoint_batch",
+       wire::trigger_checkpoint_batch{job_id_text, 8, 1'700'000'000'000, false, "",
+                                      checkpointing_mode::exactly_once, false, "chk-8",
+                                      {attempt, {{1, 3}, 3}, {{1, 4}, 0}}}},
+      {"acknowledge_checkpoint_batch",
+       wire::acknowledge_checkpoint_batch{
+           {ack, wire::acknowledge_checkpoint{job_id_text, {{1, 3}, 3}, 8}}}},
+      {"notify_checkpoint_complete_batch",
+       wire::notify_checkpoint_complete_batch{job_id_text, 8, {attempt, {{1, 3}, 3}}}},
+      {"notify_checkpoint_aborted_batch",
+       wire::notify_checkpoint_aborted_batch{job_id_text, 9, std::optional<checkpoint_id>(8),
+                                             {attempt, {{1, 3}, 3}}}},
   };
 }
 

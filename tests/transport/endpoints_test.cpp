@@ -2,6 +2,7 @@
 // the round trip through both endpoints, and a worker that stops reading.
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "tests/transport/frame_builder.hpp"
 #include "tests/transport/socket_test_support.hpp"
 #include "transport/coordinator_endpoint.hpp"
 #include "transport/envelope.hpp"
@@ -254,4 +256,241 @@ TEST_CASE("record counters ride on heartbeats, the final ones before the task's 
   // The heartbeat went out first on the same connection, so it has been handled already.
   REQUIRE_FALSE(c.jobs->io.empty());
   for (const auto& reported : c.jobs->io) CHECK(reported == task_io_counters{job, attempt_of(0), 5, 7});
+}
+
+namespace {
+
+// A worker speaking raw frames from the test thread: registers by hand, reads without blocking.
+class raw_worker {
+ public:
+  raw_worker(zmq::context_t& context, const std::string& endpoint, const std::string& id,
+             std::uint64_t max_batch_bytes)
+      : socket_(context, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::routing_id, id);
+    socket_.connect(endpoint);
+    wire::register_worker hello{id, 1, "tcp://" + id, wire::current_protocol_version, 1, 1};
+    hello.max_batch_bytes = max_batch_bytes;
+    send(hello);
+  }
+  void send(const wire::message& m) { send_raw(wire::encode(m)); }
+  void send_raw(const std::string& frame) {
+    REQUIRE(socket_.send(zmq::buffer(frame), zmq::send_flags::none));
+  }
+  // Every message that has arrived, heartbeats and register_ack left out.
+  void poll() {
+    zmq::message_t frame;
+    while (socket_.recv(frame, zmq::recv_flags::dontwait)) {
+      auto decoded = wire::decode(frame.to_string_view());
+      REQUIRE(decoded.ok());
+      if (std::holds_alternative<wire::heartbeat>(decoded.value())) continue;
+      if (std::holds_alternative<wire::register_ack>(decoded.value())) continue;
+      received.push_back(std::move(decoded).value());
+    }
+  }
+  std::vector<wire::message> received;
+
+ private:
+  zmq::socket_t socket_;
+};
+
+// Keeps an io_context waking every millisecond while it lives, so that run_until also sees what
+// arrives on a raw socket outside the context. Not a pace: only a chance to look.
+class poll_tick {
+ public:
+  explicit poll_tick(asio::io_context& io) : timer_(std::make_shared<asio::steady_timer>(io)) {
+    arm(timer_);
+  }
+  ~poll_tick() { timer_->cancel(); }
+
+ private:
+  static void arm(std::shared_ptr<asio::steady_timer> timer) {
+    timer->expires_after(1ms);
+    timer->async_wait([timer](const std::error_code& error) {
+      if (!error) arm(timer);
+    });
+  }
+  std::shared_ptr<asio::steady_timer> timer_;
+};
+
+// Heartbeats so rare that none falls into a test: every frame counted is one the test made.
+coordinator_endpoint_options quiet() {
+  coordinator_endpoint_options o;
+  o.heartbeat_interval = 30s;
+  o.heartbeat_timeout = 120s;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint's triggers, acks and notifications take one frame per worker each way") {
+  cluster c(quiet());
+  io_guard guard(c.io, 20s);
+  auto& w1 = c.add_worker("w1");
+  auto& w2 = c.add_worker("w2");
+  guard.run_until([&] { return w1.registered() && w2.registered(); });
+  for (std::uint32_t i = 0; i < 5; ++i) c.deploy("w1", attempt_of(i));
+  for (std::uint32_t i = 5; i < 8; ++i) c.deploy("w2", attempt_of(i));
+  guard.run_until([&] { return c.jobs->states.size() == 8; });
+
+  auto gateway = c.coordinator->checkpoint_gateway(job);
+  for (checkpoint_id id = 1; id <= 3; ++id) {
+    const auto sent = c.coordinator->counters().frames_sent;
+    const auto received = c.coordinator->counters().frames_received;
+    const auto w1_received = w1.counters().frames_received;
+    gateway->hold();
+    for (std::uint32_t i = 0; i < 8; ++i) gateway->trigger_checkpoint(attempt_of(i), id, 0, {});
+    gateway->flush();
+    CHECK(c.coordinator->counters().frames_sent == sent + 2);
+    guard.run_until([&] { return c.jobs->acks.size() == 8 * static_cast<std::size_t>(id); });
+    CHECK(w1.counters().frames_received == w1_received + 1);
+    CHECK(c.coordinator->counters().frames_received == received + 2);  // one ack batch each
+
+    const auto notified_sent = c.coordinator->counters().frames_sent;
+    gateway->hold();
+    for (std::uint32_t i = 0; i < 8; ++i) gateway->notify_checkpoint_complete(attempt_of(i), id, 0);
+    gateway->flush();
+    CHECK(c.coordinator->counters().frames_sent == notified_sent + 2);
+    guard.run_until([&] { return w1.counters().frames_received == w1_received + 2; });
+  }
+  CHECK(c.coordinator->counters().refused_messages == 0);
+  CHECK(c.coordinator->counters().stale_messages == 0);
+  CHECK(c.coordinator->counters().bad_frames == 0);
+}
+
+TEST_CASE("a worker that does not read batches gets one message per attempt") {
+  cluster c(quiet());
+  io_guard guard(c.io, 20s);
+  raw_worker old(c.context, c.coordinator->endpoint(), "old", 0);
+  poll_tick tick(c.io);
+  guard.run_until([&] { return c.jobs->registered.size() == 1; });
+  c.jobs->owners[attempt_of(0)] = "old";
+  c.jobs->owners[attempt_of(1)] = "old";
+
+  auto gateway = c.coordinator->checkpoint_gateway(job);
+  gateway->hold();
+  gateway->trigger_checkpoint(attempt_of(0), 4, 0, {});
+  gateway->trigger_checkpoint(attempt_of(1), 4, 0, {});
+  gateway->notify_checkpoint_aborted(attempt_of(0), 4, 3);
+  gateway->flush();
+  guard.run_until([&] {
+    old.poll();
+    return old.received.size() == 3;
+  });
+  CHECK(std::get<wire::trigger_checkpoint>(old.received[0]).attempt == attempt_of(0));
+  CHECK(std::get<wire::trigger_checkpoint>(old.received[1]).attempt == attempt_of(1));
+  CHECK(std::get<wire::notify_checkpoint_aborted>(old.received[2]) ==
+        wire::notify_checkpoint_aborted{job, attempt_of(0), 4, 3});
+}
+
+TEST_CASE("held triggers go out before a later message; outside a run nothing is held") {
+  cluster c(quiet());
+  io_guard guard(c.io, 20s);
+  raw_worker w(c.context, c.coordinator->endpoint(), "w", 1 << 20);
+  poll_tick tick(c.io);
+  guard.run_until([&] { return c.jobs->registered.size() == 1; });
+  for (std::uint32_t i = 0; i < 3; ++i) c.jobs->owners[attempt_of(i)] = "w";
+
+  auto gateway = c.coordinator->checkpoint_gateway(job);
+  gateway->hold();
+  for (std::uint32_t i = 0; i < 3; ++i) gateway->trigger_checkpoint(attempt_of(i), 9, 0, {});
+  // A single attempt's notification is the single message, not a batch of one.
+  gateway->notify_checkpoint_complete(attempt_of(2), 8, 0);
+  c.coordinator->cancel("w", job, attempt_of(0));  // must not overtake what is held
+  gateway->flush();
+  guard.run_until([&] {
+    w.poll();
+    return w.received.size() == 3;
+  });
+  const auto& batch = std::get<wire::trigger_checkpoint_batch>(w.received[0]);
+  CHECK(batch.checkpoint == 9);
+  CHECK(batch.attempts ==
+        std::vector<execution_attempt_id>{attempt_of(0), attempt_of(1), attempt_of(2)});
+  CHECK(std::get<wire::notify_checkpoint_complete>(w.received[1]) ==
+        wire::notify_checkpoint_complete{job, attempt_of(2), 8});
+  CHECK(std::holds_alternative<wire::cancel_task>(w.received[2]));
+
+  // Outside a run a trigger goes at once, in the call (the writer is idle).
+  const auto sent = c.coordinator->counters().frames_sent;
+  gateway->trigger_checkpoint(attempt_of(1), 10, 0, {});
+  CHECK(c.coordinator->counters().frames_sent == sent + 1);
+
+  // A run that is never flushed still sends what it held, within the turn.
+  gateway->hold();
+  gateway->trigger_checkpoint(attempt_of(2), 11, 0, {});
+  CHECK(c.coordinator->counters().frames_sent == sent + 1);
+  guard.run_until([&] {
+    w.poll();
+    return w.received.size() == 5;
+  });
+  CHECK(std::get<wire::trigger_checkpoint>(w.received[3]).checkpoint == 10);
+  CHECK(std::get<wire::trigger_checkpoint>(w.received[4]).checkpoint == 11);
+  gateway->flush();
+}
+
+TEST_CASE("each entry of an acknowledgement batch is checked on its own") {
+  cluster c(quiet());
+  io_guard guard(c.io, 20s);
+  auto& w1 = c.add_worker("w1");
+  raw_worker w(c.context, c.coordinator->endpoint(), "w", 1 << 20);
+  guard.run_until([&] { return w1.registered() && c.jobs->registered.size() == 2; });
+  c.jobs->owners[attempt_of(0)] = "w";
+  c.jobs->owners[attempt_of(1)] = "w";
+  c.jobs->owners[attempt_of(2)] = "w1";
+
+  const auto before = c.coordinator->counters();
+  wire::acknowledge_checkpoint_batch batch;
+  batch.acks.push_back({job, attempt_of(0), 5});
+  batch.acks.push_back({job, attempt_of(2), 5});                    // w1's: refused
+  batch.acks.push_back({"some-other-job", attempt_of(0), 5});       // unknown job: stale
+  batch.acks.push_back({job, execution_attempt_id{{0, 1}, 7}, 5});  // not current: stale
+  batch.acks.push_back({job, attempt_of(1), 5, {{"chk-5/s", 3, 9}}, 3});
+  w.send(batch);
+  guard.run_until([&] {
+    return c.coordinator->counters().frames_received == before.frames_received + 1;
+  });
+  CHECK(c.coordinator->counters().refused_messages == before.refused_messages + 1);
+  CHECK(c.coordinator->counters().stale_messages == before.stale_messages + 2);
+  CHECK(c.coordinator->counters().bad_frames == before.bad_frames);
+  REQUIRE(c.jobs->acks.size() == 2);
+  CHECK(c.jobs->acks[0].attempt == attempt_of(0));
+  CHECK(c.jobs->acks[1].attempt == attempt_of(1));
+  CHECK(c.jobs->acks[1].state.state_size == 3);
+
+  // A batch naming more entries than the frame holds is one bad frame; the peer is still served.
+  wire::testing::frame_builder lying;
+  lying.envelope("acknowledge_checkpoint_batch", 1);
+  lying.str("acks").raw(std::string("\xdd\x7f\xff\xff\xff", 5));  // 2 Gi entries
+  w.send_raw(lying.bytes());
+  w.send(wire::acknowledge_checkpoint{job, attempt_of(1), 6});
+  guard.run_until([&] { return c.jobs->acks.size() == 3; });
+  CHECK(c.coordinator->counters().bad_frames == before.bad_frames + 1);
+}
+
+TEST_CASE("batches to a worker stay within the size it said it reads") {
+  cluster c(quiet());
+  io_guard guard(c.io, 20s);
+  // 256 fixed + the job id + 64 per attempt: three attempts fit in 512 bytes, a fourth not.
+  raw_worker w(c.context, c.coordinator->endpoint(), "w", 512);
+  poll_tick tick(c.io);
+  guard.run_until([&] { return c.jobs->registered.size() == 1; });
+  for (std::uint32_t i = 0; i < 10; ++i) c.jobs->owners[attempt_of(i)] = "w";
+
+  auto gateway = c.coordinator->checkpoint_gateway(job);
+  gateway->hold();
+  for (std::uint32_t i = 0; i < 10; ++i) gateway->trigger_checkpoint(attempt_of(i), 3, 0, {});
+  gateway->flush();
+  guard.run_until([&] {
+    w.poll();
+    return w.received.size() == 4;
+  });
+  std::vector<execution_attempt_id> triggered;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& batch = std::get<wire::trigger_checkpoint_batch>(w.received[i]);
+    CHECK(batch.attempts.size() == 3);
+    CHECK(wire::encode(batch).size() <= 512);
+    triggered.insert(triggered.end(), batch.attempts.begin(), batch.attempts.end());
+  }
+  triggered.push_back(std::get<wire::trigger_checkpoint>(w.received[3]).attempt);
+  for (std::uint32_t i = 0; i < 10; ++i) CHECK(triggered[i] == attempt_of(i));
 }

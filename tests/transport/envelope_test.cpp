@@ -178,6 +178,63 @@ TEST_CASE("notify_checkpoint_aborted round-trips with and without a latest compl
   check_round_trip(notify_checkpoint_aborted{job, attempt_of(1, 0, 2), 1, std::nullopt});
 }
 
+TEST_CASE("trigger_checkpoint_batch round-trips and expands to the single triggers") {
+  const trigger_checkpoint_batch b{job,
+                                   42,
+                                   1'733'000'000'000,
+                                   true,
+                                   "/savepoints",
+                                   checkpointing_mode::at_least_once,
+                                   true,
+                                   "/state/chk-42",
+                                   {attempt_of(0, 0, 1), attempt_of(0, 7, 1), attempt_of(3, 1, 2)}};
+  check_round_trip(b);
+  const trigger_checkpoint one = b.entry(attempt_of(0, 7, 1));
+  CHECK(one == trigger_checkpoint{job, attempt_of(0, 7, 1), 42, 1'733'000'000'000, true,
+                                  "/savepoints", checkpointing_mode::at_least_once, true,
+                                  "/state/chk-42"});
+  CHECK(b.takes(one));
+  trigger_checkpoint other = one;
+  other.checkpoint = 43;
+  CHECK_FALSE(b.takes(other));
+  check_round_trip(trigger_checkpoint_batch{job, 1, 0, false, "", checkpointing_mode::exactly_once,
+                                            false, "", {attempt_of(0, 0, 0)}});
+}
+
+TEST_CASE("notification batches round-trip, with and without a latest completed id") {
+  check_round_trip(notify_checkpoint_complete_batch{
+      job, 45, {attempt_of(1, 0, 2), attempt_of(1, 1, 2), attempt_of(2, 0, 2)}});
+  check_round_trip(
+      notify_checkpoint_aborted_batch{job, 46, 45, {attempt_of(1, 0, 2), attempt_of(1, 1, 2)}});
+  check_round_trip(notify_checkpoint_aborted_batch{job, 1, std::nullopt, {attempt_of(1, 0, 2)}});
+}
+
+TEST_CASE("acknowledge_checkpoint_batch round-trips whole acknowledgements of several jobs") {
+  acknowledge_checkpoint inline_ack{job, attempt_of(2, 0, 1), 42, {}, 5, 1, 2, 3, 4};
+  inline_ack.state_handles.push_back({"", 5, 0x1234, std::string("\0\x01\xFF" "ab", 5)});
+  inline_ack.barrier_received_timestamp_us = 1'733'000'000'000'123;
+  check_round_trip(acknowledge_checkpoint_batch{
+      {inline_ack,
+       acknowledge_checkpoint{job, attempt_of(2, 1, 1), 42, {{"chk-42/b", 20, 7}}, 20, 0, 0, 0, 0},
+       acknowledge_checkpoint{"another-job", attempt_of(0, 0, 0), 3, {}, 0, 0, 0, 0, 0}}});
+}
+
+TEST_CASE("register_worker and register_ack say how large a batch they read; older peers do not") {
+  register_worker w{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242, 9};
+  w.max_batch_bytes = 8 << 20;
+  check_round_trip(w);
+  check_round_trip(register_ack{true, "", 100, 1000, 8 << 20});
+  // Left out, it is 0 (no batches): what an older peer's frame decodes to.
+  frame_builder f;
+  f.envelope("register_ack", 3);
+  f.str("accepted").boolean(true).str("heartbeat_interval_ms").uint(100);
+  f.str("heartbeat_timeout_ms").uint(1000);
+  const decode_result r = decode(f.bytes());
+  INFO(describe(r));
+  REQUIRE(r.ok());
+  CHECK(std::get<register_ack>(r.value()).max_batch_bytes == 0);
+}
+
 TEST_CASE("extreme integer values round-trip") {
   check_round_trip(register_worker{"w", UINT32_MAX, "", UINT32_MAX, INT64_MIN});
   check_round_trip(acknowledge_checkpoint{job, attempt_of(UINT32_MAX, UINT32_MAX, UINT32_MAX),
@@ -192,7 +249,7 @@ TEST_CASE("every alternative of the message variant has a distinct wire type") {
   }(std::make_index_sequence<std::variant_size_v<message>>{});
   std::sort(names.begin(), names.end());
   CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
-  CHECK(names.size() == 14);
+  CHECK(names.size() == 18);
 }
 
 // ---- what a peer may legitimately do --------------------------------------------------------
@@ -269,6 +326,43 @@ TEST_CASE("every proper prefix of a valid frame is truncated") {
     INFO("prefix of " << n << " of " << frame.size() << " bytes");
     CHECK(error_of(std::string_view(frame).substr(0, n)).code == decode_errc::truncated);
   }
+}
+
+TEST_CASE("a batch declaring a huge array of entries is refused before anything is allocated") {
+  frame_builder f;
+  f.envelope("acknowledge_checkpoint_batch", 1);
+  f.str("acks").raw("\xdd\x7f\xff\xff\xff");  // array 32 of 2 Gi entries
+  CHECK(error_of(f.bytes()).code == decode_errc::too_large_declared_length);
+
+  frame_builder g;
+  g.envelope("trigger_checkpoint_batch", 4);
+  g.str("job_id").str(job).str("checkpoint_id").uint(1).str("timestamp_ms").uint(1);
+  g.str("attempts").raw("\xdc\xff\xff");  // array 16 of 65535 entries, none there
+  CHECK(error_of(g.bytes()).code == decode_errc::truncated);
+}
+
+TEST_CASE("a batch without entries, or with one malformed entry, is refused whole") {
+  frame_builder empty;
+  empty.envelope("notify_checkpoint_complete_batch", 3);
+  empty.str("job_id").str(job).str("checkpoint_id").uint(4).str("attempts").array(0);
+  const decode_error e = error_of(empty.bytes());
+  CHECK(e.code == decode_errc::invalid_value);
+  CHECK(e.detail == "field 'attempts': an empty batch");
+
+  frame_builder missing;
+  missing.envelope("notify_checkpoint_complete_batch", 2);
+  missing.str("job_id").str(job).str("checkpoint_id").uint(4);
+  CHECK(error_of(missing.bytes()).code == decode_errc::missing_field);
+
+  // The second acknowledgement lacks its attempt: the frame cannot be read, none of it counts.
+  frame_builder bad;
+  bad.envelope("acknowledge_checkpoint_batch", 1);
+  bad.str("acks").array(2);
+  bad.map(3).str("job_id").str(job).str("attempt").attempt(0, 0, 1).str("checkpoint_id").uint(4);
+  bad.map(2).str("job_id").str(job).str("checkpoint_id").uint(4);
+  const decode_error b = error_of(bad.bytes());
+  CHECK(b.code == decode_errc::missing_field);
+  CHECK(b.detail == "field 'acks[1].attempt': required");
 }
 
 TEST_CASE("a huge declared array length is refused before anything is allocated") {
