@@ -131,7 +131,8 @@ void reap(process_list& processes) {
 // CPU time of this process and the worker processes over the measured rounds: the round trip
 // is mostly waiting, so the ratio of medians alone hides how much work each side does.
 struct run_stats {
-  std::vector<double> samples;  // microseconds per measured round
+  std::vector<double> samples;  // microseconds per measured round, every repetition
+  std::vector<double> rep_p50;  // the median of each repetition on its own
   double cpu_seconds = 0;       // over every round, warm-up included
   long rounds = 0;
   double cpu_us_per_round() const {
@@ -427,6 +428,14 @@ void endpoint_round_trips(int workers, int rounds, run_stats& stats) {
   if (!finished) fail("the endpoint run did not finish");
 }
 
+// measured / baseline, one ratio per repetition (the runs of one repetition are neighbours).
+std::vector<double> paired_ratios(const run_stats& measured, const run_stats& baseline) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < std::min(measured.rep_p50.size(), baseline.rep_p50.size()); ++i)
+    if (baseline.rep_p50[i] > 0) out.push_back(measured.rep_p50[i] / baseline.rep_p50[i]);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -435,9 +444,9 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::string_view(argv[1]) == "--adapter-worker")
     return adapter_worker_main(argv[2], argv[3]);
   spdlog::set_level(spdlog::level::warn);
-  const int base_rounds = argc > 1 ? std::max(100, std::atoi(argv[1])) : 2000;
+  const int base_rounds = argc > 1 ? std::max(100, std::atoi(argv[1])) : 1000;
   // Raw and endpoint runs alternate, so drifts in the machine's load hit both alike.
-  const int repetitions = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
+  const int repetitions = argc > 2 ? std::max(1, std::atoi(argv[2])) : 9;
   const std::string only = argc > 3 && std::string_view(argv[3]) != "all" ? argv[3] : "";
   std::vector<int> worker_counts{1, 4, 16};
   if (argc > 4) {
@@ -446,6 +455,11 @@ int main(int argc, char** argv) {
     for (std::string item; std::getline(list, item, ',');)
       worker_counts.push_back(std::max(1, std::atoi(item.c_str())));
   }
+  struct paired_row {
+    int workers;
+    std::vector<double> adapter, endpoint;
+  };
+  std::vector<paired_row> paired;
   std::printf("control-plane round trip: trigger to every worker process, acknowledgement back\n");
   std::printf("(%d repetitions alternating raw, adapter and endpoint runs; microseconds per "
               "round; cpu = CPU time of every process per round)\n\n",
@@ -458,10 +472,24 @@ int main(int argc, char** argv) {
   for (int workers : worker_counts) {
     const int rounds = std::max(100, base_rounds / workers);
     run_stats raw, adapter, endpoint;
+    const std::vector<std::pair<const char*, std::function<void()>>> kinds{
+        {"raw", [&] { raw_round_trips(workers, rounds, raw); }},
+        {"adapter", [&] { adapter_round_trips(workers, rounds, adapter); }},
+        {"endpoint", [&] { endpoint_round_trips(workers, rounds, endpoint); }}};
     for (int rep = 0; rep < repetitions; ++rep) {
-      if (only.empty() || only == "raw") raw_round_trips(workers, rounds, raw);
-      if (only.empty() || only == "adapter") adapter_round_trips(workers, rounds, adapter);
-      if (only.empty() || only == "endpoint") endpoint_round_trips(workers, rounds, endpoint);
+      // The order rotates too, so no kind always runs right after process start-up.
+      for (std::size_t k = 0; k < kinds.size(); ++k) {
+        const auto& [name, run] = kinds[(k + static_cast<std::size_t>(rep)) % kinds.size()];
+        if (!only.empty() && only != name) continue;
+        run_stats* stats = name == std::string_view("raw")       ? &raw
+                           : name == std::string_view("adapter") ? &adapter
+                                                                 : &endpoint;
+        const std::size_t before = stats->samples.size();
+        run();
+        stats->rep_p50.push_back(percentile(
+            {stats->samples.begin() + static_cast<std::ptrdiff_t>(before), stats->samples.end()},
+            0.5));
+      }
     }
     const double raw_p50 = percentile(raw.samples, 0.5),
                  adapter_p50 = percentile(adapter.samples, 0.5),
@@ -471,6 +499,19 @@ int main(int argc, char** argv) {
                 percentile(endpoint.samples, 0.9), raw.cpu_us_per_round(),
                 adapter.cpu_us_per_round(), endpoint.cpu_us_per_round(), adapter_p50 / raw_p50,
                 endpoint_p50 / raw_p50);
+    paired.push_back({workers, paired_ratios(adapter, raw), paired_ratios(endpoint, raw)});
+  }
+  // Each repetition runs raw, adapter and endpoint back to back, so their ratio within one
+  // repetition cancels the drift of a shared machine; the spread of those ratios says how far
+  // the pooled ratio above can be trusted.
+  if (repetitions > 1 && only.empty()) {
+    std::printf("\nper-repetition ratios of medians: median [lower quartile - upper quartile]\n");
+    std::printf("%8s %28s %28s\n", "workers", "adapter/raw", "endpoint/raw");
+    for (const auto& row : paired)
+      std::printf("%8d %11.2fx [%5.2f - %5.2f] %11.2fx [%5.2f - %5.2f]\n", row.workers,
+                  percentile(row.adapter, 0.5), percentile(row.adapter, 0.25),
+                  percentile(row.adapter, 0.75), percentile(row.endpoint, 0.5),
+                  percentile(row.endpoint, 0.25), percentile(row.endpoint, 0.75));
   }
   return 0;
 }
