@@ -34,10 +34,27 @@ class writer {
     assert(n <= std::numeric_limits<std::uint32_t>::max());
     u32(static_cast<std::uint32_t>(n));
   }
+  void raw(std::string_view s) { out_.append(s); }
+  void reserve(std::size_t n) { out_.reserve(n); }
   std::string& bytes() { return out_; }
 
  private:
   std::string out_;
+};
+
+// The writer's interface, counting instead of writing: encode() sizes its buffer exactly once,
+// so a state of many MiB is copied into it once, with no regrowth.
+class size_counter {
+ public:
+  void u32(std::uint32_t) { bytes_ += 4; }
+  void u64(std::uint64_t) { bytes_ += 8; }
+  void i64(std::int64_t) { bytes_ += 8; }
+  void str(std::string_view s) { bytes_ += 4 + s.size(); }
+  void count(std::size_t) { bytes_ += 4; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::size_t bytes_ = 0;
 };
 
 // Reads with bounds checks: any short or inconsistent read sets failed() and yields zeros.
@@ -100,32 +117,18 @@ void put_u32(std::string& out, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
 }
 
-}  // namespace
-
-std::string file_safe_uid(std::string_view uid) {
-  std::string out;
-  out.reserve(uid.size() + 9);
-  for (char c : uid) {
-    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '_' || c == '-';
-    out.push_back(safe ? c : '_');
-  }
-  if (out.size() > 64) out.resize(64);
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", crc32c(uid));
-  out.push_back('-');
-  out.append(hex);
-  return out;
+// The handle's checksum (CRC-32C of the whole file) of bytes encode() made. Their trailer is
+// already the CRC of everything before it, so continuing it over the trailer's four bytes gives
+// the whole file's CRC without a second pass over a state of many MiB.
+std::uint32_t checksum_of_encoded(std::string_view bytes) {
+  assert(bytes.size() >= trailer_bytes);
+  const std::string_view trailer = bytes.substr(bytes.size() - trailer_bytes);
+  reader r(trailer);
+  return crc32c(trailer, r.u32());
 }
 
-std::string state_file::file_name(std::string_view uid, std::uint32_t subtask_index,
-                                  std::uint32_t attempt) {
-  return file_safe_uid(uid) + "-" + std::to_string(subtask_index) + "-" + std::to_string(attempt) +
-         ".state";
-}
-
-std::string state_file::encode(const subtask_snapshot& s) {
-  writer w;
+template <typename Writer>
+void write_body(Writer& w, const subtask_snapshot& s) {
   w.str(s.operator_uid);
   w.u32(s.subtask_index);
   w.u32(s.parallelism);
@@ -162,14 +165,43 @@ std::string state_file::encode(const subtask_snapshot& s) {
       }
     }
   }
-  const std::string body = std::move(w.bytes());
+}
+
+}  // namespace
+
+std::string file_safe_uid(std::string_view uid) {
   std::string out;
-  out.reserve(header_bytes + body.size() + trailer_bytes);
-  out.append(magic);
-  put_u32(out, version);
-  for (int i = 0; i < 8; ++i)
-    out.push_back(static_cast<char>((std::uint64_t{body.size()} >> (8 * i)) & 0xFFu));
-  out.append(body);
+  out.reserve(uid.size() + 9);
+  for (char c : uid) {
+    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '_' || c == '-';
+    out.push_back(safe ? c : '_');
+  }
+  if (out.size() > 64) out.resize(64);
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", crc32c(uid));
+  out.push_back('-');
+  out.append(hex);
+  return out;
+}
+
+std::string state_file::file_name(std::string_view uid, std::uint32_t subtask_index,
+                                  std::uint32_t attempt) {
+  return file_safe_uid(uid) + "-" + std::to_string(subtask_index) + "-" + std::to_string(attempt) +
+         ".state";
+}
+
+std::string state_file::encode(const subtask_snapshot& s) {
+  size_counter body;
+  write_body(body, s);
+  writer w;
+  w.reserve(header_bytes + body.bytes() + trailer_bytes);
+  w.raw(magic);
+  w.u32(version);
+  w.u64(body.bytes());
+  write_body(w, s);
+  std::string out = std::move(w.bytes());
+  assert(out.size() == header_bytes + body.bytes());
   put_u32(out, crc32c(out));
   return out;
 }
@@ -251,13 +283,13 @@ result<state_handle> state_file::write_encoded(const std::filesystem::path& file
                                                std::string bytes) {
   if (auto written = checkpoint_storage::write_file_durably(file, bytes); !written)
     return written.err();
-  return state_handle{file.string(), bytes.size(), crc32c(bytes), std::nullopt};
+  return state_handle{file.string(), bytes.size(), checksum_of_encoded(bytes), std::nullopt};
 }
 
 state_handle state_file::make_inline(std::string bytes) {
   state_handle h;
   h.size = bytes.size();
-  h.checksum = crc32c(bytes);
+  h.checksum = checksum_of_encoded(bytes);
   h.inline_bytes = std::move(bytes);
   return h;
 }

@@ -92,6 +92,7 @@ TEST_CASE("keyed state: a state file round-trips through disk with its checksum"
   REQUIRE(handle);
   CHECK(handle->path == file.string());
   CHECK(handle->size == std::filesystem::file_size(file));
+  CHECK(handle->checksum == crc32c(state_file::encode(s)));
   auto back = state_file::read(*handle);
   REQUIRE(back);
   CHECK(*back == s);
@@ -113,6 +114,9 @@ TEST_CASE("keyed state: a small state goes inline, checked by size and checksum,
   CHECK(handle.is_inline());
   CHECK(handle.path.empty());
   CHECK(handle.size == bytes.size());
+  // The handle's checksum is derived from the trailer, not a second pass: it must still be the
+  // CRC-32C of every byte.
+  CHECK(handle.checksum == crc32c(bytes));
   auto back = state_file::read(handle);
   REQUIRE(back);
   CHECK(*back == s);
