@@ -13,6 +13,7 @@
 // starts fresh processes, and the runs alternate so drifts in the machine's load hit all alike.
 //
 //   control_plane_bench [rounds-per-size] [repetitions] [raw|adapter|endpoint|all] [1,4,16]
+//     (defaults: 1000 rounds, 9 repetitions, all, 1,4,16; rounds are divided by the workers)
 //   control_plane_bench --raw-worker|--adapter-worker ENDPOINT WORKER-ID   (internal)
 #include <algorithm>
 #include <chrono>
