@@ -94,8 +94,7 @@ bool cpu_has_sse42() {
 std::uint32_t crc32c(std::string_view data, std::uint32_t seed) {
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
 #ifdef SNAPFLOW_CRC32C_SSE42
-  static const bool hardware = cpu_has_sse42();
-  if (hardware) return ~update_sse42(~seed, p, data.size());
+  if (detail::crc32c_uses_hardware()) return ~update_sse42(~seed, p, data.size());
 #endif
   return ~update_portable(~seed, p, data.size());
 }
