@@ -55,19 +55,11 @@ std::vector<std::uint32_t> state_assignment::old_indexes_for(std::uint32_t index
   for (std::uint64_t i = index; i < old_parallelism_; i += new_parallelism_)
     out.push_back(static_cast<std::uint32_t>(i));
   if (keyed_) {
-    // Ranges are contiguous and ordered by subtask, so the old subtasks owning the first and
-    // the last key group of the new range bound every old range that overlaps it.
-    const key_group_range own =
-        key_groups::range_for_subtask(index, new_parallelism_, max_parallelism_);
-    if (!own.empty()) {
-      const std::uint32_t first =
-          key_groups::subtask_for_key_group(own.first, old_parallelism_, max_parallelism_);
-      const std::uint32_t last =
-          key_groups::subtask_for_key_group(own.last, old_parallelism_, max_parallelism_);
-      for (std::uint32_t i = first; i <= last; ++i) out.push_back(i);
-      std::sort(out.begin(), out.end());
-      out.erase(std::unique(out.begin(), out.end()), out.end());
-    }
+    const key_groups::subtask_range overlapping = key_groups::overlapping_subtasks(
+        index, new_parallelism_, old_parallelism_, max_parallelism_);
+    for (std::uint32_t i = overlapping.first; i <= overlapping.last; ++i) out.push_back(i);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
   }
   return out;
 }

@@ -46,4 +46,14 @@ key_group_range range_for_subtask(std::uint32_t index, std::uint32_t parallelism
   return {first, last};
 }
 
+subtask_range overlapping_subtasks(std::uint32_t index, std::uint32_t parallelism,
+                                   std::uint32_t other_parallelism,
+                                   std::uint32_t max_parallelism) {
+  assert(other_parallelism >= 1);
+  assert(other_parallelism <= max_parallelism);
+  const key_group_range own = range_for_subtask(index, parallelism, max_parallelism);
+  return {subtask_for_key_group(own.first, other_parallelism, max_parallelism),
+          subtask_for_key_group(own.last, other_parallelism, max_parallelism)};
+}
+
 }  // namespace snapflow::key_groups

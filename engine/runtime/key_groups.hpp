@@ -45,6 +45,22 @@ std::uint32_t subtask_for_key(std::uint64_t key, std::uint32_t parallelism,
 key_group_range range_for_subtask(std::uint32_t index, std::uint32_t parallelism,
                                   std::uint32_t max_parallelism);
 
+// A contiguous, inclusive range of subtask indexes [first, last].
+struct subtask_range {
+  std::uint32_t first = 0;
+  std::uint32_t last = 0;
+
+  bool contains(std::uint32_t index) const { return index >= first && index <= last; }
+  bool operator==(const subtask_range&) const = default;
+};
+
+// The subtasks of `other_parallelism` whose key groups overlap the ones subtask `index` of
+// `parallelism` owns: after a rescale, the old subtasks whose keyed state a new subtask needs.
+// Ranges are contiguous and ordered by subtask, so the owners of the range's first and last
+// key group bound every overlapping one.
+subtask_range overlapping_subtasks(std::uint32_t index, std::uint32_t parallelism,
+                                   std::uint32_t other_parallelism, std::uint32_t max_parallelism);
+
 }  // namespace key_groups
 
 }  // namespace snapflow

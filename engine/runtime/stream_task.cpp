@@ -288,20 +288,19 @@ result<void> stream_task::check_keyed_restore_complete(std::uint32_t old_paralle
   const std::uint32_t max_parallelism = config_.vertex.max_parallelism;
   if (old_parallelism == 0 || old_parallelism > max_parallelism)
     return success();  // key groups cannot be mapped; the backend refuses the parts itself
-  const key_group_range own = key_groups::range_for_subtask(
-      config_.attempt.subtask.index, config_.vertex.parallelism, max_parallelism);
-  if (own.empty()) return success();
-  const std::uint32_t first =
-      key_groups::subtask_for_key_group(own.first, old_parallelism, max_parallelism);
-  const std::uint32_t last =
-      key_groups::subtask_for_key_group(own.last, old_parallelism, max_parallelism);
-  for (std::uint32_t i = first; i <= last; ++i)
-    if (!config_.restore_states.contains(i))
+  const std::uint32_t index = config_.attempt.subtask.index;
+  const key_groups::subtask_range overlapping = key_groups::overlapping_subtasks(
+      index, config_.vertex.parallelism, old_parallelism, max_parallelism);
+  for (std::uint32_t i = overlapping.first; i <= overlapping.last; ++i)
+    if (!config_.restore_states.contains(i)) {
+      const key_group_range own =
+          key_groups::range_for_subtask(index, config_.vertex.parallelism, max_parallelism);
       return error{"restoring checkpoint " + std::to_string(*config_.restore_checkpoint) +
                    ": the state of old subtask " + std::to_string(i) + " of " +
                    std::to_string(old_parallelism) + ", whose key groups overlap this subtask's " +
                    "(" + std::to_string(own.first) + ".." + std::to_string(own.last) +
                    "), was not sent"};
+    }
   return success();
 }
 

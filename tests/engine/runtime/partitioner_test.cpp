@@ -52,6 +52,27 @@ TEST_CASE("key groups: subtask ranges partition the key groups and invert the ma
   }
 }
 
+TEST_CASE("key groups: overlapping_subtasks names exactly the other subtasks sharing key groups") {
+  // Brute force: walk every key group a subtask owns and collect the other side's owners.
+  for (std::uint32_t max_p : {1u, 7u, 10u, 128u}) {
+    for (std::uint32_t p = 1; p <= std::min(max_p, 9u); ++p) {
+      for (std::uint32_t other = 1; other <= std::min(max_p, 9u); ++other) {
+        for (std::uint32_t i = 0; i < p; ++i) {
+          std::set<std::uint32_t> owners;
+          const key_group_range own = key_groups::range_for_subtask(i, p, max_p);
+          for (std::uint32_t g = own.first; g <= own.last; ++g)
+            owners.insert(key_groups::subtask_for_key_group(g, other, max_p));
+          const key_groups::subtask_range r = key_groups::overlapping_subtasks(i, p, other, max_p);
+          INFO("max_p=" << max_p << " p=" << p << " other=" << other << " i=" << i);
+          CHECK(r.first == *owners.begin());
+          CHECK(r.last == *owners.rbegin());
+          CHECK(owners.size() == r.last - r.first + 1);  // contiguous
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("partitioner: hash sends a key to the subtask owning its key group") {
   partitioner part(partitioning::hash, 4, 128, 0);
   for (std::uint64_t key = 0; key < 500; ++key) {
