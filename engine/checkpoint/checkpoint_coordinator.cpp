@@ -1,6 +1,7 @@
 #include "engine/checkpoint/checkpoint_coordinator.hpp"
 
 #include <cassert>
+#include <chrono>
 #include <mutex>
 
 #include <asio/co_spawn.hpp>
@@ -15,7 +16,8 @@ namespace snapflow {
 checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
                                                asio::any_io_executor io_executor,
                                                checkpoint_coordinator_setup setup,
-                                               std::shared_ptr<checkpoint_task_gateway> gateway)
+                                               std::shared_ptr<checkpoint_task_gateway> gateway,
+                                               metadata_write_placement::options placement)
     : executor_(std::move(executor)),
       io_executor_(std::move(io_executor)),
       id_counter_(setup.id_counter),
@@ -23,6 +25,7 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
       storage_(std::make_shared<checkpoint_storage>(setup.job_dir)),
       core_(std::move(setup)),
       gateway_(std::move(gateway)),
+      metadata_placement_(placement),
       periodic_timer_(executor_) {
   assert(gateway_);
 }
@@ -149,6 +152,12 @@ void checkpoint_coordinator::run_actions() {
 }
 
 namespace {
+// A cost, not logic time: measured on the real clock even under a manual coordinator clock.
+std::chrono::microseconds elapsed_since(std::chrono::steady_clock::time_point started) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               started);
+}
+
 template <class... Ts>
 struct overloaded : Ts... {
   using Ts::operator()...;
@@ -227,9 +236,23 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             gateway_->trigger_checkpoint(a.attempt, a.id, a.timestamp_us, a.options);
           },
           [&](write_metadata& a) {
+            if (metadata_placement_.write_inline(a.checkpoint)) {
+              const auto started = std::chrono::steady_clock::now();
+              auto written = storage_->write_metadata(a.checkpoint);
+              metadata_placement_.record(elapsed_since(started));
+              metadata_placement_.count_inline_write();
+              // Fed back at once, as a cheap checkpoint id is: run_actions() drains what the
+              // completion queues (the notifications go out with this flush).
+              core_.on_metadata_written(a.checkpoint.id, std::move(written),
+                                        coordinator_clock::now_us());
+              return;
+            }
             asio::post(io_executor_, [self, checkpoint = std::move(a.checkpoint)] {
+              const auto started = std::chrono::steady_clock::now();
               auto written = self->storage_->write_metadata(checkpoint);
-              asio::post(self->executor_, [self, id = checkpoint.id, written]() mutable {
+              const auto took = elapsed_since(started);
+              asio::post(self->executor_, [self, id = checkpoint.id, written, took]() mutable {
+                self->metadata_placement_.record(took);
                 self->core_.on_metadata_written(id, std::move(written),
                                                 coordinator_clock::now_us());
                 self->run_actions();

@@ -12,22 +12,25 @@
 #include "engine/checkpoint/checkpoint_coordinator_core.hpp"
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/checkpoint_task_gateway.hpp"
+#include "engine/checkpoint/metadata_write_placement.hpp"
 #include "engine/clock.hpp"
 
 namespace snapflow {
 
 // The checkpoint coordinator as the rest of the system sees it: the sans-I/O core driven on an
 // Asio executor (the coordinator thread). The periodic trigger and each checkpoint's timeout are
-// coroutines on that executor; id allocation (when it touches disk), master hooks, metadata
-// writes and discards run on the I/O executor and post their result back. Every public member
-// must be called on the coordinator executor.
+// coroutines on that executor; id allocation (when it touches disk), master hooks and discards
+// run on the I/O executor and post their result back. Metadata writes do too, unless recent
+// writes were fast enough to do inline (metadata_write_placement). Every public member must be
+// called on the coordinator executor.
 class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_coordinator> {
  public:
   using request_callback = std::function<void(const request_finished&)>;
 
   checkpoint_coordinator(asio::any_io_executor executor, asio::any_io_executor io_executor,
                          checkpoint_coordinator_setup setup,
-                         std::shared_ptr<checkpoint_task_gateway> gateway);
+                         std::shared_ptr<checkpoint_task_gateway> gateway,
+                         metadata_write_placement::options placement = {});
   ~checkpoint_coordinator();
 
   // The checkpoint timer. Start waits a random delay in [min pause, interval] first, so many
@@ -56,6 +59,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   const checkpoint_coordinator_core& core() const { return core_; }
   checkpoint_coordinator_core& core() { return core_; }
   std::size_t armed_timeouts() const { return timeouts_.size(); }
+  // Metadata writes done on the event thread instead of the I/O pool.
+  std::uint64_t inline_metadata_writes() const { return metadata_placement_.inline_writes(); }
   const asio::any_io_executor& executor() const { return executor_; }
 
  private:
@@ -74,6 +79,7 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   checkpoint_coordinator_core core_;
   std::shared_ptr<checkpoint_task_gateway> gateway_;
 
+  metadata_write_placement metadata_placement_;
   coordinator_timer periodic_timer_;
   std::uint64_t periodic_generation_ = 0;
   std::int64_t next_tick_us_ = 0;

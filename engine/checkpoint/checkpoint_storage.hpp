@@ -33,8 +33,9 @@ namespace snapflow {
 //   (a handle names its state file, or carries a small state inline: see state_handle)
 //    master_states: {str: bin}}
 //
-// Blocking: runs on the coordinator's I/O pool, never its event thread. Holds no mutable state,
-// so different checkpoints may be written and read from different threads at once.
+// Blocking: runs on the coordinator's I/O pool, or inline on its event thread while recent
+// writes were fast (metadata_write_placement). Holds no mutable state, so different checkpoints
+// may be written and read from different threads at once.
 class checkpoint_storage {
  public:
   // The steps of write_file_durably, in order; a crash between any two must leave either the

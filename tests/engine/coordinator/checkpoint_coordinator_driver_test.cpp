@@ -2,6 +2,7 @@
 // clock, disk work on an "I/O executor" (the same io_context here, so every step is
 // deterministic), real files in a temporary folder.
 #include <fstream>
+#include <optional>
 
 #include <asio/io_context.hpp>
 
@@ -27,6 +28,10 @@ class value_hook : public master_hook {
 
 struct driver_fixture {
   asio::io_context io;
+  // With own_pool, the I/O executor is this second context, polled apart from `io`, so a test
+  // can tell work done on the event thread from work done on the pool.
+  asio::io_context pool;
+  bool own_pool = false;
   manual_clock clock;
   temp_dir dir;
   std::vector<std::unique_ptr<execution_vertex>> vertices;
@@ -38,7 +43,9 @@ struct driver_fixture {
   int job_failures = 0;
 
   explicit driver_fixture(checkpoint_config config,
-                          std::vector<std::shared_ptr<master_hook>> hooks = {}) {
+                          std::vector<std::shared_ptr<master_hook>> hooks = {},
+                          std::optional<metadata_write_placement::options> placement = {})
+      : own_pool(placement.has_value()) {
     for (std::uint32_t i = 0; i < 2; ++i)
       vertices.push_back(std::make_unique<execution_vertex>(subtask_id{0, i}, 2, "source"));
     for (std::uint32_t i = 0; i < 2; ++i)
@@ -64,8 +71,9 @@ struct driver_fixture {
         checkpoint_failure_manager::callbacks{
             [this](const std::string&) { ++job_failures; },
             [this](const std::string&, const execution_attempt_id&) { ++job_failures; }});
-    coordinator = std::make_shared<checkpoint_coordinator>(io.get_executor(), io.get_executor(),
-                                                           std::move(s), gateway);
+    coordinator = std::make_shared<checkpoint_coordinator>(
+        io.get_executor(), own_pool ? pool.get_executor() : io.get_executor(), std::move(s),
+        gateway, placement.value_or(metadata_write_placement::options{}));
     // A stub task runtime: once both sources saw the trigger, every subtask writes a state
     // file into the checkpoint folder and acks.
     gateway->on_trigger = [this](const recording_gateway::trigger& t) {
@@ -89,6 +97,15 @@ struct driver_fixture {
   }
 
   void poll() {
+    for (int i = 0; i < 10; ++i) {
+      io.restart();
+      pool.restart();
+      const std::size_t ran = io.poll() + (own_pool ? pool.poll() : 0);
+      if (ran == 0) return;
+    }
+  }
+  // The event thread only: whatever was posted to the pool stays there.
+  void poll_event_thread() {
     for (int i = 0; i < 10; ++i) {
       io.restart();
       if (io.poll() == 0) return;
@@ -170,6 +187,45 @@ TEST_CASE("driver: master hooks run off the event thread and their state is in t
   auto meta = checkpoint_storage::read_metadata(outcome->location);
   REQUIRE(meta);
   CHECK(meta->master_states.at("offsets") == "offset-at-1");
+}
+
+TEST_CASE("driver: after a run of fast metadata writes on the pool, the next one is inline") {
+  metadata_write_placement::options placement;
+  placement.inline_max = std::chrono::hours(1);  // every real write counts as fast
+  placement.window = 2;
+  driver_fixture f(periodic(10ms), {}, placement);
+  for (checkpoint_id id = 1; id <= 2; ++id) {
+    f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+    f.poll_event_thread();
+    CHECK(f.coordinator->core().latest_completed_id() == id - 1);  // waits for the pool
+    f.poll();
+    REQUIRE(f.coordinator->core().latest_completed_id() == id);
+  }
+  CHECK(f.coordinator->inline_metadata_writes() == 0);
+
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll_event_thread();
+  REQUIRE(f.coordinator->core().latest_completed_id() == 3);  // the pool never ran
+  CHECK(f.coordinator->inline_metadata_writes() == 1);
+  CHECK(f.gateway->completes.size() == 4 * 3);  // notified in the same turn
+  auto meta = checkpoint_storage::read_metadata(f.store->latest()->location);
+  REQUIRE(meta);
+  CHECK(meta->id == 3);
+  CHECK(meta->subtask_states.size() == 4);
+}
+
+TEST_CASE("driver: with inline writes off, every metadata write waits for the pool") {
+  metadata_write_placement::options placement;
+  placement.inline_max = std::chrono::microseconds(0);
+  driver_fixture f(periodic(10ms), {}, placement);
+  for (checkpoint_id id = 1; id <= 4; ++id) {
+    f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+    f.poll_event_thread();
+    CHECK(f.coordinator->core().latest_completed_id() == id - 1);
+    f.poll();
+    REQUIRE(f.coordinator->core().latest_completed_id() == id);
+  }
+  CHECK(f.coordinator->inline_metadata_writes() == 0);
 }
 
 TEST_CASE("driver: start, stop, start: ids increase, timestamps never go back, nothing while stopped") {
