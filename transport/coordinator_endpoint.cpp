@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/clock.hpp"
+#include "engine/hop_trace.hpp"
 #include "transport/envelope.hpp"
 #include "transport/peer_names.hpp"
 #include "transport/wire_conversions.hpp"
@@ -320,6 +321,7 @@ asio::awaitable<void> coordinator_endpoint::ticker() {
 void coordinator_endpoint::on_frame(const std::string& peer, std::string_view payload,
                                     const std::string& curve_key) {
   ++counters_.frames_received;
+  hop_trace::record("c.frame", static_cast<std::int64_t>(payload.size()));
   wire::decode_result decoded = wire::decode(payload, options_.max_frame_bytes);
   if (!decoded) {
     on_bad_frame(peer, decoded.error());
@@ -692,6 +694,7 @@ void coordinator_endpoint::enqueue_to_worker(const worker_id& worker, const wire
     return;
   }
   std::string frame = wire::encode(m);
+  hop_trace::record("c.send", static_cast<std::int64_t>(frame.size()));
   if (send_now(worker, frame)) return;
   if (!outgoing_.push(worker, std::move(frame), options_.max_queued_frames_per_worker)) {
     schedule_loss(worker, "it stopped reading: its outgoing queue is full");

@@ -18,6 +18,7 @@
 #include <asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include "engine/hop_trace.hpp"
 #include "transport/async_socket.hpp"
 #include "transport/envelope.hpp"
 #include "transport/wire_conversions.hpp"
@@ -137,6 +138,7 @@ class worker_endpoint::task_inbox {
     if (now) {
       if (auto self = endpoint_.lock()) self->deliver_task_report(std::move(report));
     } else if (post_flush) {
+      hop_trace::record("w.post_flush", 0);
       asio::post(executor_, [endpoint = endpoint_] {
         if (auto self = endpoint.lock()) self->flush_task_reports();
       });
@@ -455,6 +457,7 @@ void worker_endpoint::on_message(wire::message&& m) {
         } else if constexpr (std::is_same_v<T, wire::finish_task>) {
           tasks_->finish(body.job, body.attempt);
         } else if constexpr (std::is_same_v<T, wire::trigger_checkpoint>) {
+          hop_trace::record("w.trigger", body.checkpoint);
           tasks_->trigger_checkpoint(body.job, body.attempt, body.checkpoint,
                                      timestamp_us_from_wire(body), options_from_wire(body));
         } else if constexpr (std::is_same_v<T, wire::notify_checkpoint_complete>) {
@@ -463,6 +466,7 @@ void worker_endpoint::on_message(wire::message&& m) {
           tasks_->notify_checkpoint_aborted(body.job, body.attempt, body.checkpoint,
                                             body.latest_completed_checkpoint_id.value_or(0));
         } else if constexpr (std::is_same_v<T, wire::trigger_checkpoint_batch>) {
+          hop_trace::record("w.trigger", body.checkpoint);
           // The entries differ only in their attempt: convert the shared part once.
           const wire::trigger_checkpoint first = body.entry(body.attempts.front());
           const std::int64_t timestamp_us = timestamp_us_from_wire(first);
@@ -569,6 +573,7 @@ void worker_endpoint::send_frame(std::string frame) {
 }
 
 void worker_endpoint::flush_task_reports() {
+  hop_trace::record("w.flush", 0);
   // Acknowledgements next to each other go in one batch; any other report ends the batch
   // first, so the coordinator sees every report in the order the tasks made it.
   std::vector<wire::acknowledge_checkpoint> acks;
@@ -596,6 +601,7 @@ void worker_endpoint::flush_task_reports() {
 
 void worker_endpoint::send_acks(std::vector<wire::acknowledge_checkpoint>& acks) {
   assert(!acks.empty());
+  hop_trace::record("w.send_acks", static_cast<std::int64_t>(acks.size()));
   if (!registered_) {
     counters_.dropped_task_reports += acks.size();
   } else if (acks.size() == 1) {

@@ -11,6 +11,7 @@
 #include <asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include "engine/hop_trace.hpp"
 namespace snapflow {
 
 checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
@@ -233,6 +234,7 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             timeouts_.erase(it);
           },
           [&](send_trigger& a) {
+            hop_trace::record("c.trigger", a.id);
             gateway_->trigger_checkpoint(a.attempt, a.id, a.timestamp_us, a.options);
           },
           [&](write_metadata& a) {

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/clock.hpp"
+#include "engine/hop_trace.hpp"
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
 
@@ -85,6 +86,7 @@ void stream_task::join() {
 
 void stream_task::trigger_checkpoint(checkpoint_id id, std::int64_t timestamp_us,
                                      const checkpoint_options& options) {
+  hop_trace::record("w.post_trigger", id);
   mailbox_.post(trigger_message{id, timestamp_us, options});
 }
 
@@ -455,6 +457,7 @@ result<void> stream_task::process_mailbox() {
     result<void> r = std::visit(
         overloaded{
             [&](const trigger_message& m) -> result<void> {
+              hop_trace::record("t.trigger", m.id);
               if (!source_) {
                 spdlog::warn("task {}: trigger for checkpoint {} at a task that is no source",
                              describe(config_.attempt, config_.vertex), m.id);
@@ -506,6 +509,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   // The first barrier arrived when alignment began (a source: now, it has no alignment),
   // read before forwarding, which may wait for credit.
   const std::int64_t barrier_received_us = coordinator_clock::now_us() - t.alignment_duration_us;
+  hop_trace::record("t.snapshot", config_.vertex.id);
   // Forward first: downstream aligns while this subtask copies its state.
   for (auto& gate : gates_)
     if (!gate.broadcast(barrier)) return success();  // torn down meanwhile
@@ -543,6 +547,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   std::string encoded;
   if (!op_snapshot->async_part && snapshot->empty()) {
     ack.metrics.async_duration_us = 0;
+    hop_trace::record("t.ack", config_.vertex.id);
     config_.responder->acknowledge(std::move(ack));
     return success();
   }
@@ -556,6 +561,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
       ack.metrics.async_duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                           std::chrono::steady_clock::now() - encode_start)
                                           .count();
+      hop_trace::record("t.ack", config_.vertex.id);
       config_.responder->acknowledge(std::move(ack));
       return success();
     }
@@ -574,6 +580,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   // Off the task thread: everything it needs is captured by value (the task may be gone when
   // it runs). A state encoded above but too large to go inline is written as it is.
   config_.writer->submit([responder = config_.responder, ack = std::move(ack), snapshot,
+                          vertex = config_.vertex.id,
                           file = std::move(file), encoded = std::move(encoded),
                           async_part = std::move(op_snapshot->async_part)]() mutable {
     const auto async_start = std::chrono::steady_clock::now();
@@ -600,6 +607,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
     ack.metrics.async_duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                         std::chrono::steady_clock::now() - async_start)
                                         .count();
+    hop_trace::record("t.ack", vertex);
     responder->acknowledge(std::move(ack));
   });
   return success();

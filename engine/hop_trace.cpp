@@ -1,0 +1,80 @@
+#include "engine/hop_trace.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+
+namespace snapflow::hop_trace {
+
+namespace {
+
+std::atomic<std::FILE*> trace_file{nullptr};
+std::mutex write_mutex;  // one line at a time; also guards start() and stop()
+std::once_flag from_environment;
+
+std::FILE* open_in(const std::string& folder, std::string& why) {
+  const std::string path =
+      folder + "/hops-" + std::to_string(static_cast<long>(::getpid())) + ".txt";
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) why = "cannot open " + path + ": " + std::strerror(errno);
+  return f;
+}
+
+void start_from_environment() {
+  std::call_once(from_environment, [] {
+    const char* folder = std::getenv("SNAPFLOW_HOP_TRACE");
+    if (folder == nullptr || *folder == '\0') return;
+    std::string why;
+    if (std::FILE* f = open_in(folder, why))
+      trace_file.store(f, std::memory_order_release);
+    else
+      std::fprintf(stderr, "SNAPFLOW_HOP_TRACE: %s; hop tracing is off\n", why.c_str());
+  });
+}
+
+}  // namespace
+
+bool enabled() {
+  start_from_environment();
+  return trace_file.load(std::memory_order_acquire) != nullptr;
+}
+
+std::optional<std::string> start(const std::string& folder) {
+  start_from_environment();  // so a later first record cannot replace this file
+  std::string why;
+  std::FILE* f = open_in(folder, why);
+  if (f == nullptr) return why;
+  std::lock_guard lock(write_mutex);
+  if (std::FILE* old = trace_file.exchange(f, std::memory_order_acq_rel)) std::fclose(old);
+  return std::nullopt;
+}
+
+void stop() {
+  start_from_environment();
+  std::lock_guard lock(write_mutex);
+  if (std::FILE* old = trace_file.exchange(nullptr, std::memory_order_acq_rel)) std::fclose(old);
+}
+
+void record(const char* event, std::int64_t value) {
+  start_from_environment();
+  if (trace_file.load(std::memory_order_acquire) == nullptr) return;
+  const long tid = ::syscall(SYS_gettid);
+  std::lock_guard lock(write_mutex);
+  std::FILE* f = trace_file.load(std::memory_order_acquire);  // stop() may have run meanwhile
+  if (f == nullptr) return;
+  // Stamped under the lock, so each file is in time order.
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  const long long us = static_cast<long long>(now.tv_sec) * 1'000'000 + now.tv_nsec / 1000;
+  std::fprintf(f, "%lld %ld %s %lld\n", us, tid, event, static_cast<long long>(value));
+  std::fflush(f);  // a killed process keeps what it traced
+}
+
+}  // namespace snapflow::hop_trace

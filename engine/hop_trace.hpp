@@ -1,0 +1,39 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace snapflow::hop_trace {
+
+// Timestamps at every thread and process hand-off on the checkpoint path, for finding where a
+// checkpoint's time goes (docs/benchmarks.md, "Where the time goes, per hop";
+// bench/hop-report reads them). Off unless the environment variable SNAPFLOW_HOP_TRACE names a
+// folder when the process starts; then every process appends lines
+//   <CLOCK_MONOTONIC microseconds> <thread id> <event> <value>
+// to <folder>/hops-<pid>.txt. CLOCK_MONOTONIC is one clock for every process on a machine, so
+// the files of a local cluster line up. Off, a record costs one load and branch; on, one
+// formatted write under a process-wide mutex (diagnostics, not production).
+//
+// Events (value in brackets):
+//   coordinator   c.trigger [checkpoint]     the core asked for a trigger to one subtask
+//                 c.send [frame bytes]        a frame handed to the coordinator's socket
+//                 c.frame [frame bytes]       a frame read from a worker
+//   worker        w.trigger [checkpoint]      a trigger (or trigger batch) decoded on the
+//                                             control thread
+//                 w.post_trigger [checkpoint] a trigger put in a task's mailbox
+//                 w.post_flush [0]            a task thread asked the control thread to send
+//                 w.flush [0]                 the control thread took the task reports
+//                 w.send_acks [acks]          an acknowledgement frame handed to the socket
+//   task          t.trigger [checkpoint]      a source's task thread took the trigger
+//                 t.snapshot [vertex]         a task starts its snapshot (barriers aligned)
+//                 t.ack [vertex]              a task hands its acknowledgement on
+bool enabled();
+void record(const char* event, std::int64_t value);
+
+// Tracing into `folder` from now on, whatever the environment said (tests, tools); the error
+// when the file cannot be opened. stop() ends tracing in this process.
+std::optional<std::string> start(const std::string& folder);
+void stop();
+
+}  // namespace snapflow::hop_trace

@@ -1,0 +1,8 @@
+execute_process(COMMAND ${PYTHON} ${SCRIPT} ${TRACE} OUTPUT_VARIABLE actual RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "hop-report exited with ${rc}")
+endif()
+file(READ ${EXPECTED} expected)
+if(NOT actual STREQUAL expected)
+  message(FATAL_ERROR "hop-report printed:\n${actual}\nexpected:\n${expected}")
+endif()
