@@ -27,6 +27,7 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
       core_(std::move(setup)),
       gateway_(std::move(gateway)),
       metadata_placement_(placement),
+      location_strand_(asio::make_strand(io_executor_)),
       periodic_timer_(executor_) {
   assert(gateway_);
 }
@@ -235,10 +236,31 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
           },
           [&](send_trigger& a) {
             hop_trace::record("c.trigger", a.id);
+            if (a.id != last_prepared_ && !a.options.target_location.empty()) {
+              // Once per checkpoint, with its first trigger: its folder, while the tasks work.
+              last_prepared_ = a.id;
+              preparing_.insert(a.options.target_location);
+              asio::post(location_strand_, [self, id = a.id, dir = a.options.target_location] {
+                auto prepared = checkpoint_storage::prepare_location(dir);
+                if (!prepared)  // the metadata write tries again and fails the checkpoint
+                  spdlog::warn("creating the folder of checkpoint {}: {}", id,
+                               prepared.err().message);
+                asio::post(self->executor_, [self, id, dir, ok = prepared.ok()] {
+                  self->preparing_.erase(dir);
+                  if (ok) self->prepared_.insert(id);
+                });
+              });
+            }
             gateway_->trigger_checkpoint(a.attempt, a.id, a.timestamp_us, a.options);
           },
           [&](write_metadata& a) {
-            if (metadata_placement_.write_inline(a.checkpoint)) {
+            // Only once the folder is known to be durable: the creation may still be running
+            // on the pool, and a write that found the folder there would not wait for the
+            // parent's fsync. Older entries belong to checkpoints that ended (or will take the
+            // pool path, which is ordered after their creation).
+            const bool prepared = prepared_.contains(a.checkpoint.id);
+            prepared_.erase(prepared_.begin(), prepared_.upper_bound(a.checkpoint.id));
+            if (prepared && metadata_placement_.write_inline(a.checkpoint)) {
               const auto started = std::chrono::steady_clock::now();
               auto written = storage_->write_metadata(a.checkpoint);
               metadata_placement_.record(elapsed_since(started));
@@ -249,7 +271,8 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
                                         coordinator_clock::now_us());
               return;
             }
-            asio::post(io_executor_, [self, checkpoint = std::move(a.checkpoint)] {
+            auto on = prepared ? io_executor_ : asio::any_io_executor(location_strand_);
+            asio::post(on, [self, checkpoint = std::move(a.checkpoint)] {
               const auto started = std::chrono::steady_clock::now();
               auto written = self->storage_->write_metadata(checkpoint);
               const auto took = elapsed_since(started);
@@ -268,7 +291,9 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             });
           },
           [&](discard_location& a) {
-            asio::post(io_executor_, [a = std::move(a)] {
+            auto on = preparing_.contains(a.location) ? asio::any_io_executor(location_strand_)
+                                                      : io_executor_;
+            asio::post(on, [a = std::move(a)] {
               if (auto r = checkpoint_storage::discard_state(a.handles); !r)
                 spdlog::warn("discarding checkpoint state: {}", r.err().message);
               if (a.location.empty()) return;

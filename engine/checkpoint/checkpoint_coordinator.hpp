@@ -5,9 +5,12 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
+#include <string>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/strand.hpp>
 
 #include "engine/checkpoint/checkpoint_coordinator_core.hpp"
 #include "engine/checkpoint/checkpoint_storage.hpp"
@@ -21,8 +24,9 @@ namespace snapflow {
 // Asio executor (the coordinator thread). The periodic trigger and each checkpoint's timeout are
 // coroutines on that executor; id allocation (when it touches disk), master hooks and discards
 // run on the I/O executor and post their result back. Metadata writes do too, unless recent
-// writes were fast enough to do inline (metadata_write_placement). Every public member must be
-// called on the coordinator executor.
+// writes were fast enough to do inline (metadata_write_placement). A checkpoint's folder is
+// created on the I/O executor when its first trigger goes out, so the metadata write finds it
+// there. Every public member must be called on the coordinator executor.
 class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_coordinator> {
  public:
   using request_callback = std::function<void(const request_finished&)>;
@@ -80,6 +84,16 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::shared_ptr<checkpoint_task_gateway> gateway_;
 
   metadata_write_placement metadata_placement_;
+  // A checkpoint's folder is created at its first trigger, on the pool. Work on a folder whose
+  // creation may still be running (writing its metadata, discarding it) goes through this
+  // strand, so it runs after the creation whatever threads the pool has; everything else runs
+  // on the pool freely.
+  asio::strand<asio::any_io_executor> location_strand_;
+  checkpoint_id last_prepared_ = 0;  // the last checkpoint whose folder creation was posted
+  std::set<std::string> preparing_;  // folders whose creation was posted and has not ended
+  // Checkpoints whose folder is known to be durable (its creation ended before this thread
+  // looked): only those may write their metadata inline or off the strand.
+  std::set<checkpoint_id> prepared_;
   coordinator_timer periodic_timer_;
   std::uint64_t periodic_generation_ = 0;
   std::int64_t next_tick_us_ = 0;

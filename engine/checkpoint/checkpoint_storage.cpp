@@ -491,6 +491,11 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
   return out;
 }
 
+result<void> checkpoint_storage::prepare_location(const fs::path& dir) {
+  assert(!dir.empty());
+  return create_directories_durably(dir);
+}
+
 result<void> checkpoint_storage::discard_location(const fs::path& dir) {
   assert(!dir.empty());
   std::error_code ec;

@@ -87,6 +87,11 @@ class checkpoint_storage {
 
   // Removes the folder and everything in it; a missing folder is fine.
   static result<void> discard_location(const std::filesystem::path& dir);
+  // Creates a checkpoint's folder (and missing ancestors), each new entry fsynced into its
+  // parent: what write_metadata would do first, done at trigger time so that the mkdir and
+  // the parent's fsync are off the path from the last ack to "complete" (Flink creates the
+  // location when it triggers, too). Idempotent.
+  static result<void> prepare_location(const std::filesystem::path& dir);
   // Removes the files; missing files are fine. Tries every file before reporting a failure.
   static result<void> discard_state(const std::vector<state_handle>& handles);
   // The file's size and CRC-32C match the handle's.

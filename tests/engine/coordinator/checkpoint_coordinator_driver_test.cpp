@@ -203,7 +203,18 @@ TEST_CASE("driver: after a run of fast metadata writes on the pool, the next one
   }
   CHECK(f.coordinator->inline_metadata_writes() == 0);
 
+  // The third: its folder is created on the pool as its triggers go out, before any ack.
+  f.auto_ack = false;
   f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll_event_thread();
+  REQUIRE(f.gateway->triggers.size() == 2 * 3);
+  const std::string location = f.gateway->triggers.back().options.target_location;
+  CHECK_FALSE(std::filesystem::exists(location));
+  f.poll();
+  CHECK(std::filesystem::is_directory(location));
+  CHECK(f.coordinator->core().latest_completed_id() == 2);
+
+  f.ack_all(3, location);
   f.poll_event_thread();
   REQUIRE(f.coordinator->core().latest_completed_id() == 3);  // the pool never ran
   CHECK(f.coordinator->inline_metadata_writes() == 1);
@@ -212,6 +223,28 @@ TEST_CASE("driver: after a run of fast metadata writes on the pool, the next one
   REQUIRE(meta);
   CHECK(meta->id == 3);
   CHECK(meta->subtask_states.size() == 4);
+}
+
+TEST_CASE("driver: a metadata write never goes inline before its folder's creation ended") {
+  metadata_write_placement::options placement;
+  placement.inline_max = std::chrono::hours(1);
+  placement.window = 1;
+  driver_fixture f(periodic(10ms), {}, placement);
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  REQUIRE(f.coordinator->core().latest_completed_id() == 1);  // fills the window
+
+  // The acks come before the pool created the folder: the write queues behind the creation.
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll_event_thread();
+  CHECK(f.coordinator->core().latest_completed_id() == 1);
+  CHECK(f.coordinator->inline_metadata_writes() == 0);
+  f.poll();
+  REQUIRE(f.coordinator->core().latest_completed_id() == 2);
+  CHECK(f.coordinator->inline_metadata_writes() == 0);
+  auto meta = checkpoint_storage::read_metadata(f.store->latest()->location);
+  REQUIRE(meta);
+  CHECK(meta->id == 2);
 }
 
 TEST_CASE("driver: with inline writes off, every metadata write waits for the pool") {
