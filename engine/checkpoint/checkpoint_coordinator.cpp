@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/hop_trace.hpp"
+
 namespace snapflow {
 
 checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
@@ -247,7 +248,11 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
                                prepared.err().message);
                 asio::post(self->executor_, [self, id, dir, ok = prepared.ok()] {
                   self->preparing_.erase(dir);
-                  if (ok) self->prepared_.insert(id);
+                  // Only pending checkpoints are kept, so aborted ones cannot pile up.
+                  std::erase_if(self->prepared_, [&](checkpoint_id c) {
+                    return self->core_.find_pending(c) == nullptr;
+                  });
+                  if (ok && self->core_.find_pending(id) != nullptr) self->prepared_.insert(id);
                 });
               });
             }

@@ -63,6 +63,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   const checkpoint_coordinator_core& core() const { return core_; }
   checkpoint_coordinator_core& core() { return core_; }
   std::size_t armed_timeouts() const { return timeouts_.size(); }
+  // Checkpoints whose folder creation has ended and which are still pending (tests).
+  std::size_t prepared_locations() const { return prepared_.size(); }
   // Metadata writes done on the event thread instead of the I/O pool.
   std::uint64_t inline_metadata_writes() const { return metadata_placement_.inline_writes(); }
   const asio::any_io_executor& executor() const { return executor_; }

@@ -247,6 +247,28 @@ TEST_CASE("driver: a metadata write never goes inline before its folder's creati
   CHECK(meta->id == 2);
 }
 
+// The pool here is one thread, which runs posts in order anyway; with several threads the
+// coordinator's strand is what keeps the discard behind the creation.
+TEST_CASE("driver: an aborted checkpoint's folder is removed even when its creation ran late") {
+  metadata_write_placement::options placement;
+  driver_fixture f(periodic(10ms), {}, placement);
+  f.auto_ack = false;
+  std::vector<std::string> locations;
+  for (int i = 0; i < 5; ++i) {
+    f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+    f.poll_event_thread();  // the folder's creation waits on the pool
+    locations.push_back(f.gateway->triggers.back().options.target_location);
+    CHECK_FALSE(std::filesystem::exists(locations.back()));
+    f.clock.advance(1s);  // expires: the timeout coroutine runs on the event thread only
+    f.poll_event_thread();
+    CHECK(f.coordinator->core().stats().counts().failed == i + 1);
+    f.poll();  // the late creation, then the discard that was queued behind it
+    CHECK_FALSE(std::filesystem::exists(locations.back()));
+  }
+  CHECK(f.coordinator->core().stats().counts().failed == 5);
+  CHECK(f.coordinator->prepared_locations() == 0);  // nothing kept for aborted checkpoints
+}
+
 TEST_CASE("driver: with inline writes off, every metadata write waits for the pool") {
   metadata_write_placement::options placement;
   placement.inline_max = std::chrono::microseconds(0);
