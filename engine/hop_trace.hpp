@@ -13,7 +13,8 @@ namespace snapflow::hop_trace {
 //   <CLOCK_MONOTONIC microseconds> <thread id> <event> <value>
 // to <folder>/hops-<pid>.txt. CLOCK_MONOTONIC is one clock for every process on a machine, so
 // the files of a local cluster line up. Off, a record costs one load and branch; on, one
-// formatted write under a process-wide mutex (diagnostics, not production).
+// formatted write and one write system call under a process-wide mutex, a few microseconds
+// (diagnostics, not production).
 //
 // Events (value in brackets):
 //   coordinator   c.trigger [checkpoint]     the core asked for a trigger to one subtask
