@@ -28,7 +28,7 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
       core_(std::move(setup)),
       gateway_(std::move(gateway)),
       metadata_placement_(placement),
-      location_strand_(asio::make_strand(io_executor_)),
+      location_work_(io_executor_),
       periodic_timer_(executor_) {
   assert(gateway_);
 }
@@ -241,7 +241,7 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
               // Once per checkpoint, with its first trigger: its folder, while the tasks work.
               last_prepared_ = a.id;
               preparing_.insert(a.options.target_location);
-              asio::post(location_strand_, [self, id = a.id, dir = a.options.target_location] {
+              location_work_.post([self, id = a.id, dir = a.options.target_location] {
                 auto prepared = checkpoint_storage::prepare_location(dir);
                 if (!prepared)  // the metadata write tries again and fails the checkpoint
                   spdlog::warn("creating the folder of checkpoint {}: {}", id,
@@ -276,8 +276,9 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
                                         coordinator_clock::now_us());
               return;
             }
-            auto on = prepared ? io_executor_ : asio::any_io_executor(location_strand_);
-            asio::post(on, [self, checkpoint = std::move(a.checkpoint)] {
+            // Holds the coordinator until the write's result is in: an aborted checkpoint's
+            // folder is discarded only once its write has ended (the core's rule).
+            auto write = [self, checkpoint = std::move(a.checkpoint)] {
               const auto started = std::chrono::steady_clock::now();
               auto written = self->storage_->write_metadata(checkpoint);
               const auto took = elapsed_since(started);
@@ -287,7 +288,11 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
                                                 coordinator_clock::now_us());
                 self->run_actions();
               });
-            });
+            };
+            if (prepared)
+              asio::post(io_executor_, std::move(write));
+            else
+              location_work_.post(std::move(write));
           },
           [&](discard_state& a) {
             asio::post(io_executor_, [handles = std::move(a.handles)] {
@@ -296,15 +301,18 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             });
           },
           [&](discard_location& a) {
-            auto on = preparing_.contains(a.location) ? asio::any_io_executor(location_strand_)
-                                                      : io_executor_;
-            asio::post(on, [a = std::move(a)] {
+            auto discard = [a = std::move(a)] {
               if (auto r = checkpoint_storage::discard_state(a.handles); !r)
                 spdlog::warn("discarding checkpoint state: {}", r.err().message);
               if (a.location.empty()) return;
               if (auto r = checkpoint_storage::discard_location(a.location); !r)
                 spdlog::warn("discarding checkpoint {}: {}", a.location, r.err().message);
-            });
+            };
+            // Behind the folder's creation when that may still be running.
+            if (preparing_.contains(a.location))
+              location_work_.post(std::move(discard));
+            else
+              asio::post(io_executor_, std::move(discard));
           },
           [&](notify_complete& a) {
             gateway_->notify_checkpoint_complete(a.attempt, a.id, a.timestamp_us);

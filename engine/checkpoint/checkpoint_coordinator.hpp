@@ -10,12 +10,12 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
-#include <asio/strand.hpp>
 
 #include "engine/checkpoint/checkpoint_coordinator_core.hpp"
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/checkpoint_task_gateway.hpp"
 #include "engine/checkpoint/metadata_write_placement.hpp"
+#include "engine/checkpoint/ordered_work_queue.hpp"
 #include "engine/clock.hpp"
 
 namespace snapflow {
@@ -88,13 +88,13 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   metadata_write_placement metadata_placement_;
   // A checkpoint's folder is created at its first trigger, on the pool. Work on a folder whose
   // creation may still be running (writing its metadata, discarding it) goes through this
-  // strand, so it runs after the creation whatever threads the pool has; everything else runs
-  // on the pool freely.
-  asio::strand<asio::any_io_executor> location_strand_;
+  // queue, so it runs after the creation whatever threads the pool has; everything else runs
+  // on the pool freely. Its items hold the coordinator weakly.
+  ordered_work_queue location_work_;
   checkpoint_id last_prepared_ = 0;  // the last checkpoint whose folder creation was posted
   std::set<std::string> preparing_;  // folders whose creation was posted and has not ended
   // Checkpoints whose folder is known to be durable (its creation ended before this thread
-  // looked): only those may write their metadata inline or off the strand.
+  // looked): only those may write their metadata inline or outside location_work_.
   std::set<checkpoint_id> prepared_;
   coordinator_timer periodic_timer_;
   std::uint64_t periodic_generation_ = 0;

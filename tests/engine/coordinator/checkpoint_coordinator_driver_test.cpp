@@ -248,7 +248,7 @@ TEST_CASE("driver: a metadata write never goes inline before its folder's creati
 }
 
 // The pool here is one thread, which runs posts in order anyway; with several threads the
-// coordinator's strand is what keeps the discard behind the creation.
+// coordinator's ordered_work_queue is what keeps the discard behind the creation.
 TEST_CASE("driver: an aborted checkpoint's folder is removed even when its creation ran late") {
   metadata_write_placement::options placement;
   driver_fixture f(periodic(10ms), {}, placement);
