@@ -261,10 +261,9 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
           [&](write_metadata& a) {
             // Only once the folder is known to be durable: the creation may still be running
             // on the pool, and a write that found the folder there would not wait for the
-            // parent's fsync. Older entries belong to checkpoints that ended (or will take the
-            // pool path, which is ordered after their creation).
-            const bool prepared = prepared_.contains(a.checkpoint.id);
-            prepared_.erase(prepared_.begin(), prepared_.upper_bound(a.checkpoint.id));
+            // parent's fsync. (Entries of checkpoints that ended otherwise are purged when the
+            // next creation ends.)
+            const bool prepared = prepared_.erase(a.checkpoint.id) == 1;
             if (prepared && metadata_placement_.write_inline(a.checkpoint)) {
               const auto started = std::chrono::steady_clock::now();
               auto written = storage_->write_metadata(a.checkpoint);
