@@ -9,7 +9,10 @@
 #include <cassert>
 #include <chrono>
 #include <limits>
+#include <mutex>
 #include <utility>
+
+#include <asio/post.hpp>
 
 // How waiting works, and why (see also DESIGN.md, "Pitfalls already met").
 //
@@ -36,6 +39,12 @@
 // whichever comes first, and tries again; the timer covers the one race where the drain's
 // command was processed by our own ZMQ_EVENTS call. Retries are bounded by that backoff and
 // by real activity on the socket, never a spin.
+//
+// Sends from other threads (shared_sends): every zmq call is then made under the state's
+// mutex, and an operation holds it from its attempt until it is marked parked. Another
+// thread's send therefore sees either an attempt still to come (which finds whatever that send
+// let through) or a parked operation; rule 3 then applies to it as to the owner, except that
+// the wake-up is posted to the owner's executor, the only thread that touches the descriptor.
 
 namespace snapflow::transport {
 
@@ -134,6 +143,7 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
     socket.set(zmq::sockopt::rcvhwm, options.receive_hwm);
     if (!options.routing_id.empty()) socket.set(zmq::sockopt::routing_id, options.routing_id);
     read_user_id = options.read_user_id;
+    shared = options.shared_sends;
     if (t == zmq::socket_type::router) {
       // Unknown peer: an error instead of a silent drop; full peer: EAGAIN instead of a drop.
       socket.set(zmq::sockopt::router_mandatory, true);
@@ -145,7 +155,13 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
 
   ~async_socket_state() { close(); }
 
+  // Held around every zmq call (and the waiters' flags) when other threads may send.
+  std::unique_lock<std::mutex> lock_if_shared() {
+    return shared ? std::unique_lock<std::mutex>(mutex) : std::unique_lock<std::mutex>();
+  }
+
   void close() {
+    auto lock = lock_if_shared();
     if (!open) return;
     open = false;
     retry_timer.cancel();
@@ -174,6 +190,18 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
 
   waiter& other_than(const waiter& w) { return &w == &reader ? writer : reader; }
 
+  // Rule 3 from a thread other than the owner (under the mutex): the owner's executor does the
+  // waking, since only it may touch the descriptor.
+  void recheck_parked_from_other_thread() {
+    if (!open || (!reader.parked && !writer.parked)) return;
+    int events = 0;
+    if (poll_events(events)) return;
+    if ((reader.parked && (events & reader.want)) || (writer.parked && (events & writer.want)))
+      asio::post(descriptor.get_executor(), [weak = weak_from_this()] {
+        if (auto self = weak.lock(); self && self->open) self->descriptor.cancel();
+      });
+  }
+
   // Rule 3 after any zmq call that may have processed commands.
   void recheck_parked() {
     if (!open || (!reader.parked && !writer.parked)) return;
@@ -196,6 +224,8 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
   asio::steady_timer retry_timer;
   zmq::socket_type type;
   bool read_user_id = false;
+  bool shared = false;
+  std::mutex mutex;  // used only when shared
   bool open = true;
   waiter reader{ZMQ_POLLIN};
   waiter writer{ZMQ_POLLOUT};
@@ -214,11 +244,13 @@ using state_ptr = std::shared_ptr<detail::async_socket_state>;
 // while suspended.
 class busy_guard {
  public:
-  explicit busy_guard(waiter& w) : w_(w) {
+  busy_guard(detail::async_socket_state& s, waiter& w) : s_(s), w_(w) {
+    auto lock = s_.lock_if_shared();
     assert(!w_.busy && "one receive and one send at a time per socket");
     w_.busy = true;
   }
   ~busy_guard() {
+    auto lock = s_.lock_if_shared();
     w_.busy = false;
     w_.parked = false;
   }
@@ -226,8 +258,51 @@ class busy_guard {
   busy_guard& operator=(const busy_guard&) = delete;
 
  private:
+  detail::async_socket_state& s_;
   waiter& w_;
 };
+
+// One pass of drive() up to its wait, made under the socket's mutex when it is shared.
+struct drive_step {
+  enum { done, again, park } what = done;
+  std::error_code error;      // done
+  bool ready = false;         // park: ZMQ_EVENTS said ready yet the attempt was refused
+  bool committed = false;     // park: part of a multipart message is out
+};
+
+template <typename Attempt>
+drive_step attempt_or_park(detail::async_socket_state& s, waiter& self, Attempt& attempt,
+                           bool& retried_while_ready, bool& counted_wait) {
+  auto lock = s.lock_if_shared();
+  if (!s.open) return {drive_step::done, asio::error::operation_aborted};
+  const attempt_result result = attempt();
+  if (result.done) {
+    s.recheck_parked();
+    if (&self == &s.writer) s.retry_delay = first_retry_delay;
+    return {drive_step::done, result.error};
+  }
+  // Rule 2, unless the attempt itself ended with a full drain and nobody else needs rule 3.
+  bool ready = false;
+  if (!result.drained || s.other_than(self).parked) {
+    int events = 0;
+    if (auto error = s.poll_events(events)) return {drive_step::done, error};
+    s.wake_ready(events);
+    ready = (events & self.want) != 0;
+    if (ready && !retried_while_ready) {
+      retried_while_ready = true;
+      return {drive_step::again};
+    }
+  }
+  // Either not ready (the next command will make a fresh edge), or ready yet refused (a full
+  // ROUTER peer): then a timer bounds the wait as well.
+  if (ready) s.arm_retry_timer();
+  if (&self == &s.writer && !counted_wait) {
+    ++s.send_waits;
+    counted_wait = true;
+  }
+  self.parked = true;
+  return {drive_step::park, {}, ready, result.committed};
+}
 
 // Runs `attempt` until it is done, waiting on the descriptor in between by the rules above.
 template <typename Attempt>
@@ -235,45 +310,24 @@ asio::awaitable<std::error_code> drive(state_ptr s, waiter& self, Attempt attemp
   bool retried_while_ready = false;
   bool counted_wait = false;
   for (;;) {
-    if (!s->open) co_return asio::error::operation_aborted;
-    const attempt_result result = attempt();
-    if (result.done) {
-      s->recheck_parked();
-      if (&self == &s->writer) s->retry_delay = first_retry_delay;
-      co_return result.error;
-    }
-
-    // Rule 2, unless the attempt itself ended with a full drain and nobody else needs rule 3.
-    bool ready = false;
-    if (!result.drained || s->other_than(self).parked) {
-      int events = 0;
-      if (auto error = s->poll_events(events)) co_return error;
-      s->wake_ready(events);
-      ready = (events & self.want) != 0;
-      if (ready && !retried_while_ready) {
-        retried_while_ready = true;
-        continue;
-      }
-    }
-    // Either not ready (the next command will make a fresh edge), or ready yet refused (a full
-    // ROUTER peer): then a timer bounds the wait as well.
-    if (ready) s->arm_retry_timer();
-    if (&self == &s->writer && !counted_wait) {
-      ++s->send_waits;
-      counted_wait = true;
-    }
-    self.parked = true;
+    const drive_step step =
+        attempt_or_park(*s, self, attempt, retried_while_ready, counted_wait);
+    if (step.what == drive_step::done) co_return step.error;
+    if (step.what == drive_step::again) continue;
     asio::error_code wait_error;
     co_await s->descriptor.async_wait(asio::posix::descriptor_base::wait_read,
                                       asio::redirect_error(asio::use_awaitable, wait_error));
-    self.parked = false;
+    {
+      auto lock = s->lock_if_shared();
+      self.parked = false;
+    }
     retried_while_ready = false;
-    if (ready) s->retry_timer.cancel();
+    if (step.ready) s->retry_timer.cancel();
     if (!s->open) co_return asio::error::operation_aborted;
     if (wait_error == asio::error::operation_aborted) {
       // The other direction or the retry timer woke us, or our caller gave up. A half-sent
       // multipart message cannot be abandoned, so only an uncommitted operation may stop here.
-      if (!result.committed) {
+      if (!step.committed) {
         asio::cancellation_state cancel = co_await asio::this_coro::cancellation_state;
         if (cancel.cancelled() != asio::cancellation_type::none)
           co_return asio::error::operation_aborted;
@@ -300,7 +354,7 @@ void discard_remaining_parts(zmq::socket_t& socket, zmq::message_t& last) {
 }
 
 asio::awaitable<received_frame> receive_on(state_ptr s) {
-  busy_guard busy(s->reader);
+  busy_guard busy(*s, s->reader);
   received_frame out;
   const bool routed = s->type == zmq::socket_type::router;
   auto attempt = [&]() -> attempt_result {
@@ -338,7 +392,7 @@ asio::awaitable<received_frame> receive_on(state_ptr s) {
 
 asio::awaitable<std::error_code> send_on(state_ptr s, std::string routing_id,
                                          std::string payload) {
-  busy_guard busy(s->writer);
+  busy_guard busy(*s, s->writer);
   const bool routed = s->type == zmq::socket_type::router;
   zmq::message_t id_frame(routing_id.data(), routing_id.size());
   zmq::message_t payload_frame(payload.data(), payload.size());
@@ -366,6 +420,7 @@ asio::awaitable<std::error_code> send_on(state_ptr s, std::string routing_id,
 // frame is too.
 std::error_code try_send_on(detail::async_socket_state& s, std::string_view routing_id,
                             std::string_view payload, bool routed) {
+  auto lock = s.lock_if_shared();
   assert(!s.writer.busy && "try_send while a send is in flight");
   if (!s.open) return asio::error::operation_aborted;
   std::error_code result;
@@ -408,6 +463,7 @@ async_socket& async_socket::operator=(async_socket&& other) noexcept {
 std::error_code async_socket::bind(const std::string& endpoint) {
   assert(state_ && state_->open);
   // bind and connect process pending commands too (rule 3).
+  auto lock = state_->lock_if_shared();
   const int rc = zmq_bind(state_->socket.handle(), endpoint.c_str());
   const int error = zmq_errno();
   state_->recheck_parked();
@@ -416,6 +472,7 @@ std::error_code async_socket::bind(const std::string& endpoint) {
 
 std::error_code async_socket::connect(const std::string& endpoint) {
   assert(state_ && state_->open);
+  auto lock = state_->lock_if_shared();
   const int rc = zmq_connect(state_->socket.handle(), endpoint.c_str());
   const int error = zmq_errno();
   state_->recheck_parked();
@@ -424,6 +481,7 @@ std::error_code async_socket::connect(const std::string& endpoint) {
 
 std::string async_socket::last_endpoint() const {
   assert(state_ && state_->open);
+  auto lock = state_->lock_if_shared();
   return state_->socket.get(zmq::sockopt::last_endpoint);
 }
 
@@ -456,6 +514,26 @@ std::error_code async_socket::try_send(std::string_view routing_id, std::string_
   assert(state_);
   assert(state_->type == zmq::socket_type::router);
   return try_send_on(*state_, routing_id, payload, true);
+}
+
+std::error_code async_socket::try_send_from_any_thread(std::string_view payload) {
+  assert(state_);
+  detail::async_socket_state& s = *state_;
+  assert(s.shared && "the socket was not made with shared_sends");
+  assert(s.type != zmq::socket_type::router && s.type != zmq::socket_type::pull);
+  std::lock_guard lock(s.mutex);
+  if (!s.open) return asio::error::operation_aborted;
+  // A send() in flight has its frame still to go: this one must not overtake it.
+  if (s.writer.busy) return std::make_error_code(std::errc::resource_unavailable_try_again);
+  zmq::message_t frame(payload.data(), payload.size());
+  std::error_code result;
+  if (zmq_msg_send(frame.handle(), s.socket.handle(), ZMQ_DONTWAIT) < 0) {
+    const int e = zmq_errno();
+    result = would_block_errno(e) ? std::make_error_code(std::errc::resource_unavailable_try_again)
+                                  : zmq_error(e);
+  }
+  s.recheck_parked_from_other_thread();
+  return result;
 }
 
 void async_socket::close() {

@@ -31,6 +31,9 @@ struct socket_options {
   // Fill received_frame::user_id from each message's "User-Id" metadata (what the ZAP
   // handler said about the connection, e.g. the client's CURVE public key).
   bool read_user_id = false;
+  // Allows try_send_from_any_thread(): every ZeroMQ call on the socket is then made under a
+  // mutex, which the owner thread's own operations take too (uncontended, a few nanoseconds).
+  bool shared_sends = false;
 };
 
 // Faults of the adapter itself; ZeroMQ's own errors come as std::generic_category (POSIX
@@ -56,7 +59,8 @@ struct received_frame {
 //
 // Supports ROUTER, DEALER, PAIR, PUSH and PULL; each snapflow message is one payload frame
 // (ROUTER adds the peer's routing id in front). A socket belongs to one thread: create it and
-// call everything on it from the thread that runs `executor`. At most one receive and one send
+// call everything on it from the thread that runs `executor` (the one exception:
+// try_send_from_any_thread on a socket made with shared_sends). At most one receive and one send
 // may be in flight at a time (a second is a programmer error and asserts); a reader loop and a
 // writer loop may run concurrently.
 //
@@ -97,6 +101,12 @@ class async_socket {
   // need a coroutine when the socket pushes back. Only while no send() is in flight.
   std::error_code try_send(std::string_view payload);
   std::error_code try_send(std::string_view routing_id, std::string_view payload);
+  // try_send for DEALER, PAIR and PUSH sockets made with socket_options::shared_sends, from any
+  // thread, while the owner thread runs its own operations. Refuses (try again) while a send()
+  // is in flight, so it never overtakes one. A zmq call may eat the descriptor edge a parked
+  // operation waits for (rule 3), so afterwards it posts a wake-up to the owner's executor
+  // when a parked operation can proceed.
+  std::error_code try_send_from_any_thread(std::string_view payload);
 
   // Ends pending operations with operation_aborted and closes the ZeroMQ socket (linger 0:
   // unsent messages are dropped). Idempotent.

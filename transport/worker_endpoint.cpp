@@ -116,11 +116,26 @@ class worker_endpoint::task_inbox {
       : executor_(std::move(executor)), endpoint_(std::move(endpoint)), max_frames_(max_frames) {}
 
   void push(task_report report) {
+    // Encoded off the lock, and only while the direct path looks open (checked again below).
+    std::string direct_frame;
+    if (report.ack && direct_open_.load(std::memory_order_relaxed))
+      direct_frame = wire::encode(*report.ack);
     bool now = false;
     bool post_flush = false;
     {
       std::lock_guard lock(mutex_);
       const bool own_thread = std::this_thread::get_id() == owner_thread_;
+      // An acknowledgement from a task thread with nothing queued or being flushed ahead of it,
+      // while the endpoint's thread holds the path open: onto the socket from here.
+      if (!direct_frame.empty() && !own_thread && direct_ != nullptr && frames_.empty() &&
+          !flushing_) {
+        if (!direct_->try_send_from_any_thread(direct_frame)) {
+          ++direct_sent_;
+          hop_trace::record("w.direct_ack", 1);
+          return;
+        }
+        // Refused (a send in flight, a full queue): the ordinary way, behind what came first.
+      }
       // A report made on the endpoint's own thread (a task_executor answering a trigger at
       // once) with nothing queued before it goes out now: the same order, one hop less. While
       // the endpoint handles a message it is queued instead, and goes out when that message
@@ -151,11 +166,30 @@ class worker_endpoint::task_inbox {
     owner_thread_ = id;
   }
 
+  // Takes every queued report; the direct path stays shut until end_flush, so nothing
+  // overtakes the reports taken while they are being sent.
   std::vector<task_report> take() {
     std::lock_guard lock(mutex_);
     flush_posted_ = false;
+    flushing_ = true;
     return std::exchange(frames_, {});
   }
+
+  void end_flush(async_socket* direct) {
+    std::lock_guard lock(mutex_);
+    flushing_ = false;
+    set_direct_locked(direct);
+  }
+
+  // The endpoint's thread: the socket task threads may send on, or null to shut the path. It
+  // is shut before the socket is closed or anything is queued ahead, and a send in progress
+  // holds the mutex, so the socket outlives every use made of it here.
+  void set_direct(async_socket* direct) {
+    std::lock_guard lock(mutex_);
+    set_direct_locked(direct);
+  }
+
+  std::uint64_t direct_sent() const { return direct_sent_.load(std::memory_order_relaxed); }
 
   // Called on the owner thread around the handling of one message from the coordinator.
   void hold(bool holding) {
@@ -174,8 +208,17 @@ class worker_endpoint::task_inbox {
   std::size_t max_frames_;
   mutable std::mutex mutex_;
   std::vector<task_report> frames_;
+  void set_direct_locked(async_socket* direct) {
+    direct_ = direct;
+    direct_open_.store(direct != nullptr, std::memory_order_relaxed);
+  }
+
   bool flush_posted_ = false;
+  bool flushing_ = false;
   bool holding_ = false;
+  async_socket* direct_ = nullptr;
+  std::atomic<bool> direct_open_{false};  // a hint read off the lock: direct_ != nullptr
+  std::atomic<std::uint64_t> direct_sent_{0};
   std::uint64_t dropped_ = 0;
   std::thread::id owner_thread_;
 };
@@ -242,6 +285,15 @@ void worker_endpoint::set_executor(std::shared_ptr<task_executor> executor) {
   tasks_ = std::move(executor);
 }
 
+worker_endpoint_counters worker_endpoint::counters() const {
+  worker_endpoint_counters c = counters_;
+  if (inbox_) {
+    c.direct_acks = inbox_->direct_sent();
+    c.frames_sent += c.direct_acks;
+  }
+  return c;
+}
+
 std::uint64_t worker_endpoint::dropped_task_reports() const {
   return counters_.dropped_task_reports + (inbox_ ? inbox_->dropped() : 0);
 }
@@ -268,6 +320,7 @@ void worker_endpoint::stop() {
   if (!running_) return;
   running_ = false;
   registered_ = false;
+  update_direct_path();
   if (connection_) connection_->close();
   tick_timer_.cancel();
 }
@@ -283,11 +336,13 @@ std::error_code worker_endpoint::open_connection() {
   socket_options so;
   so.max_frame_bytes = options_.max_frame_bytes;
   so.routing_id = options_.worker_id;
+  so.shared_sends = true;  // task threads send their acknowledgements themselves
   auto socket = std::make_unique<async_socket>(executor_, context_, zmq::socket_type::dealer, so);
   if (options_.curve) {
     if (auto e = apply_curve_client(socket->native_handle(), *options_.curve)) return e;
   }
   if (auto e = socket->connect(options_.coordinator_address)) return e;
+  if (inbox_) inbox_->set_direct(nullptr);  // before the old socket goes
   if (connection_) connection_->close();
   connection_ = std::make_shared<connection>(executor_, std::move(socket));
   registered_ = false;
@@ -345,6 +400,7 @@ asio::awaitable<void> worker_endpoint::writer(std::shared_ptr<connection> c) {
     if (c->outgoing.empty()) {
       c->wake.expires_at(asio::steady_timer::time_point::max());
       c->writer_waiting = true;
+      update_direct_path();
       std::error_code ignored;
       co_await c->wake.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
       c->writer_waiting = false;
@@ -499,6 +555,7 @@ void worker_endpoint::on_register_ack(const wire::register_ack& ack) {
   }
   if (registered_) return;  // the answer to a resend
   registered_ = true;
+  update_direct_path();
   coordinator_max_batch_bytes_ = ack.max_batch_bytes;
   ++counters_.registrations;
   // The coordinator's timing rules, so both sides agree when to give the other up.
@@ -528,6 +585,7 @@ void worker_endpoint::on_not_registered(const wire::not_registered& m) {
 
 void worker_endpoint::drop_tasks(const std::string& why) {
   registered_ = false;
+  update_direct_path();
   spdlog::debug("dropping every task: {}", why);
   tasks_->cancel_all();
 }
@@ -568,6 +626,7 @@ void worker_endpoint::send_frame(std::string frame) {
       return;
     }
   }
+  if (connection_->outgoing.empty()) inbox_->set_direct(nullptr);  // nothing may overtake it
   connection_->outgoing.push_back(std::move(frame));
   if (connection_->writer_waiting) connection_->wake.cancel();
 }
@@ -597,6 +656,18 @@ void worker_endpoint::flush_task_reports() {
     deliver_task_report(std::move(report));
   }
   if (!acks.empty()) send_acks(acks);
+  inbox_->end_flush(direct_path());
+}
+
+async_socket* worker_endpoint::direct_path() const {
+  if (!running_ || !registered_ || !connection_ || connection_->closed ||
+      !connection_->writer_waiting || !connection_->outgoing.empty())
+    return nullptr;
+  return connection_->socket.get();
+}
+
+void worker_endpoint::update_direct_path() {
+  if (inbox_) inbox_->set_direct(direct_path());
 }
 
 void worker_endpoint::send_acks(std::vector<wire::acknowledge_checkpoint>& acks) {

@@ -16,6 +16,7 @@
 #include <zmq.hpp>
 
 #include "engine/runtime/task_executor.hpp"
+#include "transport/async_socket.hpp"
 #include "transport/curve_keys.hpp"
 #include "transport/frame_limits.hpp"
 #include "transport/messages.hpp"
@@ -45,7 +46,9 @@ struct worker_endpoint_counters {
   std::uint64_t frames_received = 0;
   std::uint64_t bad_frames = 0;
   std::uint64_t ignored_messages = 0;  // valid but not for now (before registering, wrong way)
-  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_sent = 0;  // every frame, those sent by task threads included
+  // Acknowledgements a task thread put on the socket itself (part of frames_sent).
+  std::uint64_t direct_acks = 0;
   std::uint64_t dropped_task_reports = 0;  // while not registered, or the queue was full
   std::uint64_t registrations = 0;
   std::uint64_t reconnects = 0;
@@ -59,7 +62,11 @@ struct worker_endpoint_counters {
 // and starts over on a fresh connection, for as long as it runs.
 //
 // Everything runs on one executor (the worker's control thread) except the listener, which
-// tasks call from their own threads: it queues under a mutex and posts to the executor.
+// tasks call from their own threads: it queues under a mutex and posts to the executor. The one
+// shortcut: an acknowledgement made on a task thread while nothing is queued or being sent
+// ahead of it goes onto the socket from that thread (async_socket::try_send_from_any_thread),
+// which saves the hand-off to the control thread on the checkpoint's critical path. The control
+// thread opens and closes that path (update_direct_path), so reports keep their order.
 class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
  public:
   // Runs on the executor when the coordinator refuses this worker for good (a refused
@@ -83,7 +90,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   void stop();
 
   bool registered() const { return registered_; }
-  const worker_endpoint_counters& counters() const { return counters_; }
+  worker_endpoint_counters counters() const;
   std::uint64_t dropped_task_reports() const;
 
  private:
@@ -113,6 +120,10 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   void send_acks(std::vector<wire::acknowledge_checkpoint>& acks);
   // A heartbeat carrying the task executor's record counters.
   void send_heartbeat();
+  // The socket task threads may send acknowledgements on now, or null: registered, connected,
+  // and the writer idle with nothing queued (so a direct send overtakes nothing).
+  async_socket* direct_path() const;
+  void update_direct_path();
   void new_session();
   std::int64_t now_us() const;
 

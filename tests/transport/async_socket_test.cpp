@@ -7,11 +7,13 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -557,4 +559,132 @@ TEST_CASE("try_send sends at once, or sends nothing and says it would wait") {
   CHECK(at_dealer[0].payload == "welcome");
   router.close();
   CHECK(router.try_send("w1", "late") == asio::error::operation_aborted);
+}
+
+TEST_CASE("with shared_sends, frames sent from other threads while the owner receives are all "
+          "answered, and no wake-up is missed with one peer") {
+  zmq::context_t context;
+  asio::io_context io;
+  socket_options shared;
+  shared.shared_sends = true;
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
+  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer, shared);
+  REQUIRE_FALSE(dealer.connect(bind_loopback(router)));
+
+  constexpr int threads = 4;
+  constexpr int per_thread = 500;
+  io_guard guard(io, 30s);
+  asio::co_spawn(io, echo(&router, threads * per_thread + 1), rethrow);
+  // The owner thread receives the answers while the senders' zmq calls may process the
+  // commands that announce them: a wake-up eaten that way and not passed on stalls this.
+  std::vector<received_frame> answers;
+  asio::co_spawn(io, receive_into(&dealer, &answers, threads * per_thread + 1), rethrow);
+  // One round trip first, so the connection is up before the senders start.
+  REQUIRE_FALSE(dealer.try_send("hello"));
+  guard.run_until([&] { return answers.size() == 1; });
+  CHECK(answers[0].payload == "hello");
+  answers.clear();
+
+  std::atomic<int> refused{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < threads; ++t)
+    senders.emplace_back([&, t] {
+      const auto give_up = std::chrono::steady_clock::now() + 20s;
+      for (int i = 0; i < per_thread && std::chrono::steady_clock::now() < give_up;) {
+        const std::error_code e =
+            dealer.try_send_from_any_thread("t" + std::to_string(t) + "-" + std::to_string(i));
+        if (!e) {
+          ++i;
+        } else if (e == std::errc::resource_unavailable_try_again) {
+          ++refused;  // a full queue: try again
+          std::this_thread::yield();
+        } else {
+          ++failed;
+          return;
+        }
+      }
+    });
+  guard.run_until([&] {
+    return answers.size() == static_cast<std::size_t>(threads * per_thread) || failed.load() > 0;
+  });
+  for (auto& s : senders) s.join();
+  CHECK(failed.load() == 0);
+  REQUIRE(answers.size() == static_cast<std::size_t>(threads * per_thread));
+  // One connection: each thread's frames come back in the order it sent them.
+  std::map<std::string, int> next;
+  for (const auto& a : answers) {
+    REQUIRE_FALSE(a.error);
+    const auto dash = a.payload.find('-');
+    const std::string thread = a.payload.substr(0, dash);
+    CHECK(std::stoi(a.payload.substr(dash + 1)) == next[thread]++);
+  }
+  CHECK(next.size() == static_cast<std::size_t>(threads));
+}
+
+TEST_CASE("a send from another thread never overtakes a send in flight, and a closed socket "
+          "refuses it") {
+  zmq::context_t context;
+  asio::io_context io;
+  socket_options shared;
+  shared.shared_sends = true;
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
+  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer, shared);
+  const std::string endpoint = bind_loopback(router);
+
+  io_guard guard(io, 20s);
+  // Not connected yet: the owner's send waits, parked.
+  std::error_code first = make_error_code(socket_errc::multipart_message);  // "not yet"
+  asio::co_spawn(io, send_one(&dealer, "first", &first), rethrow);
+  io.poll();
+  std::error_code from_thread;
+  std::thread([&] { from_thread = dealer.try_send_from_any_thread("second"); }).join();
+  CHECK(from_thread == std::errc::resource_unavailable_try_again);
+
+  std::vector<received_frame> at_router;
+  asio::co_spawn(io, receive_into(&router, &at_router, 2), rethrow);
+  REQUIRE_FALSE(dealer.connect(endpoint));
+  guard.run_until([&] { return !first && at_router.size() == 1; });
+  CHECK(at_router[0].payload == "first");
+  std::thread([&] { from_thread = dealer.try_send_from_any_thread("third"); }).join();
+  CHECK_FALSE(from_thread);
+  guard.run_until([&] { return at_router.size() == 2; });
+  CHECK(at_router[1].payload == "third");
+
+  dealer.close();
+  std::thread([&] { from_thread = dealer.try_send_from_any_thread("late"); }).join();
+  CHECK(from_thread == asio::error::operation_aborted);
+}
+
+TEST_CASE("a send from another thread that eats the announcement of a frame wakes the parked "
+          "receive") {
+  zmq::context_t context;
+  asio::io_context io;
+  socket_options shared;
+  shared.shared_sends = true;
+  shared.routing_id = "w1";
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
+  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer, shared);
+  // inproc: a send puts the command that announces the frame into the receiver's mailbox at
+  // once, with no I/O thread in between, so every step below happens in this order.
+  REQUIRE_FALSE(router.bind("inproc://shared-sends"));
+  REQUIRE_FALSE(dealer.connect("inproc://shared-sends"));
+
+  io_guard guard(io, 10s);
+  std::vector<received_frame> at_router, at_dealer;
+  asio::co_spawn(io, receive_into(&router, &at_router, 1), rethrow);
+  REQUIRE_FALSE(dealer.try_send("hello"));  // the router learns the dealer's id
+  guard.run_until([&] { return at_router.size() == 1; });
+
+  // The dealer's receive parks; then, with the owner thread not running, the router's frame is
+  // announced and another thread's send processes (eats) that announcement.
+  asio::co_spawn(io, receive_into(&dealer, &at_dealer, 1), rethrow);
+  io.poll();
+  REQUIRE(at_dealer.empty());
+  REQUIRE_FALSE(router.try_send("w1", "ping"));
+  std::error_code from_thread;
+  std::thread([&] { from_thread = dealer.try_send_from_any_thread("pong"); }).join();
+  CHECK_FALSE(from_thread);
+  guard.run_until([&] { return at_dealer.size() == 1; });
+  CHECK(at_dealer[0].payload == "ping");
 }

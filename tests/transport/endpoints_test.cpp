@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
@@ -42,6 +43,7 @@ class fake_jobs final : public worker_event_handler {
   void task_state_changed(const job_id&, const execution_attempt_id& a, execution_state s,
                           const std::string&) override {
     states.emplace_back(a, s);
+    log.push_back("state " + std::to_string(a.subtask.index));
   }
   std::optional<worker_id> owner_of(const job_id& j,
                                     const execution_attempt_id& a) const override {
@@ -49,7 +51,11 @@ class fake_jobs final : public worker_event_handler {
     if (j != job || it == owners.end()) return std::nullopt;
     return it->second;
   }
-  void acknowledge_checkpoint(checkpoint_ack ack) override { acks.push_back(std::move(ack)); }
+  void acknowledge_checkpoint(checkpoint_ack ack) override {
+    log.push_back("ack " + std::to_string(ack.attempt.subtask.index) + " " +
+                  std::to_string(ack.id));
+    acks.push_back(std::move(ack));
+  }
   void decline_checkpoint(const checkpoint_decline&) override {}
   void source_exhausted(const job_id&, const execution_attempt_id& a,
                         checkpoint_id last_barrier) override {
@@ -60,6 +66,7 @@ class fake_jobs final : public worker_event_handler {
 
   std::vector<std::pair<execution_attempt_id, checkpoint_id>> exhausted;
   std::vector<task_io_counters> io;
+  std::vector<std::string> log;  // state changes and acknowledgements, in arrival order
 };
 
 // The stub, plus a record of the finish calls the coordinator sends.
@@ -493,4 +500,89 @@ TEST_CASE("batches to a worker stay within the size it said it reads") {
   }
   triggered.push_back(std::get<wire::trigger_checkpoint>(w.received[3]).attempt);
   for (std::uint32_t i = 0; i < 10; ++i) CHECK(triggered[i] == attempt_of(i));
+}
+
+// Acknowledgements made on task threads go onto the worker's socket from that thread when
+// nothing is queued ahead of them; otherwise behind what is (protocol order per task).
+
+TEST_CASE("an acknowledgement from a task thread goes out from that thread, never ahead of a "
+          "report made before it") {
+  cluster c;
+  io_guard guard(c.io, 20s);
+  auto& w1 = c.add_worker("w1");
+  guard.run_until([&] { return w1.registered(); });
+  c.jobs->owners[attempt_of(7)] = "w1";
+  auto listener = w1.listener();
+
+  // A task thread reports RUNNING and acknowledges at once: the report is queued for the
+  // control thread, so the acknowledgement must wait behind it.
+  std::thread task([&] {
+    listener->task_state_changed(job, attempt_of(7), execution_state::running, "");
+    listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(7), 1, {}, {}});
+  });
+  guard.run_until([&] { return c.jobs->acks.size() == 1; });
+  task.join();
+  REQUIRE(c.jobs->log == std::vector<std::string>{"state 7", "ack 7 1"});
+
+  // Now nothing is queued: the next one is sent by the task thread itself.
+  const auto before = w1.counters();
+  std::thread([&] {
+    listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(7), 2, {}, {}});
+  }).join();
+  guard.run_until([&] { return c.jobs->acks.size() == 2; });
+  CHECK(c.jobs->acks[1].id == 2);
+  CHECK(w1.counters().direct_acks == before.direct_acks + 1);
+  CHECK(w1.counters().frames_sent == before.frames_sent + 1);
+  CHECK(c.coordinator->counters().refused_messages == 0);
+}
+
+TEST_CASE("acknowledgements from many task threads at once all arrive once, each task's in "
+          "order") {
+  cluster c;
+  io_guard guard(c.io, 30s);
+  auto& w1 = c.add_worker("w1");
+  guard.run_until([&] { return w1.registered(); });
+  constexpr std::uint32_t tasks = 4;
+  constexpr checkpoint_id per_task = 250;
+  for (std::uint32_t t = 0; t < tasks; ++t) c.jobs->owners[attempt_of(t)] = "w1";
+  auto listener = w1.listener();
+
+  std::vector<std::thread> threads;
+  for (std::uint32_t t = 0; t < tasks; ++t)
+    threads.emplace_back([&, t] {
+      // A state report now and then, which takes the control thread's way: the
+      // acknowledgements after it must not overtake it.
+      for (checkpoint_id id = 1; id <= per_task; ++id) {
+        if (id % 50 == 0)
+          listener->task_state_changed(job, attempt_of(t), execution_state::running, "");
+        listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(t), id, {}, {}});
+      }
+    });
+  guard.run_until([&] { return c.jobs->acks.size() == tasks * per_task; });
+  for (auto& t : threads) t.join();
+
+  std::map<std::uint32_t, checkpoint_id> last;
+  std::map<std::uint32_t, int> states_seen;
+  for (const auto& entry : c.jobs->log) {
+    std::istringstream in(entry);
+    std::string kind;
+    std::uint32_t task = 0;
+    in >> kind >> task;
+    if (kind == "state") {
+      // Its report came after acknowledgement 50 * n - 1 and before 50 * n.
+      ++states_seen[task];
+      CHECK(last[task] == static_cast<checkpoint_id>(50 * states_seen[task] - 1));
+      continue;
+    }
+    checkpoint_id id = 0;
+    in >> id;
+    CHECK(id == last[task] + 1);
+    last[task] = id;
+  }
+  for (std::uint32_t t = 0; t < tasks; ++t) {
+    CHECK(last[t] == per_task);
+    CHECK(states_seen[t] == static_cast<int>(per_task / 50));
+  }
+  CHECK(w1.dropped_task_reports() == 0);
+  CHECK(c.coordinator->counters().refused_messages == 0);
 }
