@@ -117,17 +117,18 @@ class worker_endpoint::task_inbox {
 
   void push(task_report report) {
     // Encoded off the lock, and only while the direct path looks open (checked again below).
+    const bool own_thread =
+        std::this_thread::get_id() == owner_thread_.load(std::memory_order_relaxed);
     std::string direct_frame;
-    if (report.ack && direct_open_.load(std::memory_order_relaxed))
+    if (report.ack && !own_thread && direct_open_.load(std::memory_order_relaxed))
       direct_frame = wire::encode(*report.ack);
     bool now = false;
     bool post_flush = false;
     {
       std::lock_guard lock(mutex_);
-      const bool own_thread = std::this_thread::get_id() == owner_thread_;
       // An acknowledgement from a task thread with nothing queued or being flushed ahead of it,
       // while the endpoint's thread holds the path open: onto the socket from here.
-      if (!direct_frame.empty() && !own_thread && direct_ != nullptr && frames_.empty() &&
+      if (!direct_frame.empty() && direct_ != nullptr && frames_.empty() &&
           !flushing_) {
         if (!direct_->try_send_from_any_thread(direct_frame)) {
           ++direct_sent_;
@@ -161,10 +162,7 @@ class worker_endpoint::task_inbox {
   }
 
   // The thread that runs the endpoint's executor; reports made there may skip the queue.
-  void set_owner_thread(std::thread::id id) {
-    std::lock_guard lock(mutex_);
-    owner_thread_ = id;
-  }
+  void set_owner_thread(std::thread::id id) { owner_thread_.store(id, std::memory_order_relaxed); }
 
   // Takes every queued report; the direct path stays shut until end_flush, so nothing
   // overtakes the reports taken while they are being sent.
@@ -220,7 +218,7 @@ class worker_endpoint::task_inbox {
   std::atomic<bool> direct_open_{false};  // a hint read off the lock: direct_ != nullptr
   std::atomic<std::uint64_t> direct_sent_{0};
   std::uint64_t dropped_ = 0;
-  std::thread::id owner_thread_;
+  std::atomic<std::thread::id> owner_thread_{};
 };
 
 // The task_executor_listener tasks call: encodes on the caller's thread, then queues.
