@@ -4,9 +4,10 @@
 //
 // Why it exists: on a virtual machine whose idle vCPUs halt (no guest halt-polling), waking a
 // thread on an idle vCPU goes through the hypervisor, which costs several times a wake-up on
-// the notifier's own vCPU. Every hand-off on snapflow's checkpoint path (control thread ->
-// task thread, task -> data plane, ...) pays it when the two threads sit on different vCPUs, so
-// bench/run-comparison prints these numbers beside its tables (docs/benchmarks.md).
+// the notifier's own vCPU. Each hand-off on snapflow's checkpoint path (control thread -> task
+// thread, ...) is one such wake-up plus any wait for a CPU, so bench/run-comparison prints
+// these numbers beside its tables as the machine's baseline (docs/benchmarks.md, "Session 7":
+// in the cluster the wait, not the wake-up, turned out to dominate).
 //
 //   wake_probe [--gap-us G] [--rounds N] [--json]
 #include <pthread.h>
