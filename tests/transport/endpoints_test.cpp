@@ -4,6 +4,7 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -584,5 +585,43 @@ TEST_CASE("acknowledgements from many task threads at once all arrive once, each
     CHECK(states_seen[t] == static_cast<int>(per_task / 50));
   }
   CHECK(w1.dropped_task_reports() == 0);
+  CHECK(c.coordinator->counters().refused_messages == 0);
+}
+
+TEST_CASE("a worker endpoint stopped and destroyed while task threads acknowledge stays safe, "
+          "and what arrived is in order") {
+  cluster c;
+  io_guard guard(c.io, 30s);
+  auto& w1 = c.add_worker("w1");
+  guard.run_until([&] { return w1.registered(); });
+  constexpr std::uint32_t tasks = 3;
+  for (std::uint32_t t = 0; t < tasks; ++t) c.jobs->owners[attempt_of(t)] = "w1";
+  auto listener = w1.listener();  // outlives the endpoint, as a task's would
+
+  std::atomic<bool> stop_tasks{false};
+  std::vector<std::thread> threads;
+  for (std::uint32_t t = 0; t < tasks; ++t)
+    threads.emplace_back([&, t] {
+      // Bounded: at most this many, or until told to stop.
+      for (checkpoint_id id = 1; id <= 200000 && !stop_tasks.load(); ++id)
+        listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(t), id, {}, {}});
+    });
+  // Some go out, then the socket is closed under the senders' feet and the endpoint goes.
+  guard.run_until([&] { return c.jobs->acks.size() >= 300; });
+  w1.stop();
+  for (int i = 0; i < 100; ++i) c.io.poll();
+  c.workers.clear();  // the last reference: the endpoint is destroyed while tasks still call
+  for (int i = 0; i < 100; ++i) c.io.poll();
+  stop_tasks = true;
+  for (auto& t : threads) t.join();
+  c.io.poll();
+
+  std::map<std::uint32_t, checkpoint_id> last;
+  for (const auto& ack : c.jobs->acks) {
+    // What arrived of each task is a prefix of what it sent: nothing lost before the stop,
+    // duplicated or reordered.
+    CHECK(ack.id == last[ack.attempt.subtask.index] + 1);
+    last[ack.attempt.subtask.index] = ack.id;
+  }
   CHECK(c.coordinator->counters().refused_messages == 0);
 }
