@@ -128,8 +128,7 @@ class worker_endpoint::task_inbox {
       std::lock_guard lock(mutex_);
       // An acknowledgement from a task thread with nothing queued or being flushed ahead of it,
       // while the endpoint's thread holds the path open: onto the socket from here.
-      if (!direct_frame.empty() && direct_ != nullptr && frames_.empty() &&
-          !flushing_) {
+      if (!direct_frame.empty() && direct_ != nullptr && frames_.empty() && !flushing_) {
         if (!direct_->try_send_from_any_thread(direct_frame)) {
           ++direct_sent_;
           hop_trace::record("w.direct_ack", 1);
@@ -201,16 +200,16 @@ class worker_endpoint::task_inbox {
   }
 
  private:
-  asio::any_io_executor executor_;
-  std::weak_ptr<worker_endpoint> endpoint_;
-  std::size_t max_frames_;
-  mutable std::mutex mutex_;
-  std::vector<task_report> frames_;
   void set_direct_locked(async_socket* direct) {
     direct_ = direct;
     direct_open_.store(direct != nullptr, std::memory_order_relaxed);
   }
 
+  asio::any_io_executor executor_;
+  std::weak_ptr<worker_endpoint> endpoint_;
+  std::size_t max_frames_;
+  mutable std::mutex mutex_;
+  std::vector<task_report> frames_;
   bool flush_posted_ = false;
   bool flushing_ = false;
   bool holding_ = false;
