@@ -634,7 +634,14 @@ void worker_endpoint::flush_task_reports() {
   // first, so the coordinator sees every report in the order the tasks made it.
   std::vector<wire::acknowledge_checkpoint> acks;
   std::size_t acks_bytes = batch_fixed_bytes;
-  for (auto& report : inbox_->take()) {
+  std::vector<task_report> reports = inbox_->take();
+  // However this ends (an encoding that throws included), the flush ends with it: a flush left
+  // open would keep task threads off the direct path for good.
+  struct flush_end {
+    worker_endpoint& self;
+    ~flush_end() { self.inbox_->end_flush(self.direct_path()); }
+  } end_flush{*this};
+  for (auto& report : reports) {
     if (report.ack && coordinator_max_batch_bytes_ > 0) {
       const std::size_t bytes = estimated_bytes(*report.ack);
       if (!acks.empty() && (acks.size() == max_acks_per_batch ||
@@ -653,7 +660,6 @@ void worker_endpoint::flush_task_reports() {
     deliver_task_report(std::move(report));
   }
   if (!acks.empty()) send_acks(acks);
-  inbox_->end_flush(direct_path());
 }
 
 async_socket* worker_endpoint::direct_path() const {
