@@ -26,6 +26,8 @@ namespace snapflow::hop_trace {
 //                 w.post_flush [0]            a task thread asked the control thread to send
 //                 w.flush [0]                 the control thread took the task reports
 //                 w.send_acks [acks]          an acknowledgement frame handed to the socket
+//                 w.direct_ack [1]            a task thread put its acknowledgement on the
+//                                             socket itself (no control-thread hop)
 //   task          t.trigger [checkpoint]      a source's task thread took the trigger
 //                 t.snapshot [vertex]         a task starts its snapshot (barriers aligned)
 //                 t.ack [vertex]              a task hands its acknowledgement on
