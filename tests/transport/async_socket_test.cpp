@@ -151,6 +151,26 @@ int next_monitor_event(zmq::socket_t& monitor) {
   return id;
 }
 
+
+// A ROUTER and a DEALER made with shared_sends (so other threads may send on the DEALER), not
+// connected yet. Declared in this order so the sockets close before the context ends.
+struct shared_sends_pair {
+  explicit shared_sends_pair(std::string dealer_routing_id = {})
+      : dealer(io.get_executor(), context, zmq::socket_type::dealer,
+               shared_options(std::move(dealer_routing_id))) {}
+
+  static socket_options shared_options(std::string routing_id) {
+    socket_options options;
+    options.shared_sends = true;
+    options.routing_id = std::move(routing_id);
+    return options;
+  }
+
+  zmq::context_t context;
+  asio::io_context io;
+  async_socket router{io.get_executor(), context, zmq::socket_type::router};
+  async_socket dealer;
+};
 }  // namespace
 
 TEST_CASE("a dealer and a router exchange 10000 strict ping-pong messages without a stall") {
@@ -563,12 +583,10 @@ TEST_CASE("try_send sends at once, or sends nothing and says it would wait") {
 
 TEST_CASE("with shared_sends, frames sent from other threads while the owner receives are all "
           "answered, and no wake-up is missed with one peer") {
-  zmq::context_t context;
-  asio::io_context io;
-  socket_options shared;
-  shared.shared_sends = true;
-  async_socket router(io.get_executor(), context, zmq::socket_type::router);
-  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer, shared);
+  shared_sends_pair pair;
+  auto& io = pair.io;
+  auto& router = pair.router;
+  auto& dealer = pair.dealer;
   REQUIRE_FALSE(dealer.connect(bind_loopback(router)));
 
   constexpr int threads = 4;
@@ -624,12 +642,10 @@ TEST_CASE("with shared_sends, frames sent from other threads while the owner rec
 
 TEST_CASE("a send from another thread never overtakes a send in flight, and a closed socket "
           "refuses it") {
-  zmq::context_t context;
-  asio::io_context io;
-  socket_options shared;
-  shared.shared_sends = true;
-  async_socket router(io.get_executor(), context, zmq::socket_type::router);
-  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer, shared);
+  shared_sends_pair pair;
+  auto& io = pair.io;
+  auto& router = pair.router;
+  auto& dealer = pair.dealer;
   const std::string endpoint = bind_loopback(router);
 
   io_guard guard(io, 20s);
@@ -658,13 +674,10 @@ TEST_CASE("a send from another thread never overtakes a send in flight, and a cl
 
 TEST_CASE("a send from another thread that eats the announcement of a frame wakes the parked "
           "receive") {
-  zmq::context_t context;
-  asio::io_context io;
-  socket_options shared;
-  shared.shared_sends = true;
-  shared.routing_id = "w1";
-  async_socket router(io.get_executor(), context, zmq::socket_type::router);
-  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer, shared);
+  shared_sends_pair pair("w1");
+  auto& io = pair.io;
+  auto& router = pair.router;
+  auto& dealer = pair.dealer;
   // inproc: a send puts the command that announces the frame into the receiver's mailbox at
   // once, with no I/O thread in between, so every step below happens in this order.
   REQUIRE_FALSE(router.bind("inproc://shared-sends"));

@@ -506,6 +506,19 @@ TEST_CASE("batches to a worker stay within the size it said it reads") {
 // Acknowledgements made on task threads go onto the worker's socket from that thread when
 // nothing is queued ahead of them; otherwise behind what is (protocol order per task).
 
+namespace {
+
+// Worker w1, registered, as the owner of attempts 0 .. tasks - 1. They are not deployed: the
+// tests' own threads play the tasks and report through the worker's listener.
+worker_endpoint& registered_owner(cluster& c, io_guard& guard, std::uint32_t tasks) {
+  auto& w1 = c.add_worker("w1");
+  guard.run_until([&] { return w1.registered(); });
+  for (std::uint32_t t = 0; t < tasks; ++t) c.jobs->owners[attempt_of(t)] = "w1";
+  return w1;
+}
+
+}  // namespace
+
 TEST_CASE("an acknowledgement from a task thread goes out from that thread, never ahead of a "
           "report made before it") {
   cluster c;
@@ -541,11 +554,9 @@ TEST_CASE("acknowledgements from many task threads at once all arrive once, each
           "order") {
   cluster c;
   io_guard guard(c.io, 30s);
-  auto& w1 = c.add_worker("w1");
-  guard.run_until([&] { return w1.registered(); });
   constexpr std::uint32_t tasks = 4;
   constexpr checkpoint_id per_task = 250;
-  for (std::uint32_t t = 0; t < tasks; ++t) c.jobs->owners[attempt_of(t)] = "w1";
+  auto& w1 = registered_owner(c, guard, tasks);
   auto listener = w1.listener();
 
   std::vector<std::thread> threads;
@@ -592,10 +603,8 @@ TEST_CASE("a worker endpoint stopped and destroyed while task threads acknowledg
           "and what arrived is in order") {
   cluster c;
   io_guard guard(c.io, 30s);
-  auto& w1 = c.add_worker("w1");
-  guard.run_until([&] { return w1.registered(); });
   constexpr std::uint32_t tasks = 3;
-  for (std::uint32_t t = 0; t < tasks; ++t) c.jobs->owners[attempt_of(t)] = "w1";
+  auto& w1 = registered_owner(c, guard, tasks);
   auto listener = w1.listener();  // outlives the endpoint, as a task's would
 
   std::atomic<bool> stop_tasks{false};
