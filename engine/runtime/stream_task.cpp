@@ -181,9 +181,11 @@ void stream_task::run() {
   if (!outcome) {
     spdlog::warn("task {} failed: {}", describe(config_.attempt, config_.vertex),
                  outcome.err().message);
-    cancel_channels();
     done_ = true;
+    // The cause first: cancelling the channels makes this task's neighbours end as canceled,
+    // and their reports must not reach the job master ahead of the failure that caused them.
     report(execution_state::failed, outcome.err().message);
+    cancel_channels();
     return;
   }
   done_ = true;
