@@ -382,11 +382,15 @@ std::string printable(std::string_view text) {
 }
 
 // Reads the fields of one msgpack map into a struct; remembers the first fault and ignores
-// everything after it.
+// everything after it. A nested reader knows its place (parent, key, array index) and spells
+// its path ("options.location.") only when it reports a fault, so a valid frame costs no
+// string building.
 class field_reader {
  public:
-  field_reader(const msgpack::object_map& map, std::string path)
-      : map_(map), path_(std::move(path)) {}
+  explicit field_reader(const msgpack::object_map& map) : map_(map) {}
+  field_reader(const msgpack::object_map& map, const field_reader& parent, std::string_view key,
+               std::optional<std::uint32_t> index)
+      : map_(map), parent_(&parent), key_(key), index_(index) {}
 
   template <typename T>
   void required(std::string_view key, T& out) {
@@ -450,7 +454,7 @@ class field_reader {
   }
 
   void fail(decode_errc code, std::string_view key, std::string_view what) {
-    error = decode_error{code, "field '" + path_ + std::string(key) + "': " + std::string(what),
+    error = decode_error{code, "field '" + path() + std::string(key) + "': " + std::string(what),
                          0};
   }
 
@@ -515,7 +519,7 @@ class field_reader {
   template <record T>
   void read(std::string_view key, const msgpack::object& o, T& out) {
     if (o.type != msgpack::type::MAP) return wrong(key, "map", o);
-    nested(o.via.map, path_ + std::string(key) + ".", out);
+    nested(o.via.map, key, std::nullopt, out);
   }
   template <record T>
   void read(std::string_view key, const msgpack::object& o, std::vector<T>& out) {
@@ -524,21 +528,34 @@ class field_reader {
     out.reserve(o.via.array.size);
     for (std::uint32_t i = 0; i < o.via.array.size && !error; ++i) {
       const msgpack::object& item = o.via.array.ptr[i];
-      std::string item_key = std::string(key) + "[" + std::to_string(i) + "]";
-      if (item.type != msgpack::type::MAP) return wrong(item_key, "map", item);
-      nested(item.via.map, path_ + item_key + ".", out.emplace_back());
+      if (item.type != msgpack::type::MAP)
+        return wrong(std::string(key) + "[" + std::to_string(i) + "]", "map", item);
+      nested(item.via.map, key, i, out.emplace_back());
     }
   }
 
   template <typename T>
-  void nested(const msgpack::object_map& map, std::string path, T& out) {
-    field_reader inner(map, std::move(path));
+  void nested(const msgpack::object_map& map, std::string_view key,
+              std::optional<std::uint32_t> index, T& out) {
+    field_reader inner(map, *this, key, index);
     describe(inner, out);
     if (inner.error) error = std::move(inner.error);
   }
 
+  // "" at the top, else the parent's path, this reader's key (and index), and a dot.
+  std::string path() const {
+    if (!parent_) return {};
+    std::string out = parent_->path();
+    out += key_;
+    if (index_) out += "[" + std::to_string(*index_) + "]";
+    out += '.';
+    return out;
+  }
+
   const msgpack::object_map& map_;
-  std::string path_;
+  const field_reader* parent_ = nullptr;
+  std::string_view key_;
+  std::optional<std::uint32_t> index_;
 };
 
 // Tries each alternative of `message` in turn until one's wire_type matches.
@@ -559,7 +576,7 @@ decode_result decode_body(std::string_view type, field_reader& reader) {
 decode_result decode_envelope(const msgpack::object& root) {
   if (root.type != msgpack::type::MAP)
     return decode_error{decode_errc::not_a_map, "envelope is " + std::string(type_of(root)), 0};
-  field_reader reader(root.via.map, "");
+  field_reader reader(root.via.map);
 
   // The version comes first: a newer peer may use types and fields this build cannot know.
   std::uint64_t version = 0;

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -74,6 +75,10 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   asio::awaitable<void> timeout_waiter(checkpoint_id id, std::shared_ptr<coordinator_timer> timer);
   void run_actions();
   void perform(coordinator_action& action);
+  // For pool work found while performing actions: made now outside run_actions(), after its
+  // flush inside (post_location_work: through location_work_).
+  void post_after_flush(std::function<void()> post);
+  void post_location_work(std::function<void()> work);
   std::int64_t initial_delay_us();
 
   asio::any_io_executor executor_;
@@ -96,6 +101,9 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // Checkpoints whose folder is known to be durable (its creation ended before this thread
   // looked): only those may write their metadata inline or outside location_work_.
   std::set<checkpoint_id> prepared_;
+  // Posts to the pool made while performing actions, in order; run_actions() makes them after
+  // its flush.
+  std::vector<std::function<void()>> after_flush_;
   coordinator_timer periodic_timer_;
   std::uint64_t periodic_generation_ = 0;
   std::int64_t next_tick_us_ = 0;

@@ -363,6 +363,25 @@ TEST_CASE("a batch without entries, or with one malformed entry, is refused whol
   const decode_error b = error_of(bad.bytes());
   CHECK(b.code == decode_errc::missing_field);
   CHECK(b.detail == "field 'acks[1].attempt': required");
+
+  // A fault two records deep names the whole path: the entry, its attempt, the field.
+  frame_builder deep;
+  deep.envelope("acknowledge_checkpoint_batch", 1);
+  deep.str("acks").array(2);
+  deep.map(3).str("job_id").str(job).str("attempt").attempt(0, 0, 1).str("checkpoint_id").uint(4);
+  deep.map(3).str("job_id").str(job).str("checkpoint_id").uint(4).str("attempt").map(3);
+  deep.str("vertex").uint(0).str("subtask").str("one").str("attempt").uint(1);
+  const decode_error d = error_of(deep.bytes());
+  CHECK(d.code == decode_errc::wrong_type);
+  CHECK(d.detail == "field 'acks[1].attempt.subtask': expected unsigned integer, got str");
+
+  // An entry that is not a map at all.
+  frame_builder not_map;
+  not_map.envelope("acknowledge_checkpoint_batch", 1);
+  not_map.str("acks").array(1).uint(7);
+  const decode_error n = error_of(not_map.bytes());
+  CHECK(n.code == decode_errc::wrong_type);
+  CHECK(n.detail == "field 'acks[0]': expected map, got int");
 }
 
 TEST_CASE("a huge declared array length is refused before anything is allocated") {
