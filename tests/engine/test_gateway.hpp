@@ -21,6 +21,8 @@ class recording_gateway : public checkpoint_task_gateway {
   std::vector<std::pair<execution_attempt_id, checkpoint_id>> completes;
   std::vector<std::pair<execution_attempt_id, checkpoint_id>> aborts;
   std::function<void(const trigger&)> on_trigger;
+  // Runs at every flush(): the end of one run of the coordinator's calls.
+  std::function<void()> on_flush;
 
   void trigger_checkpoint(const execution_attempt_id& attempt, checkpoint_id id,
                           std::int64_t timestamp_us, const checkpoint_options& options) override {
@@ -34,6 +36,9 @@ class recording_gateway : public checkpoint_task_gateway {
   void notify_checkpoint_aborted(const execution_attempt_id& attempt, checkpoint_id id,
                                  checkpoint_id) override {
     aborts.emplace_back(attempt, id);
+  }
+  void flush() override {
+    if (on_flush) on_flush();
   }
 };
 

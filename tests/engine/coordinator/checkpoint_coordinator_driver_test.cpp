@@ -247,6 +247,33 @@ TEST_CASE("driver: a metadata write never goes inline before its folder's creati
   CHECK(meta->id == 2);
 }
 
+TEST_CASE("driver: the triggers go out before any pool work of the same run is posted") {
+  // Waking a pool thread costs the event thread tens of microseconds on a small machine, so the
+  // folder's creation is posted only after the gateway's flush sent the triggers.
+  metadata_write_placement::options placement;
+  driver_fixture f(periodic(10ms), {}, placement);
+  f.auto_ack = false;
+  std::size_t pool_work_at_flush = 0;
+  std::size_t triggers_at_flush = 0;
+  f.gateway->on_flush = [&] {
+    triggers_at_flush = f.gateway->triggers.size();
+    f.pool.restart();
+    pool_work_at_flush += f.pool.poll();
+  };
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll_event_thread();
+  REQUIRE(f.gateway->triggers.size() == 2);
+  CHECK(triggers_at_flush == 2);
+  CHECK(pool_work_at_flush == 0);
+  // The creation was posted right after, and runs on the pool.
+  const std::string location = f.gateway->triggers.back().options.target_location;
+  CHECK_FALSE(std::filesystem::exists(location));
+  f.gateway->on_flush = nullptr;
+  f.pool.restart();
+  CHECK(f.pool.poll() > 0);
+  CHECK(std::filesystem::is_directory(location));
+}
+
 // The pool here is one thread, which runs posts in order anyway; with several threads the
 // coordinator's ordered_work_queue is what keeps the discard behind the creation.
 TEST_CASE("driver: an aborted checkpoint's folder is removed even when its creation ran late") {
