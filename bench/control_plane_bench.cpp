@@ -13,7 +13,7 @@
 // starts fresh processes, and the runs alternate so drifts in the machine's load hit all alike.
 //
 //   control_plane_bench [rounds-per-size] [repetitions] [raw|adapter|endpoint|all] [1,4,16]
-//     (defaults: 1000 rounds, 9 repetitions, all, 1,4,16; rounds are divided by the workers)
+//     (defaults: 1000 rounds per size, 9 repetitions, all, 1,4,16)
 //   control_plane_bench --raw-worker|--adapter-worker ENDPOINT WORKER-ID   (internal)
 #include <algorithm>
 #include <chrono>
@@ -135,9 +135,17 @@ struct run_stats {
   std::vector<double> samples;  // microseconds per measured round, every repetition
   std::vector<double> rep_p50;  // the median of each repetition on its own
   double cpu_seconds = 0;       // over every round, warm-up included
+  double coordinator_cpu_seconds = 0;  // the part this process (the coordinator side) used
   long rounds = 0;
-  double cpu_us_per_round() const {
-    return rounds > 0 ? cpu_seconds * 1e6 / static_cast<double>(rounds) : 0;
+  double cpu_us_per_round() const { return per_round(cpu_seconds); }
+  double coordinator_cpu_us_per_round() const { return per_round(coordinator_cpu_seconds); }
+  double workers_cpu_us_per_round() const {
+    return per_round(cpu_seconds - coordinator_cpu_seconds);
+  }
+
+ private:
+  double per_round(double seconds) const {
+    return rounds > 0 ? seconds * 1e6 / static_cast<double>(rounds) : 0;
   }
 };
 
@@ -145,9 +153,13 @@ class cpu_window {
  public:
   explicit cpu_window(const std::vector<std::unique_ptr<child_process>>& processes)
       : processes_(processes) {}
-  void begin() { start_ = total(); }
+  void begin() {
+    start_ = total();
+    start_self_ = snapflow::testing::self_cpu_seconds();
+  }
   void end(run_stats& stats, long rounds) {
     stats.cpu_seconds += total() - start_;
+    stats.coordinator_cpu_seconds += snapflow::testing::self_cpu_seconds() - start_self_;
     stats.rounds += rounds;
   }
 
@@ -157,6 +169,7 @@ class cpu_window {
     for (const auto& p : processes_) sum += p->cpu_seconds();
     return sum;
   }
+  double start_self_ = 0;
   const std::vector<std::unique_ptr<child_process>>& processes_;
   double start_ = 0;
 };
@@ -461,6 +474,11 @@ int main(int argc, char** argv) {
     std::vector<double> adapter, endpoint;
   };
   std::vector<paired_row> paired;
+  struct cpu_row {
+    int workers;
+    run_stats raw, adapter, endpoint;
+  };
+  std::vector<cpu_row> cpu_rows;
   std::printf("control-plane round trip: trigger to every worker process, acknowledgement back\n");
   std::printf("(%d repetitions alternating raw, adapter and endpoint runs; microseconds per "
               "round; cpu = CPU time of every process per round)\n\n",
@@ -471,7 +489,9 @@ int main(int argc, char** argv) {
   std::printf("%8s %9s %12s %13s %9s %13s %8s %12s %13s %9s %9s\n", "", "", "", "", "", "", "", "",
               "", "raw", "raw");
   for (int workers : worker_counts) {
-    const int rounds = std::max(100, base_rounds / workers);
+    // The same number of rounds at every size: dividing them by the workers left 16 workers
+    // with 100-round samples whose per-repetition ratios scattered from 1.1x to 1.5x.
+    const int rounds = base_rounds;
     run_stats raw, adapter, endpoint;
     const std::vector<std::pair<const char*, std::function<void()>>> kinds{
         {"raw", [&] { raw_round_trips(workers, rounds, raw); }},
@@ -501,6 +521,20 @@ int main(int argc, char** argv) {
                 adapter.cpu_us_per_round(), endpoint.cpu_us_per_round(), adapter_p50 / raw_p50,
                 endpoint_p50 / raw_p50);
     paired.push_back({workers, paired_ratios(adapter, raw), paired_ratios(endpoint, raw)});
+    cpu_rows.push_back({workers, raw, adapter, endpoint});
+  }
+  // Which side spends the CPU: this process is the coordinator side of every run.
+  std::printf("\nCPU per round, us: coordinator side (this process) / every worker process\n");
+  std::printf("%8s %17s %17s %17s\n", "workers", "raw", "adapter", "endpoint");
+  for (const auto& row : cpu_rows) {
+    auto cell = [](const run_stats& s) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%7.1f / %7.1f", s.coordinator_cpu_us_per_round(),
+                    s.workers_cpu_us_per_round());
+      return std::string(text);
+    };
+    std::printf("%8d %17s %17s %17s\n", row.workers, cell(row.raw).c_str(),
+                cell(row.adapter).c_str(), cell(row.endpoint).c_str());
   }
   // Each repetition runs raw, adapter and endpoint back to back, so their ratio within one
   // repetition cancels the drift of a shared machine; the spread of those ratios says how far
