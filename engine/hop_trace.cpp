@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <mutex>
 
 namespace snapflow::hop_trace {
@@ -19,7 +20,15 @@ std::atomic<std::FILE*> trace_file{nullptr};
 std::mutex write_mutex;  // one line at a time; also guards start() and stop()
 std::once_flag from_environment;
 
+// Creates the folder if needed: every process of a cluster writes its own file into it, and
+// the first one to start cannot know whether another made it already.
 std::FILE* open_in(const std::string& folder, std::string& why) {
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) {
+    why = "cannot create the folder " + folder + ": " + ec.message();
+    return nullptr;
+  }
   const std::string path =
       folder + "/hops-" + std::to_string(static_cast<long>(::getpid())) + ".txt";
   std::FILE* f = std::fopen(path.c_str(), "a");

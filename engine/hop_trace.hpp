@@ -9,7 +9,7 @@ namespace snapflow::hop_trace {
 // Timestamps at every thread and process hand-off on the checkpoint path, for finding where a
 // checkpoint's time goes (docs/benchmarks.md, "Where the time goes, per hop";
 // bench/hop-report reads them). Off unless the environment variable SNAPFLOW_HOP_TRACE names a
-// folder when the process starts; then every process appends lines
+// folder when the process starts (made if missing); then every process appends lines
 //   <CLOCK_MONOTONIC microseconds> <thread id> <event> <value>
 // to <folder>/hops-<pid>.txt. CLOCK_MONOTONIC is one clock for every process on a machine, so
 // the files of a local cluster line up. Off, a record costs one load and branch; on, one

@@ -53,10 +53,25 @@ TEST_CASE("hop trace: events from several threads, one well-formed line each, in
   CHECK(frames == 1);
 }
 
-TEST_CASE("hop trace: a folder that cannot be written is reported, tracing stays off") {
+TEST_CASE("hop trace: a folder that cannot be made is reported, tracing stays off") {
   hop_trace::stop();
-  auto error = hop_trace::start("/nonexistent-folder-for-hop-trace");
+  test::temp_dir dir;
+  std::ofstream(dir.path / "a-file") << "not a folder";
+  auto error = hop_trace::start((dir.path / "a-file" / "trace").string());
   REQUIRE(error);
-  CHECK(error->find("cannot open") != std::string::npos);
+  CHECK(error->find("cannot create the folder") != std::string::npos);
   CHECK_FALSE(hop_trace::enabled());
+}
+
+TEST_CASE("hop trace: a folder that does not exist yet is made") {
+  test::temp_dir dir;
+  const auto folder = dir.path / "traces" / "run-1";
+  REQUIRE_FALSE(hop_trace::start(folder.string()));
+  hop_trace::record("c.send", 42);
+  hop_trace::stop();
+  std::ifstream in(folder / ("hops-" + std::to_string(::getpid()) + ".txt"));
+  REQUIRE(in);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  CHECK(line.find(" c.send 42") != std::string::npos);
 }
