@@ -145,10 +145,22 @@ void checkpoint_coordinator::run_actions() {
   if (running_actions_) return;
   running_actions_ = true;
   gateway_->hold();
-  while (core_.has_actions()) {
-    auto actions = core_.take_actions();
-    for (auto& action : actions) perform(action);
+  // However the run ends (an action's callback may throw), it ends whole: the gateway sends
+  // what it holds, the pool work found so far is posted, not kept (its items hold the
+  // coordinator, which would then never be freed), and the next run is not refused.
+  try {
+    while (core_.has_actions()) {
+      auto actions = core_.take_actions();
+      for (auto& action : actions) perform(action);
+    }
+  } catch (...) {
+    end_run();
+    throw;
   }
+  end_run();
+}
+
+void checkpoint_coordinator::end_run() {
   running_actions_ = false;
   // The triggers or notifications just made go out now, together where the gateway can.
   gateway_->flush();
@@ -321,6 +333,8 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             });
           },
           [&](discard_location& a) {
+            // Read before `a` moves into the lambda below.
+            const bool behind_creation = preparing_.contains(a.location);
             auto discard = [a = std::move(a)] {
               if (auto r = checkpoint_storage::discard_state(a.handles); !r)
                 spdlog::warn("discarding checkpoint state: {}", r.err().message);
@@ -329,7 +343,7 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
                 spdlog::warn("discarding checkpoint {}: {}", a.location, r.err().message);
             };
             // Behind the folder's creation when that may still be running.
-            if (preparing_.contains(a.location))
+            if (behind_creation)
               post_location_work(std::move(discard));
             else
               post_after_flush([this, discard = std::move(discard)]() mutable {

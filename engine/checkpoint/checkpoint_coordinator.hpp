@@ -74,6 +74,7 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   asio::awaitable<void> periodic_trigger_loop(std::uint64_t generation);
   asio::awaitable<void> timeout_waiter(checkpoint_id id, std::shared_ptr<coordinator_timer> timer);
   void run_actions();
+  void end_run();  // run_actions()'s end: flush the gateway, then post the pool work
   void perform(coordinator_action& action);
   // For pool work found while performing actions: made now outside run_actions(), after its
   // flush inside (post_location_work: through location_work_).

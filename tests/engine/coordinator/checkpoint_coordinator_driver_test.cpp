@@ -2,7 +2,11 @@
 // clock, disk work on an "I/O executor" (the same io_context here, so every step is
 // deterministic), real files in a temporary folder.
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <optional>
+#include <stdexcept>
+#include <utility>
 
 #include <asio/io_context.hpp>
 
@@ -26,6 +30,52 @@ class value_hook : public master_hook {
   result<void> restore(checkpoint_id, std::string_view) override { return success(); }
 };
 
+// An I/O pool that runs its work last in, first out, when told to. The coordinator's real pool
+// has several threads, so work whose order matters (a folder's creation before its discard)
+// must be ordered by the coordinator itself; a one-thread FIFO pool would hide it if not.
+class lifo_pool {
+ public:
+  class executor {
+   public:
+    explicit executor(lifo_pool& pool) : pool_(&pool) {}
+    template <typename F>
+    void execute(F f) const {
+      auto work = std::make_shared<F>(std::move(f));
+      pool_->work_.emplace_back([work] { (*work)(); });
+    }
+    asio::execution_context& query(asio::execution::context_t) const noexcept {
+      return pool_->context_;
+    }
+    static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
+      return asio::execution::blocking.never;
+    }
+    executor require(asio::execution::blocking_t::never_t) const { return *this; }
+    bool operator==(const executor& other) const noexcept { return pool_ == other.pool_; }
+    bool operator!=(const executor& other) const noexcept { return pool_ != other.pool_; }
+
+   private:
+    lifo_pool* pool_;
+  };
+
+  executor get_executor() { return executor(*this); }
+  std::size_t queued() const { return work_.size(); }
+  // Runs what is queued, newest first, including what that work queues meanwhile.
+  std::size_t run_newest_first() {
+    std::size_t ran = 0;
+    while (!work_.empty()) {
+      auto work = std::move(work_.back());
+      work_.pop_back();
+      work();
+      ++ran;
+    }
+    return ran;
+  }
+
+ private:
+  asio::io_context context_;
+  std::vector<std::function<void()>> work_;
+};
+
 struct driver_fixture {
   asio::io_context io;
   // With own_pool, the I/O executor is this second context, polled apart from `io`, so a test
@@ -44,7 +94,8 @@ struct driver_fixture {
 
   explicit driver_fixture(checkpoint_config config,
                           std::vector<std::shared_ptr<master_hook>> hooks = {},
-                          std::optional<metadata_write_placement::options> placement = {})
+                          std::optional<metadata_write_placement::options> placement = {},
+                          std::optional<asio::any_io_executor> pool_executor = {})
       : own_pool(placement.has_value()) {
     for (std::uint32_t i = 0; i < 2; ++i)
       vertices.push_back(std::make_unique<execution_vertex>(subtask_id{0, i}, 2, "source"));
@@ -72,7 +123,10 @@ struct driver_fixture {
             [this](const std::string&) { ++job_failures; },
             [this](const std::string&, const execution_attempt_id&) { ++job_failures; }});
     coordinator = std::make_shared<checkpoint_coordinator>(
-        io.get_executor(), own_pool ? pool.get_executor() : io.get_executor(), std::move(s),
+        io.get_executor(),
+        pool_executor ? *pool_executor
+                      : (own_pool ? pool.get_executor() : io.get_executor()),
+        std::move(s),
         gateway, placement.value_or(metadata_write_placement::options{}));
     // A stub task runtime: once both sources saw the trigger, every subtask writes a state
     // file into the checkpoint folder and acks.
@@ -294,6 +348,71 @@ TEST_CASE("driver: an aborted checkpoint's folder is removed even when its creat
   }
   CHECK(f.coordinator->core().stats().counts().failed == 5);
   CHECK(f.coordinator->prepared_locations() == 0);  // nothing kept for aborted checkpoints
+}
+
+TEST_CASE("driver: an expired checkpoint's discard waits for its folder's creation on any pool") {
+  // The discard is posted while the creation has not run. A pool that takes the newest work
+  // first would run a discard posted beside the creation before it, and leave the folder.
+  lifo_pool pool;
+  driver_fixture f(periodic(10ms), {}, std::nullopt, asio::any_io_executor(pool.get_executor()));
+  f.auto_ack = false;
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  const std::string location = f.gateway->triggers.back().options.target_location;
+  REQUIRE(pool.queued() == 1);  // the creation, not run yet
+  f.clock.advance(1s);          // expires on the event thread: the discard is posted
+  f.poll();
+  CHECK(f.coordinator->core().stats().counts().failed == 1);
+  pool.run_newest_first();
+  f.poll();
+  CHECK_FALSE(std::filesystem::exists(location));
+  CHECK(f.coordinator->prepared_locations() == 0);
+}
+
+TEST_CASE("driver: a checkpoint declined in the run that triggered it leaves no folder") {
+  // The decline comes back while the coordinator is still performing the trigger's actions
+  // (a task runtime that answers at once), so the abort's discard is found in the same run as
+  // the folder's creation, and must still run after it.
+  lifo_pool pool;
+  driver_fixture f(periodic(10ms), {}, std::nullopt, asio::any_io_executor(pool.get_executor()));
+  f.auto_ack = false;
+  f.gateway->on_trigger = [&](const recording_gateway::trigger& t) {
+    if (t.attempt.subtask.index != 0) return;
+    f.coordinator->receive_decline(checkpoint_decline{
+        f.job, t.attempt, t.id, checkpoint_failure_reason::checkpoint_declined, "no"});
+  };
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  REQUIRE_FALSE(f.gateway->triggers.empty());
+  const std::string location = f.gateway->triggers.back().options.target_location;
+  CHECK(f.coordinator->core().stats().counts().failed == 1);
+  pool.run_newest_first();
+  f.poll();
+  CHECK_FALSE(std::filesystem::exists(location));
+  CHECK(f.coordinator->prepared_locations() == 0);
+}
+
+TEST_CASE("driver: a callback that throws ends its run whole, and the next run is not refused") {
+  driver_fixture f(periodic(10ms));
+  bool throw_once = true;
+  f.coordinator->add_completion_listener([&](checkpoint_id) {
+    if (std::exchange(throw_once, false)) throw std::runtime_error("listener failed");
+  });
+  int flushes = 0;
+  f.gateway->on_flush = [&] { ++flushes; };
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  CHECK_THROWS_WITH(f.poll(), "listener failed");
+  CHECK(f.coordinator->core().latest_completed_id() == 1);
+  const int flushes_after_throw = flushes;
+  CHECK(flushes_after_throw > 0);
+  // The coordinator still runs its actions: the next checkpoint triggers, completes and
+  // notifies, and the first one's folder, subsumed, is discarded on the pool as usual.
+  const auto completes_before = f.gateway->completes.size();
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  CHECK(f.coordinator->core().latest_completed_id() == 2);
+  CHECK(f.gateway->completes.size() > completes_before);
+  CHECK(flushes > flushes_after_throw);
 }
 
 TEST_CASE("driver: with inline writes off, every metadata write waits for the pool") {
