@@ -73,10 +73,6 @@ class stream_operator {
     (void)id;
     return operator_snapshot{};
   }
-  virtual result<void> notify_checkpoint_complete(checkpoint_id id) {
-    (void)id;
-    return success();
-  }
   virtual result<void> notify_checkpoint_aborted(checkpoint_id id) {
     (void)id;
     return success();
@@ -86,6 +82,17 @@ class stream_operator {
     (void)out;
     return success();
   }
+};
+
+// An operator that acts when a checkpoint completes (an exactly-once sink commits what the
+// checkpoint covers) implements this beside stream_operator, as Flink's CheckpointListener.
+// Only such an operator's task thread is woken for the notification, in order with its records;
+// for every other operator the worker records the subtask as notified the moment the
+// notification arrives, which saves a thread wake-up per subtask and checkpoint.
+class checkpoint_completion_listener {
+ public:
+  virtual ~checkpoint_completion_listener() = default;
+  virtual result<void> notify_checkpoint_complete(checkpoint_id id) = 0;
 };
 
 // A source: the task asks it for records between mailbox checks.

@@ -91,6 +91,13 @@ void stream_task::trigger_checkpoint(checkpoint_id id, std::int64_t timestamp_us
 }
 
 void stream_task::notify_checkpoint_complete(checkpoint_id id, std::int64_t timestamp_us) {
+  // An operator that does nothing on completion is notified when the notification arrives:
+  // no wake-up of the task thread. Until the operator exists (initialize(), on the task thread)
+  // that is not known, and the notification goes through the mailbox as for a listener.
+  if (completion_not_needed_.load(std::memory_order_acquire)) {
+    record_notified(id);
+    return;
+  }
   mailbox_.post(complete_message{id, timestamp_us});
 }
 
@@ -202,6 +209,9 @@ result<void> stream_task::initialize() {
   if (!made) return made.err();
   operator_ = std::move(made).value();
   source_ = dynamic_cast<source_operator*>(operator_.get());
+  completion_listener_ = dynamic_cast<checkpoint_completion_listener*>(operator_.get());
+  if (completion_listener_ == nullptr)
+    completion_not_needed_.store(true, std::memory_order_release);
   if ((source_ != nullptr) != (config_.role == operator_role::source))
     return error{"operator kind '" + config_.vertex.kind +
                  "' and its role disagree on being a source"};
@@ -472,7 +482,8 @@ result<void> stream_task::process_mailbox() {
                   {trigger_snapshot{checkpoint_barrier{m.id, m.timestamp_us, m.options}, 0, 0}});
             },
             [&](const complete_message& m) -> result<void> {
-              if (auto r = operator_->notify_checkpoint_complete(m.id); !r) return r;
+              if (completion_listener_ != nullptr)
+                if (auto r = completion_listener_->notify_checkpoint_complete(m.id); !r) return r;
               record_notified(m.id);
               return success();
             },

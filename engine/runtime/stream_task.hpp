@@ -157,6 +157,10 @@ class stream_task {
   // Task thread only.
   std::unique_ptr<stream_operator> operator_;
   source_operator* source_ = nullptr;
+  checkpoint_completion_listener* completion_listener_ = nullptr;  // the operator, if it is one
+  // Set once the operator exists and is no completion listener: from then on notifications
+  // are recorded on the caller's thread (notify_checkpoint_complete).
+  std::atomic<bool> completion_not_needed_{false};
   std::unique_ptr<keyed_state_backend> keyed_;
   std::vector<output_gate> gates_;
   std::unique_ptr<task_output> output_;

@@ -40,7 +40,8 @@ namespace snapflow {
 //     left by then; without checkpointing this is the only commit.
 // Rescaling: new subtask i takes over the staging folders and snapshot lists of every old
 // subtask s with s % parallelism == i, so each old transaction has exactly one owner.
-class two_phase_commit_file_sink final : public stream_operator {
+class two_phase_commit_file_sink final : public stream_operator,
+                                         public checkpoint_completion_listener {
  public:
   static constexpr std::string_view staging_folder_name = ".staging";
   static constexpr std::string_view pending_suffix = ".pending";

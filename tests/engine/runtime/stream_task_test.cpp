@@ -2,9 +2,15 @@
 // writes: barrier injection at a source, alignment at a two-input task, restore failures.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "engine/runtime/local_channel.hpp"
+#include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/stream_task.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
@@ -120,6 +126,112 @@ TEST_CASE("stream task: a source injects the barrier between records and acks th
   CHECK(notified[0].id == 2);
   CHECK(notified[0].timestamp_us > 0);
   CHECK(task.take_notified().empty());
+}
+
+// Holds its task thread inside process() until released, so a test can tell what happens on
+// the task thread from what happens on the caller's.
+struct held_operator_gate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool inside = false;
+  bool released = false;
+  std::vector<checkpoint_id> completions;  // what a listening operator was told
+
+  void enter_and_wait() {
+    std::unique_lock lock(mutex);
+    inside = true;
+    changed.notify_all();
+    changed.wait_for(lock, std::chrono::seconds(10), [&] { return released; });
+  }
+  bool wait_inside() {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(10), [&] { return inside; });
+  }
+  void release() {
+    std::lock_guard lock(mutex);
+    released = true;
+    changed.notify_all();
+  }
+};
+
+class held_map : public stream_operator {
+ public:
+  explicit held_map(std::shared_ptr<held_operator_gate> gate) : gate_(std::move(gate)) {}
+  result<void> process(const record& r, record_output& out) override {
+    gate_->enter_and_wait();
+    out.emit(r);
+    return success();
+  }
+
+ protected:
+  std::shared_ptr<held_operator_gate> gate_;
+};
+
+class held_listening_map final : public held_map, public checkpoint_completion_listener {
+ public:
+  using held_map::held_map;
+  result<void> notify_checkpoint_complete(checkpoint_id id) override {
+    std::lock_guard lock(gate_->mutex);
+    gate_->completions.push_back(id);
+    return success();
+  }
+};
+
+std::shared_ptr<operator_factory> held_factory(std::shared_ptr<held_operator_gate> gate) {
+  auto f = std::make_shared<operator_factory>();
+  f->add("held_map", [gate](const job_vertex&) -> result<std::unique_ptr<stream_operator>> {
+    return std::unique_ptr<stream_operator>(std::make_unique<held_map>(gate));
+  });
+  f->add("held_listening_map",
+         [gate](const job_vertex&) -> result<std::unique_ptr<stream_operator>> {
+           return std::unique_ptr<stream_operator>(std::make_unique<held_listening_map>(gate));
+         });
+  return f;
+}
+
+std::vector<checkpoint_id> ids_of(const std::vector<checkpoint_notified>& notified) {
+  std::vector<checkpoint_id> ids;
+  for (const auto& n : notified) ids.push_back(n.id);
+  return ids;
+}
+
+TEST_CASE("stream task: only a completion listener's thread handles a completed checkpoint") {
+  const bool listening = GENERATE(false, true);
+  CAPTURE(listening);
+  task_fixture f;
+  auto gate = std::make_shared<held_operator_gate>();
+  auto in = std::make_shared<local_channel>(8);
+  auto out = std::make_shared<local_channel>(8);
+  auto c = f.config(make_vertex(listening ? "held_listening_map" : "held_map"),
+                    operator_role::transform);
+  c.operators = held_factory(gate);
+  c.inputs = {in};
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(in->send({record{0, 0, 0, {}}}));
+  REQUIRE(gate->wait_inside());  // the task thread is busy in process() from here on
+
+  task.notify_checkpoint_complete(3, 0);
+  if (listening) {
+    // Its thread takes the notification in turn, after the record it is busy with.
+    CHECK(task.take_notified().empty());
+  } else {
+    // Nothing to do on the task thread: notified at once, while that thread is still busy.
+    CHECK(ids_of(task.take_notified()) == std::vector<checkpoint_id>{3});
+  }
+
+  gate->release();
+  REQUIRE(in->send({end_of_input{}}));
+  REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+  if (listening) {
+    CHECK(ids_of(task.take_notified()) == std::vector<checkpoint_id>{3});
+    std::lock_guard lock(gate->mutex);
+    CHECK(gate->completions == std::vector<checkpoint_id>{3});
+  } else {
+    CHECK(task.take_notified().empty());
+  }
 }
 
 TEST_CASE("stream task: two inputs are aligned before the barrier goes on") {
