@@ -158,9 +158,6 @@ class stream_task {
   std::unique_ptr<stream_operator> operator_;
   source_operator* source_ = nullptr;
   checkpoint_completion_listener* completion_listener_ = nullptr;  // the operator, if it is one
-  // Set once the operator exists and is no completion listener: from then on notifications
-  // are recorded on the caller's thread (notify_checkpoint_complete).
-  std::atomic<bool> completion_not_needed_{false};
   std::unique_ptr<keyed_state_backend> keyed_;
   std::vector<output_gate> gates_;
   std::unique_ptr<task_output> output_;
@@ -173,14 +170,18 @@ class stream_task {
   bool outputs_cancelled_ = false;
 
   std::atomic<bool> cancel_requested_{false};
+  // Set by the task thread once the operator exists and is no completion listener: from then
+  // on notifications are recorded on the caller's thread (notify_checkpoint_complete).
+  std::atomic<bool> completion_not_needed_{false};
   std::atomic<bool> fail_requested_{false};
   std::mutex fail_mutex_;
   std::string fail_cause_;
   std::atomic<bool> done_{false};
   std::atomic<std::uint64_t> records_in_{0};
   std::atomic<std::uint64_t> records_out_{0};
-  // Written by the task thread once per handled notification, taken by the worker's heartbeat:
-  // a lock, since an id and its time must be read together.
+  // Written once per handled notification (by the task thread, or by the notifying thread for
+  // an operator that does not listen), taken by the worker's heartbeat: a lock, since an id and
+  // its time must be read together.
   std::mutex notified_mutex_;
   std::vector<checkpoint_notified> notified_;
   checkpoint_id last_notified_ = 0;  // under notified_mutex_: stale notifications are skipped
