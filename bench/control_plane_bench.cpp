@@ -474,9 +474,13 @@ int main(int argc, char** argv) {
     std::vector<double> adapter, endpoint;
   };
   std::vector<paired_row> paired;
+  // CPU per round (coordinator side, worker processes) of the raw, adapter and endpoint runs.
+  struct cpu_split {
+    double coordinator, workers;
+  };
   struct cpu_row {
     int workers;
-    run_stats raw, adapter, endpoint;
+    cpu_split raw, adapter, endpoint;
   };
   std::vector<cpu_row> cpu_rows;
   std::printf("control-plane round trip: trigger to every worker process, acknowledgement back\n");
@@ -521,16 +525,18 @@ int main(int argc, char** argv) {
                 adapter.cpu_us_per_round(), endpoint.cpu_us_per_round(), adapter_p50 / raw_p50,
                 endpoint_p50 / raw_p50);
     paired.push_back({workers, paired_ratios(adapter, raw), paired_ratios(endpoint, raw)});
-    cpu_rows.push_back({workers, raw, adapter, endpoint});
+    auto split = [](const run_stats& s) {
+      return cpu_split{s.coordinator_cpu_us_per_round(), s.workers_cpu_us_per_round()};
+    };
+    cpu_rows.push_back({workers, split(raw), split(adapter), split(endpoint)});
   }
   // Which side spends the CPU: this process is the coordinator side of every run.
   std::printf("\nCPU per round, us: coordinator side (this process) / every worker process\n");
   std::printf("%8s %17s %17s %17s\n", "workers", "raw", "adapter", "endpoint");
   for (const auto& row : cpu_rows) {
-    auto cell = [](const run_stats& s) {
+    auto cell = [](const cpu_split& s) {
       char text[32];
-      std::snprintf(text, sizeof text, "%7.1f / %7.1f", s.coordinator_cpu_us_per_round(),
-                    s.workers_cpu_us_per_round());
+      std::snprintf(text, sizeof text, "%7.1f / %7.1f", s.coordinator, s.workers);
       return std::string(text);
     };
     std::printf("%8d %17s %17s %17s\n", row.workers, cell(row.raw).c_str(),

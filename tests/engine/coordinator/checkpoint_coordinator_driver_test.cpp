@@ -171,6 +171,15 @@ struct driver_fixture {
   }
 };
 
+// Runs what the pool holds, newest first, and what that posts back: the aborted checkpoint's
+// folder must be gone (its discard ran after its creation) and nothing kept for it.
+void run_pool_then_check_gone(lifo_pool& pool, driver_fixture& f, const std::string& location) {
+  pool.run_newest_first();
+  f.poll();
+  CHECK_FALSE(std::filesystem::exists(location));
+  CHECK(f.coordinator->prepared_locations() == 0);
+}
+
 checkpoint_config periodic(std::chrono::milliseconds interval) {
   checkpoint_config c;
   c.interval = interval;
@@ -363,10 +372,7 @@ TEST_CASE("driver: an expired checkpoint's discard waits for its folder's creati
   f.clock.advance(1s);          // expires on the event thread: the discard is posted
   f.poll();
   CHECK(f.coordinator->core().stats().counts().failed == 1);
-  pool.run_newest_first();
-  f.poll();
-  CHECK_FALSE(std::filesystem::exists(location));
-  CHECK(f.coordinator->prepared_locations() == 0);
+  run_pool_then_check_gone(pool, f, location);
 }
 
 TEST_CASE("driver: a checkpoint declined in the run that triggered it leaves no folder") {
@@ -386,10 +392,7 @@ TEST_CASE("driver: a checkpoint declined in the run that triggered it leaves no 
   REQUIRE_FALSE(f.gateway->triggers.empty());
   const std::string location = f.gateway->triggers.back().options.target_location;
   CHECK(f.coordinator->core().stats().counts().failed == 1);
-  pool.run_newest_first();
-  f.poll();
-  CHECK_FALSE(std::filesystem::exists(location));
-  CHECK(f.coordinator->prepared_locations() == 0);
+  run_pool_then_check_gone(pool, f, location);
 }
 
 TEST_CASE("driver: a callback that throws ends its run whole, and the next run is not refused") {
