@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <array>
 #include <vector>
 
 namespace snapflow::wire {
@@ -134,6 +135,27 @@ bool classify(std::uint8_t b, header& h) {
   }
 }
 
+// A stack of element counts that lives inline up to a depth every message fits, and on the
+// heap only beyond it.
+class open_containers {
+ public:
+  explicit open_containers(std::size_t max_depth) {
+    if (max_depth > inline_depth) heap_.resize(max_depth);
+  }
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
+  void push_back(std::uint64_t elements) { data()[size_++] = elements; }
+  std::uint64_t& back() { return data()[size_ - 1]; }
+  void pop_back() { --size_; }
+
+ private:
+  static constexpr std::size_t inline_depth = 32;
+  std::uint64_t* data() { return heap_.empty() ? inline_.data() : heap_.data(); }
+  std::array<std::uint64_t, inline_depth> inline_;
+  std::vector<std::uint64_t> heap_;
+  std::size_t size_ = 0;
+};
+
 decode_error make(decode_errc code, std::string detail) { return {code, std::move(detail), 0}; }
 
 std::string at(std::size_t offset) { return " at byte " + std::to_string(offset); }
@@ -151,8 +173,9 @@ std::optional<decode_error> check_msgpack_bounds(std::string_view frame,
                                                   std::to_string(max_frame_bytes) +
                                                   "-byte frame limit");
   std::uint64_t pos = 0;
-  // Values still to read in each open container, innermost last; at most max_depth entries.
-  std::vector<std::uint64_t> open;
+  // Values still to read in each open container, innermost last; at most max_depth entries,
+  // which every caller's depth fits inline (no allocation per frame).
+  open_containers open(max_depth);
 
   for (;;) {
     if (pos >= size)
