@@ -1,5 +1,6 @@
 #include "transport/stub_task_executor.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <utility>
 
@@ -44,9 +45,12 @@ void stub_task_executor::trigger_checkpoint(const job_id& job,
     return;
   }
   job_tasks& tasks = it->second;
-  if (!tasks.acknowledged.insert(id).second) return;
-  if (tasks.acknowledged.size() > remembered_checkpoints)
-    tasks.acknowledged.erase(tasks.acknowledged.begin());
+  std::vector<checkpoint_id>& seen = tasks.acknowledged;
+  if (seen.capacity() == 0) seen.reserve(remembered_checkpoints + 1);
+  const auto at = std::lower_bound(seen.begin(), seen.end(), id);
+  if (at != seen.end() && *at == id) return;
+  seen.insert(at, id);
+  if (seen.size() > remembered_checkpoints) seen.erase(seen.begin());
   for (const auto& a : tasks.attempts) {
     checkpoint_ack ack;
     ack.job = job;

@@ -163,13 +163,15 @@ class worker_endpoint::task_inbox {
   // The thread that runs the endpoint's executor; reports made there may skip the queue.
   void set_owner_thread(std::thread::id id) { owner_thread_.store(id, std::memory_order_relaxed); }
 
-  // Takes every queued report; the direct path stays shut until end_flush, so nothing
-  // overtakes the reports taken while they are being sent.
-  std::vector<task_report> take() {
+  // Swaps every queued report into `out` (emptied first; its room becomes the queue's, so
+  // neither side allocates again in steady state). The direct path stays shut until end_flush,
+  // so nothing overtakes the reports taken while they are being sent.
+  void take(std::vector<task_report>& out) {
+    out.clear();
     std::lock_guard lock(mutex_);
     flush_posted_ = false;
     flushing_ = true;
-    return std::exchange(frames_, {});
+    std::swap(out, frames_);
   }
 
   void end_flush(async_socket* direct) {
@@ -632,14 +634,20 @@ void worker_endpoint::flush_task_reports() {
   hop_trace::record("w.flush", 0);
   // Acknowledgements next to each other go in one batch; any other report ends the batch
   // first, so the coordinator sees every report in the order the tasks made it.
-  std::vector<wire::acknowledge_checkpoint> acks;
+  // Both vectors are members kept between flushes, emptied but with their room.
+  std::vector<wire::acknowledge_checkpoint>& acks = ack_batch_;
+  acks.clear();
   std::size_t acks_bytes = batch_fixed_bytes;
-  std::vector<task_report> reports = inbox_->take();
+  std::vector<task_report>& reports = taken_reports_;
+  inbox_->take(reports);
   // However this ends (an encoding that throws included), the flush ends with it: a flush left
   // open would keep task threads off the direct path for good.
   struct flush_end {
     worker_endpoint& self;
-    ~flush_end() { self.inbox_->end_flush(self.direct_path()); }
+    ~flush_end() {
+      self.taken_reports_.clear();
+      self.inbox_->end_flush(self.direct_path());
+    }
   } end_flush{*this};
   for (auto& report : reports) {
     if (report.ack && coordinator_max_batch_bytes_ > 0) {
@@ -679,7 +687,7 @@ void worker_endpoint::send_acks(std::vector<wire::acknowledge_checkpoint>& acks)
   if (!registered_) {
     counters_.dropped_task_reports += acks.size();
   } else if (acks.size() == 1) {
-    send(acks.front());
+    send(wire::message{std::move(acks.front())});
   } else {
     send(wire::acknowledge_checkpoint_batch{std::move(acks)});
   }

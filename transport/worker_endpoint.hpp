@@ -132,6 +132,9 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   worker_endpoint_options options_;
   std::shared_ptr<task_executor> tasks_;
   std::shared_ptr<task_inbox> inbox_;
+  // flush_task_reports' working room, kept so that a flush allocates nothing in steady state.
+  std::vector<task_report> taken_reports_;
+  std::vector<wire::acknowledge_checkpoint> ack_batch_;
   fatal_handler on_fatal_;
   std::shared_ptr<connection> connection_;
   asio::steady_timer tick_timer_;
