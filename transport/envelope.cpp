@@ -1,5 +1,6 @@
 #include "transport/envelope.hpp"
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <exception>
@@ -346,6 +347,9 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+// Entries reserved ahead when an array of records is read; more grow the vector as usual.
+constexpr std::size_t max_reserved_entries = 64;
+
 // Reads the fields of one msgpack map into a struct; remembers the first fault and ignores
 // everything after it. A nested reader knows its place (parent, key, array index) and spells
 // its path ("options.location.") only when it reports a fault, so a valid frame costs no
@@ -385,10 +389,13 @@ class field_reader {
     required(key, out);
     if (!error && out.empty()) fail(decode_errc::invalid_value, key, "an empty batch");
   }
+  // Each key is looked up once: find() relies on it (see there).
   void optional_bytes(std::string_view key, std::optional<std::string>& out) {
-    if (error || absent(find(key))) return;
+    if (error) return;
+    const msgpack_value o = find(key);
+    if (absent(o)) return;
     std::string value;
-    bytes(key, value);
+    read_bytes(key, o, value);
     if (!error) out = std::move(value);
   }
   void bytes(std::string_view key, std::string& out) {
@@ -398,11 +405,7 @@ class field_reader {
       fail(decode_errc::missing_field, key, "required");
       return;
     }
-    // Bytes travel as bin; str is accepted too, for writers whose language blurs the two.
-    if (o.type == msgpack_value::kind::bin || o.type == msgpack_value::kind::str)
-      out.assign(o.bytes());
-    else
-      wrong(key, "bin", o);
+    read_bytes(key, o, out);
   }
 
   // The value of `key`, nil when absent (a nil value counts as absent); the first match wins if
@@ -411,7 +414,8 @@ class field_reader {
   // A writer of the same description (every snapflow peer) wrote the keys in the order they are
   // asked for, so the next unread pair is tried first; only when that misses (a field absent,
   // another writer's order) is the map searched from its start. A pair matched in order is the
-  // first of its key, as a search would find: every pair before it holds another field's name.
+  // first of its key, as a search would find, because every pair before it was matched to
+  // another field's name: which holds only while each key is asked for once per map.
   msgpack_value find(std::string_view key) {
     if (in_order_ < map_.size) {
       msgpack_cursor pair(next_);
@@ -475,6 +479,13 @@ class field_reader {
       out = static_cast<std::int64_t>(o.u64);
     }
   }
+  void read_bytes(std::string_view key, const msgpack_value& o, std::string& out) {
+    // Bytes travel as bin; str is accepted too, for writers whose language blurs the two.
+    if (o.type == kind::bin || o.type == kind::str)
+      out.assign(o.bytes());
+    else
+      wrong(key, "bin", o);
+  }
   void read(std::string_view key, const msgpack_value& o, bool& out) {
     if (o.type != kind::boolean) return wrong(key, "bool", o);
     out = o.boolean();
@@ -506,7 +517,9 @@ class field_reader {
   void read(std::string_view key, const msgpack_value& o, std::vector<T>& out) {
     if (o.type != kind::array) return wrong(key, "array", o);
     out.clear();
-    out.reserve(o.size);
+    // Room for a batch's usual size only: a hostile count (millions of empty maps fit in a
+    // frame) must not reserve gigabytes before its first bad entry is refused.
+    out.reserve(std::min<std::size_t>(o.size, max_reserved_entries));
     msgpack_cursor items(o.data);
     for (std::uint32_t i = 0; i < o.size && !error; ++i) {
       const msgpack_value item = items.read();

@@ -18,9 +18,10 @@ namespace snapflow::wire {
 //  - a frame that ends inside a value, or a declared size that runs past its end: truncated;
 //  - containers nested deeper than `max_depth`: too_deep.
 //
-// It runs before msgpack::unpack so that a hostile length is refused by what it declares,
-// before any allocation, and so that each fault gets a precise error kind. unpack still runs
-// with limits of its own; this check is the first fence, not the only one.
+// It runs before anything is read, so that a hostile length is refused by what it declares,
+// before any allocation, and so that each fault gets a precise error kind. It is the only
+// fence: the envelope's reader (msgpack_view.hpp) trusts every length and count it passed and
+// reads without checks of its own, so the two must agree on every format's size.
 std::optional<decode_error> check_msgpack_bounds(std::string_view frame,
                                                  std::size_t max_frame_bytes,
                                                  std::size_t max_depth);

@@ -6,13 +6,14 @@
 #include <string_view>
 
 // Reading msgpack in place, for frames that check_msgpack_bounds accepted: no object tree, no
-// zone, no copy. The envelope decoder used msgpack::unpack before; on a 2-vCPU machine running
-// 17 processes a worker meets its data cold after every context switch, and the tree (one
-// object per value in a freshly touched zone) cost several times its hot price there. Reading
-// the frame's own bytes touches only the frame.
+// zone, no copy. The envelope decoder used msgpack::unpack before; where many processes share
+// few CPUs, a process meets its data cold after every context switch, and the tree (one object
+// per value in a freshly touched zone) cost several times its hot price there. Reading the
+// frame's own bytes touches only the frame.
 //
 // Every function here trusts the frame's structure: lengths within the frame, one value that
-// fills it, no reserved byte, bounded depth. check_msgpack_bounds must have said so first.
+// fills it, no reserved byte, bounded depth. check_msgpack_bounds must have said so first, and
+// the sizes it gives each format must stay the sizes read() and step() give it.
 namespace snapflow::wire {
 
 // One msgpack value: its type, a scalar's value, or where its bytes or a container's elements

@@ -634,7 +634,7 @@ void worker_endpoint::flush_task_reports() {
   hop_trace::record("w.flush", 0);
   // Acknowledgements next to each other go in one batch; any other report ends the batch
   // first, so the coordinator sees every report in the order the tasks made it.
-  // Both vectors are members kept between flushes, emptied but with their room.
+  // Both vectors are members kept between flushes (see worker_endpoint.hpp), emptied here.
   std::vector<wire::acknowledge_checkpoint>& acks = ack_batch_;
   acks.clear();
   std::size_t acks_bytes = batch_fixed_bytes;

@@ -132,7 +132,8 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   worker_endpoint_options options_;
   std::shared_ptr<task_executor> tasks_;
   std::shared_ptr<task_inbox> inbox_;
-  // flush_task_reports' working room, kept so that a flush allocates nothing in steady state.
+  // flush_task_reports' working room, kept between flushes: the reports' always, the acks'
+  // while they go out one by one (a batch frame takes the vector with it).
   std::vector<task_report> taken_reports_;
   std::vector<wire::acknowledge_checkpoint> ack_batch_;
   fatal_handler on_fatal_;

@@ -6,6 +6,7 @@
 //   fuzz_corpus_maker <corpus folder>     (normally tests/fuzz/corpus)
 //
 // Job file inputs are written by hand in job_files below; everything else is encoded here.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -171,7 +172,8 @@ std::vector<std::pair<std::string, wire::message>> messages() {
   ack.job = job_id_text;
   ack.attempt = attempt;
   ack.checkpoint = 8;
-  ack.state_handles = {{"chk-8/a", 10, 1}, {"chk-8/b", 20, 2}};
+  // One handle carries its state inline (bin bytes), so mutations reach that field too.
+  ack.state_handles = {{"chk-8/a", 10, 1}, {"chk-8/b", 20, 2, std::string("\x01\x02inline", 8)}};
   ack.state_size_bytes = 30;
   ack.sync_duration_us = 5;
   ack.async_duration_us = 70;
@@ -269,7 +271,13 @@ int main(int argc, char** argv) {
 
   const fs::path wire_dir = root / "wire_decode";
   for (const auto& [name, m] : messages()) write(wire_dir, name + ".bin", wire::encode(m));
-  const std::string trigger = wire::encode(messages()[7].second);
+  // By name: an index went stale once before, when a message was added ahead of it.
+  const auto all = messages();
+  const auto trigger_entry = std::find_if(all.begin(), all.end(), [](const auto& entry) {
+    return entry.first == "trigger_checkpoint";
+  });
+  if (trigger_entry == all.end()) return 1;
+  const std::string trigger = wire::encode(trigger_entry->second);
   write(wire_dir, "truncated_trigger.bin", trigger.substr(0, trigger.size() - 5));
   write(wire_dir, "future_version.bin", hand_frame(0));
   write(wire_dir, "unknown_type.bin", hand_frame(1));

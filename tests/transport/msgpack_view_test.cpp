@@ -349,3 +349,44 @@ TEST_CASE("a message reads the same in any key order, and the first of a repeate
   CHECK(std::get<notify_checkpoint_aborted>(decoded.value()) ==
         notify_checkpoint_aborted{job, {{4, 2}, 1}, 42, std::nullopt});
 }
+
+TEST_CASE("a key repeated right after itself: the first wins, for bytes fields too") {
+  // inline_state is read through optional_bytes; the repeat follows at once, where the
+  // in-order lookup looks next.
+  auto ack_with = [](auto&& repeat) {
+    frame_builder f;
+    msgpack::packer<frame_builder> pk(f);
+    f.envelope("acknowledge_checkpoint", 5);
+    f.str("job_id").str("5f0e7a3c9b1d4e2f8a6c0b7d3e9f1a2c");
+    f.str("attempt").attempt(1, 0, 0);
+    f.str("checkpoint_id").uint(3);
+    f.str("checkpoint_id").uint(4);  // a repeat of a plain field, right after it
+    f.str("state_handles").array(1).map(5);
+    f.str("path").str("chk-3/a");
+    f.str("size").uint(1);
+    f.str("checksum").uint(2);
+    f.str("inline_state");
+    pk.pack_bin(1);
+    pk.pack_bin_body("A", 1);
+    f.str("inline_state");
+    repeat(f, pk);
+    const decode_result decoded = decode(f.bytes());
+    INFO((decoded.ok() ? std::string("ok") : decoded.error().detail));
+    REQUIRE(decoded.ok());
+    return std::get<acknowledge_checkpoint>(decoded.value());
+  };
+  const acknowledge_checkpoint other_bytes =
+      ack_with([](frame_builder&, msgpack::packer<frame_builder>& pk) {
+        pk.pack_bin(1);
+        pk.pack_bin_body("B", 1);
+      });
+  CHECK(other_bytes.checkpoint == 3);
+  REQUIRE(other_bytes.state_handles.size() == 1);
+  CHECK(other_bytes.state_handles[0].inline_state == std::optional<std::string>("A"));
+  const acknowledge_checkpoint then_nil =
+      ack_with([](frame_builder& f, msgpack::packer<frame_builder>&) { f.nil(); });
+  CHECK(then_nil.state_handles[0].inline_state == std::optional<std::string>("A"));
+  const acknowledge_checkpoint then_int =
+      ack_with([](frame_builder& f, msgpack::packer<frame_builder>&) { f.uint(5); });
+  CHECK(then_int.state_handles[0].inline_state == std::optional<std::string>("A"));
+}
