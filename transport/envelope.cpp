@@ -1,6 +1,7 @@
 #include "transport/envelope.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <concepts>
 #include <cstdint>
 #include <exception>
@@ -415,8 +416,14 @@ class field_reader {
   // asked for, so the next unread pair is tried first; only when that misses (a field absent,
   // another writer's order) is the map searched from its start. A pair matched in order is the
   // first of its key, as a search would find, because every pair before it was matched to
-  // another field's name: which holds only while each key is asked for once per map.
+  // another field's name: which holds only while each key is asked for once per map (asserted
+  // in debug builds). For the same reason a miss searches only from next_ on.
   msgpack_value find(std::string_view key) {
+#ifndef NDEBUG
+    assert(std::find(asked_.begin(), asked_.end(), key) == asked_.end() &&
+           "a key looked up twice in one map: find() would miss its first occurrence");
+    asked_.push_back(key);
+#endif
     if (in_order_ < map_.size) {
       msgpack_cursor pair(next_);
       std::string_view k;
@@ -428,8 +435,10 @@ class field_reader {
         return found;
       }
     }
-    msgpack_cursor pair(map_.data);
-    for (std::uint32_t i = 0; i < map_.size; ++i) {
+    // Every pair before next_ holds a name asked for earlier, so the first `key` (if any) is
+    // at or after it.
+    msgpack_cursor pair(next_);
+    for (std::uint32_t i = in_order_; i < map_.size; ++i) {
       std::string_view k;
       if (pair.read_key(k) && same_text(k, key)) return pair.read();
       pair.skip(1);
@@ -548,6 +557,9 @@ class field_reader {
     return out;
   }
 
+#ifndef NDEBUG
+  std::vector<std::string_view> asked_;  // the keys looked up so far, each once (see find)
+#endif
   msgpack_value map_;
   const std::uint8_t* next_;    // the first pair not matched in order
   std::uint32_t in_order_ = 0;  // pairs matched in order so far
