@@ -414,10 +414,9 @@ class field_reader {
   // memory stalled the decoder on store forwarding.
   // A writer of the same description (every snapflow peer) wrote the keys in the order they are
   // asked for, so the next unread pair is tried first; only when that misses (a field absent,
-  // another writer's order) is the map searched from its start. A pair matched in order is the
-  // first of its key, as a search would find, because every pair before it was matched to
-  // another field's name: which holds only while each key is asked for once per map (asserted
-  // in debug builds). For the same reason a miss searches only from next_ on.
+  // another writer's order) are the pairs from there on searched. Every pair before it was
+  // matched to another field's name, so neither way can skip an earlier occurrence of `key`:
+  // which holds only while each key is asked for once per map (asserted in debug builds).
   msgpack_value find(std::string_view key) {
 #ifndef NDEBUG
     assert(std::find(asked_.begin(), asked_.end(), key) == asked_.end() &&
@@ -435,8 +434,6 @@ class field_reader {
         return found;
       }
     }
-    // Every pair before next_ holds a name asked for earlier, so the first `key` (if any) is
-    // at or after it.
     msgpack_cursor pair(next_);
     for (std::uint32_t i = in_order_; i < map_.size; ++i) {
       std::string_view k;
