@@ -1,5 +1,5 @@
 // What encoding and decoding the two messages of the checkpoint round trip cost (issue 4: the
-// endpoints spend CPU the raw ZeroMQ ping-pong does not). Beside each, as the same-run baseline,
+// endpoints spend CPU the raw ZeroMQ ping-pong does not), and the data plane's frames. Beside each, as the same-run baseline,
 // plain msgpack-c packing and unpacking a map of the same keys and values with no envelope
 // checks: the ratio says what snapflow's codec adds (bounds pass, limits, field lookup,
 // conversion to structs).
@@ -9,6 +9,7 @@
 
 #include <msgpack.hpp>
 
+#include "transport/data/data_frame.hpp"
 #include "transport/envelope.hpp"
 #include "transport/wire_conversions.hpp"
 
@@ -70,6 +71,43 @@ void BM_plain_msgpack_unpack(benchmark::State& state, wire::message (*make)()) {
   }
 }
 
+// The data plane's frames: a batch of 64 records (the sender's usual batch under load) and a
+// frame holding one barrier, which every checkpoint sends down every channel.
+data::data_frame records_frame() {
+  data::data_frame f;
+  f.key = {bench_job, 2, 1, 3, 0, 0};
+  f.seq = 991;
+  for (int i = 0; i < 64; ++i)
+    f.elements.push_back(record{static_cast<std::uint64_t>(i) * 7919, 100'000 + i,
+                                      static_cast<std::int64_t>(i) * 3, "payload-text"});
+  return f;
+}
+
+data::data_frame barrier_frame() {
+  data::data_frame f;
+  f.key = {bench_job, 2, 1, 3, 0, 0};
+  f.seq = 992;
+  checkpoint_barrier b;
+  b.id = 12345;
+  b.timestamp_us = 1'700'000'000'000'000;
+  f.elements.push_back(b);
+  return f;
+}
+
+void BM_data_decode(benchmark::State& state, data::data_frame (*make)()) {
+  const std::string frame = data::encode(make());
+  for (auto _ : state) {
+    auto decoded = data::decode_data_frame(frame);
+    if (!decoded.ok()) state.SkipWithError("decode failed");
+    benchmark::DoNotOptimize(decoded);
+  }
+}
+
+void BM_data_encode(benchmark::State& state, data::data_frame (*make)()) {
+  const data::data_frame f = make();
+  for (auto _ : state) benchmark::DoNotOptimize(data::encode(f));
+}
+
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_encode, trigger, &trigger);
@@ -80,5 +118,9 @@ BENCHMARK_CAPTURE(BM_encode, ack, &ack);
 BENCHMARK_CAPTURE(BM_plain_msgpack_pack, ack, &ack);
 BENCHMARK_CAPTURE(BM_decode, ack, &ack);
 BENCHMARK_CAPTURE(BM_plain_msgpack_unpack, ack, &ack);
+BENCHMARK_CAPTURE(BM_data_encode, records_64, &records_frame);
+BENCHMARK_CAPTURE(BM_data_decode, records_64, &records_frame);
+BENCHMARK_CAPTURE(BM_data_encode, barrier, &barrier_frame);
+BENCHMARK_CAPTURE(BM_data_decode, barrier, &barrier_frame);
 
 BENCHMARK_MAIN();

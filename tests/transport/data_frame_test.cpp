@@ -137,3 +137,152 @@ TEST_CASE("garbage data frames are refused, never crash") {
     }
   }
 }
+
+namespace {
+
+// A data frame's header written by hand, then `elements` as they come.
+template <typename Elements>
+std::string hand_data_frame(Elements&& elements, std::uint32_t count) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(10);
+  for (auto [k, v] : {std::pair{"v", 1}, {"src", 1}, {"p", 0}, {"dst", 2}, {"c", 0}, {"a", 0},
+                      {"seq", 5}}) {
+    pk.pack(std::string(k));
+    pk.pack(v);
+  }
+  pk.pack(std::string("t"));
+  pk.pack(std::string("data"));
+  pk.pack(std::string("job"));
+  pk.pack(std::string("j"));
+  pk.pack(std::string("el"));
+  pk.pack_array(count);
+  elements(pk);
+  return std::string(buf.data(), buf.size());
+}
+
+wire::decode_error error_of(const std::string& frame) {
+  auto d = decode_data_frame(frame);
+  REQUIRE_FALSE(d.ok());
+  return d.error();
+}
+
+}  // namespace
+
+TEST_CASE("a bad element is named by its index and item") {
+  // The second element is bad each time; the first is a good record.
+  auto good_record = [](auto& pk) {
+    pk.pack_array(5);
+    pk.pack(0);
+    pk.pack(1);
+    pk.pack(2);
+    pk.pack(3);
+    pk.pack(std::string("x"));
+  };
+  const auto key_as_str = error_of(hand_data_frame(
+      [&](auto& pk) {
+        good_record(pk);
+        pk.pack_array(5);
+        pk.pack(0);
+        pk.pack(std::string("not a key"));
+        pk.pack(1);
+        pk.pack(1);
+        pk.pack(std::string(""));
+      },
+      2));
+  CHECK(key_as_str.code == wire::decode_errc::wrong_type);
+  CHECK(key_as_str.detail == "el[1] key: expected an unsigned integer");
+  const auto not_an_array = error_of(hand_data_frame(
+      [&](auto& pk) {
+        good_record(pk);
+        pk.pack_map(0);
+      },
+      2));
+  CHECK(not_an_array.detail == "el[1]: expected a non-empty array");
+  const auto short_barrier = error_of(hand_data_frame(
+      [&](auto& pk) {
+        good_record(pk);
+        pk.pack_array(2);
+        pk.pack(1);
+        pk.pack(7);
+      },
+      2));
+  CHECK(short_barrier.code == wire::decode_errc::invalid_value);
+  CHECK(short_barrier.detail == "el[1]: wrong number of items");
+  const auto bad_tag = error_of(hand_data_frame(
+      [&](auto& pk) {
+        good_record(pk);
+        pk.pack_array(1);
+        pk.pack(3);
+      },
+      2));
+  CHECK(bad_tag.detail == "el[1] tag: out of range");
+  // A container where a scalar belongs is stepped over whole, and named.
+  const auto payload_as_map = error_of(hand_data_frame(
+      [&](auto& pk) {
+        good_record(pk);
+        pk.pack_array(5);
+        pk.pack(0);
+        pk.pack(1);
+        pk.pack_map(1);
+        pk.pack(1);
+        pk.pack(2);
+        pk.pack(1);
+        pk.pack(std::string(""));
+      },
+      2));
+  CHECK(payload_as_map.detail == "el[1] seq: expected an integer");
+}
+
+TEST_CASE("header fields: nil counts as absent, a later non-nil repeat is used, a missing one "
+          "is named") {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(10);
+  pk.pack(std::string("n"));
+  pk.pack_nil();
+  for (auto [k, v] : {std::pair{"v", 1}, {"src", 1}, {"p", 0}, {"dst", 2}, {"c", 0}, {"a", 0}}) {
+    pk.pack(std::string(k));
+    pk.pack(v);
+  }
+  pk.pack(std::string("t"));
+  pk.pack(std::string("credit"));
+  pk.pack(std::string("job"));
+  pk.pack(std::string("j"));
+  pk.pack(std::string("n"));
+  pk.pack_fix_int64(77);  // a signed format holding a positive value
+  auto d = decode_data_frame(std::string(buf.data(), buf.size()));
+  REQUIRE(d.ok());
+  CHECK(std::get<credit_frame>(d.value()).consumed == 77);
+
+  msgpack::sbuffer missing;
+  msgpack::packer<msgpack::sbuffer> pm(missing);
+  pm.pack_map(2);
+  pm.pack(std::string("v"));
+  pm.pack(1);
+  pm.pack(std::string("t"));
+  pm.pack(std::string("credit"));
+  const auto error = error_of(std::string(missing.data(), missing.size()));
+  CHECK(error.code == wire::decode_errc::missing_field);
+  CHECK(error.detail == "field 'job': required");
+}
+
+TEST_CASE("whatever corruption of a data frame decodes, decodes the same again after encoding") {
+  const std::string good = encode(sample_frame());
+  std::mt19937 rng(20261203);
+  int accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string corrupt = good;
+    const int flips = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < flips; ++k) corrupt[rng() % corrupt.size()] = static_cast<char>(rng());
+    auto d = decode_data_frame(corrupt);
+    if (!d.ok()) continue;
+    ++accepted;
+    const data_message& m = d.value();
+    const std::string again = std::visit([](const auto& f) { return encode(f); }, m);
+    auto d2 = decode_data_frame(again);
+    REQUIRE(d2.ok());
+    CHECK(d2.value() == m);
+  }
+  CHECK(accepted > 0);  // some flips land in values and still decode
+}

@@ -1,11 +1,13 @@
 #include "transport/data/data_frame.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <limits>
 #include <msgpack.hpp>
 #include <optional>
 
 #include "transport/msgpack_bounds.hpp"
+#include "transport/msgpack_view.hpp"
 
 namespace snapflow::data {
 
@@ -74,116 +76,149 @@ struct element_packer {
   }
 };
 
-// Reading: the first fault wins; every accessor checks type and range.
+// Where a value sits, for a fault's detail: a header field ("seq"), or an item of element i
+// ("el[3] key"). Spelled only when there is a fault: a frame of records used to build several
+// strings per record just in case.
+struct field_name {
+  std::string_view label;
+  std::optional<std::size_t> element;
+
+  std::string text() const {
+    std::string out;
+    if (element) {
+      out = "el[";  // appended, not "el[" + ...: GCC 12 -Wrestrict misfires on that at -O3
+      out += std::to_string(*element);
+      out += ']';
+      if (!label.empty()) out += ' ';
+    }
+    out += label;
+    return out;
+  }
+};
+
+// Reading, in place (transport/msgpack_view.hpp) from a frame check_msgpack_bounds accepted:
+// no object tree. The first fault wins; every accessor checks type and range.
 class reader {
  public:
+  using value = wire::msgpack_value;
+  using kind = wire::msgpack_value::kind;
+
   std::optional<wire::decode_error> error;
 
-  void fail(wire::decode_errc code, std::string detail) {
-    if (!error) error = wire::decode_error{code, std::move(detail), 0};
+  void fail(wire::decode_errc code, const field_name& where, std::string_view what) {
+    if (!error) error = wire::decode_error{code, where.text() + ": " + std::string(what), 0};
   }
 
-  const msgpack::object* find(const msgpack::object_map& m, std::string_view key) {
+  // The first non-nil value of `key` in map `m`; a missing one is a fault (and reads as nil).
+  value find(const value& m, std::string_view key) {
+    wire::msgpack_cursor pair(m.data);
     for (std::uint32_t i = 0; i < m.size; ++i) {
-      const auto& kv = m.ptr[i];
-      if (kv.key.type == msgpack::type::STR &&
-          std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key &&
-          kv.val.type != msgpack::type::NIL)
-        return &kv.val;
+      std::string_view k;
+      const bool named = pair.read_key(k) && wire::same_text(k, key);
+      const value v = pair.read();
+      pair.skip_elements(v);
+      if (named && v.type != kind::nil) return v;
     }
-    fail(wire::decode_errc::missing_field, "field '" + std::string(key) + "': required");
-    return nullptr;
+    if (!error)
+      error = wire::decode_error{wire::decode_errc::missing_field,
+                                 "field '" + std::string(key) + "': required", 0};
+    return {};
   }
 
-  std::uint64_t u64(const msgpack::object* o, std::string_view what,
+  std::uint64_t u64(const value& o, const field_name& where,
                     std::uint64_t max = std::numeric_limits<std::uint64_t>::max()) {
-    if (o == nullptr || error) return 0;
-    if (o->type != msgpack::type::POSITIVE_INTEGER) {
-      fail(wire::decode_errc::wrong_type, std::string(what) + ": expected an unsigned integer");
+    if (error) return 0;
+    if (o.type != kind::positive_integer) {
+      fail(wire::decode_errc::wrong_type, where, "expected an unsigned integer");
       return 0;
     }
-    if (o->via.u64 > max) {
-      fail(wire::decode_errc::invalid_value, std::string(what) + ": out of range");
+    if (o.u64 > max) {
+      fail(wire::decode_errc::invalid_value, where, "out of range");
       return 0;
     }
-    return o->via.u64;
+    return o.u64;
   }
 
-  std::int64_t i64(const msgpack::object* o, std::string_view what) {
-    if (o == nullptr || error) return 0;
-    if (o->type == msgpack::type::NEGATIVE_INTEGER) return o->via.i64;
-    if (o->type != msgpack::type::POSITIVE_INTEGER) {
-      fail(wire::decode_errc::wrong_type, std::string(what) + ": expected an integer");
+  std::int64_t i64(const value& o, const field_name& where) {
+    if (error) return 0;
+    if (o.type == kind::negative_integer) return o.i64;
+    if (o.type != kind::positive_integer) {
+      fail(wire::decode_errc::wrong_type, where, "expected an integer");
       return 0;
     }
-    if (o->via.u64 > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      fail(wire::decode_errc::invalid_value, std::string(what) + ": overflows int64");
+    if (o.u64 > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      fail(wire::decode_errc::invalid_value, where, "overflows int64");
       return 0;
     }
-    return static_cast<std::int64_t>(o->via.u64);
+    return static_cast<std::int64_t>(o.u64);
   }
 
-  bool boolean(const msgpack::object* o, std::string_view what) {
-    if (o == nullptr || error) return false;
-    if (o->type != msgpack::type::BOOLEAN) {
-      fail(wire::decode_errc::wrong_type, std::string(what) + ": expected a bool");
+  bool boolean(const value& o, const field_name& where) {
+    if (error) return false;
+    if (o.type != kind::boolean) {
+      fail(wire::decode_errc::wrong_type, where, "expected a bool");
       return false;
     }
-    return o->via.boolean;
+    return o.boolean();
   }
 
-  std::string str(const msgpack::object* o, std::string_view what) {
-    if (o == nullptr || error) return {};
-    if (o->type != msgpack::type::STR) {
-      fail(wire::decode_errc::wrong_type, std::string(what) + ": expected a str");
+  std::string str(const value& o, const field_name& where) {
+    if (error) return {};
+    if (o.type != kind::str) {
+      fail(wire::decode_errc::wrong_type, where, "expected a str");
       return {};
     }
-    return std::string(o->via.str.ptr, o->via.str.size);
+    return std::string(o.bytes());
   }
 
-  channel_key key(const msgpack::object_map& m) {
+  channel_key key(const value& m) {
     channel_key k;
-    k.job = str(find(m, "job"), "job");
-    k.source = static_cast<vertex_id>(u64(find(m, "src"), "src", 0xffffffffu));
-    k.producer = static_cast<std::uint32_t>(u64(find(m, "p"), "p", 0xffffffffu));
-    k.target = static_cast<vertex_id>(u64(find(m, "dst"), "dst", 0xffffffffu));
-    k.consumer = static_cast<std::uint32_t>(u64(find(m, "c"), "c", 0xffffffffu));
-    k.attempt = static_cast<std::uint32_t>(u64(find(m, "a"), "a", 0xffffffffu));
+    k.job = str(find(m, "job"), {"job"});
+    k.source = static_cast<vertex_id>(u64(find(m, "src"), {"src"}, 0xffffffffu));
+    k.producer = static_cast<std::uint32_t>(u64(find(m, "p"), {"p"}, 0xffffffffu));
+    k.target = static_cast<vertex_id>(u64(find(m, "dst"), {"dst"}, 0xffffffffu));
+    k.consumer = static_cast<std::uint32_t>(u64(find(m, "c"), {"c"}, 0xffffffffu));
+    k.attempt = static_cast<std::uint32_t>(u64(find(m, "a"), {"a"}, 0xffffffffu));
     return k;
   }
 
-  void element(const msgpack::object& o, std::size_t index, element_batch& out) {
-    const std::string where = "el[" + std::to_string(index) + "]";
-    if (o.type != msgpack::type::ARRAY || o.via.array.size == 0) {
-      fail(wire::decode_errc::wrong_type, where + ": expected a non-empty array");
+  void element(const value& o, std::size_t index, element_batch& out) {
+    if (o.type != kind::array || o.size == 0) {
+      fail(wire::decode_errc::wrong_type, {"", index}, "expected a non-empty array");
       return;
     }
-    const msgpack::object_array& a = o.via.array;
-    const auto tag = u64(&a.ptr[0], where + " tag", 2);
+    // The element's items in order; a container item is stepped over whole.
+    wire::msgpack_cursor items(o.data);
+    auto next = [&items] {
+      const value v = items.read();
+      items.skip_elements(v);
+      return v;
+    };
+    const auto tag = u64(next(), {"tag", index}, 2);
     if (error) return;
     const std::uint32_t want[] = {5, 7, 1};
-    if (a.size != want[tag]) {
-      fail(wire::decode_errc::invalid_value, where + ": wrong number of items");
+    if (o.size != want[tag]) {
+      fail(wire::decode_errc::invalid_value, {"", index}, "wrong number of items");
       return;
     }
     switch (static_cast<element_tag>(tag)) {
       case element_tag::record: {
         record r;
-        r.key = u64(&a.ptr[1], where + " key");
-        r.seq = i64(&a.ptr[2], where + " seq");
-        r.value = i64(&a.ptr[3], where + " value");
-        r.payload = str(&a.ptr[4], where + " payload");
+        r.key = u64(next(), {"key", index});
+        r.seq = i64(next(), {"seq", index});
+        r.value = i64(next(), {"value", index});
+        r.payload = str(next(), {"payload", index});
         out.emplace_back(std::move(r));
         break;
       }
       case element_tag::barrier: {
         checkpoint_barrier b;
-        b.id = i64(&a.ptr[1], where + " id");
-        b.timestamp_us = i64(&a.ptr[2], where + " timestamp");
-        b.options.kind = static_cast<checkpoint_trigger_kind>(u64(&a.ptr[3], where + " kind", 2));
-        b.options.exactly_once = boolean(&a.ptr[4], where + " exactly_once");
-        b.options.unaligned = boolean(&a.ptr[5], where + " unaligned");
-        b.options.target_location = str(&a.ptr[6], where + " location");
+        b.id = i64(next(), {"id", index});
+        b.timestamp_us = i64(next(), {"timestamp", index});
+        b.options.kind = static_cast<checkpoint_trigger_kind>(u64(next(), {"kind", index}, 2));
+        b.options.exactly_once = boolean(next(), {"exactly_once", index});
+        b.options.unaligned = boolean(next(), {"unaligned", index});
+        b.options.target_location = str(next(), {"location", index});
         out.emplace_back(std::move(b));
         break;
       }
@@ -194,44 +229,50 @@ class reader {
   }
 };
 
-data_decode_result read_frame(const msgpack::object& root) {
-  if (root.type != msgpack::type::MAP)
+// Elements reserved ahead; a hostile count must not reserve more than a frame of real records.
+constexpr std::size_t max_reserved_elements = 1024;
+
+data_decode_result read_frame(const wire::msgpack_value& root) {
+  using kind = wire::msgpack_value::kind;
+  if (root.type != kind::map)
     return wire::decode_error{wire::decode_errc::not_a_map, "the frame is not a map", 0};
-  const msgpack::object_map& m = root.via.map;
   reader r;
-  const std::uint64_t version = r.u64(r.find(m, "v"), "v");
+  const std::uint64_t version = r.u64(r.find(root, "v"), {"v"});
   if (r.error) return std::move(*r.error);
   if (version != data_protocol_version)
     return wire::decode_error{wire::decode_errc::unsupported_version,
                               "this build speaks data protocol version " +
                                   std::to_string(data_protocol_version),
                               version};
-  const std::string type = r.str(r.find(m, "t"), "t");
+  const std::string type = r.str(r.find(root, "t"), {"t"});
   if (r.error) return std::move(*r.error);
   if (type == "credit") {
     credit_frame f;
-    f.key = r.key(m);
-    f.consumed = r.u64(r.find(m, "n"), "n");
+    f.key = r.key(root);
+    f.consumed = r.u64(r.find(root, "n"), {"n"});
     if (r.error) return std::move(*r.error);
     return data_message{std::move(f)};
   }
   if (type != "data")
     return wire::decode_error{wire::decode_errc::unknown_type, "unknown data frame type", version};
   data_frame f;
-  f.key = r.key(m);
-  f.seq = r.u64(r.find(m, "seq"), "seq");
-  const msgpack::object* el = r.find(m, "el");
+  f.key = r.key(root);
+  f.seq = r.u64(r.find(root, "seq"), {"seq"});
+  const wire::msgpack_value el = r.find(root, "el");
   if (r.error) return std::move(*r.error);
-  if (el->type != msgpack::type::ARRAY)
+  if (el.type != kind::array)
     return wire::decode_error{wire::decode_errc::wrong_type, "el: expected an array", version};
-  f.elements.reserve(el->via.array.size);
-  for (std::uint32_t i = 0; i < el->via.array.size && !r.error; ++i)
-    r.element(el->via.array.ptr[i], i, f.elements);
+  f.elements.reserve(std::min<std::size_t>(el.size, max_reserved_elements));
+  wire::msgpack_cursor elements(el.data);
+  for (std::uint32_t i = 0; i < el.size && !r.error; ++i) {
+    const wire::msgpack_value e = elements.read();
+    r.element(e, i, f.elements);
+    elements.skip_elements(e);
+  }
   if (r.error) return std::move(*r.error);
   return data_message{std::move(f)};
 }
 
-bool reference_frame(msgpack::type::object_type, std::size_t, void*) { return true; }
 
 }  // namespace
 
@@ -271,18 +312,9 @@ data_decode_result decode_data_frame(std::string_view frame, std::size_t max_fra
   try {
     if (auto fault = wire::check_msgpack_bounds(frame, max_frame_bytes, max_depth))
       return std::move(*fault);
-    const std::size_t n = frame.size();
-    const msgpack::unpack_limit limit(n, n, n, n, n, max_depth + 2);
-    std::size_t offset = 0;
-    msgpack::object_handle handle =
-        msgpack::unpack(frame.data(), n, offset, &reference_frame, nullptr, limit);
-    if (offset != n)
-      return wire::decode_error{wire::decode_errc::not_msgpack, "bytes after the frame", 0};
-    return read_frame(handle.get());
-  } catch (const msgpack::insufficient_bytes& e) {
-    return wire::decode_error{wire::decode_errc::truncated, e.what(), 0};
-  } catch (const msgpack::size_overflow& e) {
-    return wire::decode_error{wire::decode_errc::too_large_declared_length, e.what(), 0};
+    // The bounds check vouches for the structure; the frame is read where it is.
+    return read_frame(
+        wire::msgpack_cursor(reinterpret_cast<const std::uint8_t*>(frame.data())).read());
   } catch (const std::exception& e) {
     return wire::decode_error{wire::decode_errc::not_msgpack, e.what(), 0};
   }
