@@ -1,8 +1,8 @@
 // What encoding and decoding the two messages of the checkpoint round trip cost (issue 4: the
-// endpoints spend CPU the raw ZeroMQ ping-pong does not), and the data plane's frames. Beside each, as the same-run baseline,
-// plain msgpack-c packing and unpacking a map of the same keys and values with no envelope
-// checks: the ratio says what snapflow's codec adds (bounds pass, limits, field lookup,
-// conversion to structs).
+// endpoints spend CPU the raw ZeroMQ ping-pong does not). Beside each, as the same-run
+// baseline, plain msgpack-c packing and unpacking a map of the same keys and values with no
+// envelope checks: the ratio says what snapflow's codec adds (bounds pass, field lookup,
+// conversion to structs). Then the data plane's frames: a batch of records and a barrier.
 #include <benchmark/benchmark.h>
 
 #include <string>
