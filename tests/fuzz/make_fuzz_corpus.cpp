@@ -18,6 +18,7 @@
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "graph/job_file.hpp"
 #include "graph/job_graph_codec.hpp"
+#include "transport/data/data_frame.hpp"
 #include "transport/envelope.hpp"
 
 namespace {
@@ -260,6 +261,23 @@ completed_checkpoint sample_checkpoint(checkpoint_trigger_kind kind) {
   return c;
 }
 
+// A data-plane frame with every kind of element.
+data::data_frame sample_data_frame() {
+  data::data_frame f;
+  f.key = {job_id_text, 1, 0, 2, 1, 3};
+  f.seq = 77;
+  f.elements.push_back(record{42, 1001, -5, "payload"});
+  f.elements.push_back(record{7, 1002, 1'000'000'000'000, ""});
+  checkpoint_barrier b;
+  b.id = 12;
+  b.timestamp_us = 1'700'000'000'000'000;
+  b.options.unaligned = true;
+  b.options.target_location = "state/chk-12";
+  f.elements.push_back(b);
+  f.elements.push_back(end_of_input{});
+  return f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -282,6 +300,14 @@ int main(int argc, char** argv) {
   write(wire_dir, "future_version.bin", hand_frame(0));
   write(wire_dir, "unknown_type.bin", hand_frame(1));
   write(wire_dir, "forged_length.bin", hand_frame(2));
+
+  const fs::path data_dir = root / "data_frame";
+  const data::data_frame records = sample_data_frame();
+  const std::string records_bytes = data::encode(records);
+  write(data_dir, "records_barrier_end.bin", records_bytes);
+  write(data_dir, "credit.bin", data::encode(data::credit_frame{records.key, 4096}));
+  write(data_dir, "empty.bin", data::encode(data::data_frame{records.key, 3, {}}));
+  write(data_dir, "truncated.bin", records_bytes.substr(0, records_bytes.size() - 7));
 
   for (const auto& [name, text] : job_files) write(root / "job_file", name, text);
 
