@@ -118,8 +118,9 @@ class msgpack_cursor {
     }
     const msgpack_value k = read();
     skip_elements(k);
+    if (k.type != msgpack_value::kind::str) return false;
     key = k.bytes();
-    return k.type == msgpack_value::kind::str;
+    return true;
   }
 
   const std::uint8_t* position() const { return pos_; }

@@ -217,8 +217,8 @@ TEST_CASE("a bad element is named by its index and item") {
       },
       2));
   CHECK(bad_tag.detail == "el[1] tag: out of range");
-  // A container where a scalar belongs is stepped over whole, and named.
-  const auto payload_as_map = error_of(hand_data_frame(
+  // A container where a scalar belongs is named (decoding stops there).
+  const auto seq_as_map = error_of(hand_data_frame(
       [&](auto& pk) {
         good_record(pk);
         pk.pack_array(5);
@@ -231,7 +231,40 @@ TEST_CASE("a bad element is named by its index and item") {
         pk.pack(std::string(""));
       },
       2));
-  CHECK(payload_as_map.detail == "el[1] seq: expected an integer");
+  CHECK(seq_as_map.detail == "el[1] seq: expected an integer");
+}
+
+TEST_CASE("header keys after the elements are found: the element array is stepped over whole") {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(10);
+  pk.pack(std::string("el"));  // first, so every other lookup steps over it
+  pk.pack_array(2);
+  pk.pack_array(5);
+  pk.pack(0);
+  pk.pack(11);
+  pk.pack(12);
+  pk.pack(13);
+  pk.pack(std::string("a record"));
+  pk.pack_array(1);
+  pk.pack(2);
+  for (auto [k, v] : {std::pair{"v", 1}, {"src", 1}, {"p", 0}, {"dst", 2}, {"c", 0}, {"a", 0},
+                      {"seq", 9}}) {
+    pk.pack(std::string(k));
+    pk.pack(v);
+  }
+  pk.pack(std::string("t"));
+  pk.pack(std::string("data"));
+  pk.pack(std::string("job"));
+  pk.pack(std::string("j"));
+  auto d = decode_data_frame(std::string(buf.data(), buf.size()));
+  REQUIRE(d.ok());
+  const auto& f = std::get<data_frame>(d.value());
+  CHECK(f.seq == 9);
+  CHECK(f.key == channel_key{"j", 1, 0, 2, 0, 0});
+  REQUIRE(f.elements.size() == 2);
+  CHECK(std::get<record>(f.elements[0]) == record{11, 12, 13, "a record"});
+  CHECK(std::holds_alternative<end_of_input>(f.elements[1]));
 }
 
 TEST_CASE("header fields: nil counts as absent, a later non-nil repeat is used, a missing one "
