@@ -70,15 +70,21 @@ std::string_view type_name(msgpack_value::kind type) {
 void msgpack_cursor::read_other(msgpack_value& v) {
   using k = msgpack_value::kind;
   const std::uint8_t b = *pos_++;
-  auto sized = [&](k type, std::uint64_t length) {
+  // A big-endian length or count of `n` bytes, then `skipped` bytes (an ext's type byte).
+  auto prefix = [&](std::size_t n, std::size_t skipped = 0) {
+    const std::uint64_t length = big_endian(pos_, n);
+    pos_ += n + skipped;
+    return static_cast<std::uint32_t>(length);  // below the frame limit: bounds-checked
+  };
+  auto bytes = [&](k type, std::uint32_t length) {
     v.type = type;
-    v.size = static_cast<std::uint32_t>(length);  // below the frame limit: bounds-checked
+    v.size = length;
     v.data = pos_;
     pos_ += length;
   };
-  auto container = [&](k type, std::uint64_t count) {
+  auto container = [&](k type, std::uint32_t count) {
     v.type = type;
-    v.size = static_cast<std::uint32_t>(count);
+    v.size = count;
     v.data = pos_;
   };
   if (b >= 0xe0) {
@@ -86,181 +92,80 @@ void msgpack_cursor::read_other(msgpack_value& v) {
     v.i64 = static_cast<std::int8_t>(b);
     return;
   }
+  // Formats that come in widths of 1, 2, 4 (and 8) bytes, numbered from their first byte.
+  auto width = [b](std::uint8_t first) { return std::size_t{1} << (b - first); };
   switch (b) {
     case 0xc0:
       v.type = k::nil;
-      break;
+      return;
     case 0xc2:
     case 0xc3:
       v.type = k::boolean;
       v.u64 = b == 0xc3 ? 1 : 0;
-      break;
+      return;
     case 0xc4:
     case 0xc5:
-    case 0xc6: {
-      const std::size_t n = std::size_t{1} << (b - 0xc4);
-      const std::uint64_t length = big_endian(pos_, n);
-      pos_ += n;
-      sized(k::bin, length);
-      break;
-    }
+    case 0xc6:
+      return bytes(k::bin, prefix(width(0xc4)));
     case 0xc7:
     case 0xc8:
-    case 0xc9: {
-      const std::size_t n = std::size_t{1} << (b - 0xc7);
-      const std::uint64_t length = big_endian(pos_, n);
-      pos_ += n + 1;  // and the ext's type byte
-      sized(k::ext, length);
-      break;
-    }
+    case 0xc9:
+      return bytes(k::ext, prefix(width(0xc7), 1));
     case 0xca:
-      v.type = k::floating;
-      pos_ += 4;
-      break;
     case 0xcb:
       v.type = k::floating;
-      pos_ += 8;
-      break;
+      pos_ += b == 0xca ? 4 : 8;
+      return;
     case 0xcc:
     case 0xcd:
     case 0xce:
-    case 0xcf: {
-      const std::size_t n = std::size_t{1} << (b - 0xcc);
+    case 0xcf:
       v.type = k::positive_integer;
-      v.u64 = big_endian(pos_, n);
-      pos_ += n;
-      break;
-    }
+      v.u64 = big_endian(pos_, width(0xcc));
+      pos_ += width(0xcc);
+      return;
     case 0xd0:
     case 0xd1:
     case 0xd2:
-    case 0xd3: {
-      const std::size_t n = std::size_t{1} << (b - 0xd0);
-      set_signed(v, signed_of(pos_, n));
-      pos_ += n;
-      break;
-    }
+    case 0xd3:
+      set_signed(v, signed_of(pos_, width(0xd0)));
+      pos_ += width(0xd0);
+      return;
     case 0xd4:
     case 0xd5:
     case 0xd6:
     case 0xd7:
     case 0xd8:
       ++pos_;  // the ext's type byte
-      sized(k::ext, std::size_t{1} << (b - 0xd4));
-      break;
+      return bytes(k::ext, static_cast<std::uint32_t>(width(0xd4)));
     case 0xd9:
     case 0xda:
-    case 0xdb: {
-      const std::size_t n = std::size_t{1} << (b - 0xd9);
-      const std::uint64_t length = big_endian(pos_, n);
-      pos_ += n;
-      sized(k::str, length);
-      break;
-    }
+    case 0xdb:
+      return bytes(k::str, prefix(width(0xd9)));
     case 0xdc:
-    case 0xdd: {
-      const std::size_t n = b == 0xdc ? 2 : 4;
-      const std::uint64_t count = big_endian(pos_, n);
-      pos_ += n;
-      container(k::array, count);
-      break;
-    }
+    case 0xdd:
+      return container(k::array, prefix(b == 0xdc ? 2 : 4));
     case 0xde:
-    case 0xdf: {
-      const std::size_t n = b == 0xde ? 2 : 4;
-      const std::uint64_t count = big_endian(pos_, n);
-      pos_ += n;
-      container(k::map, count);
-      break;
-    }
+    case 0xdf:
+      return container(k::map, prefix(b == 0xde ? 2 : 4));
     default:
       // 0xc1, reserved (check_msgpack_bounds refuses it, so an accepted frame never has it), or
       // a format read() handles inline and never passes here.
       assert(false && "a byte read_other does not read");
       v.type = k::nil;
-      break;
-  }
-}
-
-std::uint64_t msgpack_cursor::step() {
-  // The same formats as read(), without building a value: this is what indexing a map does
-  // for every value it passes.
-  const std::uint8_t b = *pos_++;
-  if (b <= 0x7f || b >= 0xe0) return 0;
-  if (b <= 0x8f) return 2 * std::uint64_t{b & 0x0fu};
-  if (b <= 0x9f) return b & 0x0fu;
-  if (b <= 0xbf) {
-    pos_ += b & 0x1fu;
-    return 0;
-  }
-  auto length_then = [&](std::size_t n, std::size_t extra) {
-    const std::uint64_t length = big_endian(pos_, n);
-    pos_ += n + extra + length;
-  };
-  switch (b) {
-    case 0xc4:
-    case 0xc5:
-    case 0xc6:
-      length_then(std::size_t{1} << (b - 0xc4), 0);
-      return 0;
-    case 0xc7:
-    case 0xc8:
-    case 0xc9:
-      length_then(std::size_t{1} << (b - 0xc7), 1);
-      return 0;
-    case 0xca:
-      pos_ += 4;
-      return 0;
-    case 0xcb:
-      pos_ += 8;
-      return 0;
-    case 0xcc:
-    case 0xcd:
-    case 0xce:
-    case 0xcf:
-      pos_ += std::size_t{1} << (b - 0xcc);
-      return 0;
-    case 0xd0:
-    case 0xd1:
-    case 0xd2:
-    case 0xd3:
-      pos_ += std::size_t{1} << (b - 0xd0);
-      return 0;
-    case 0xd4:
-    case 0xd5:
-    case 0xd6:
-    case 0xd7:
-    case 0xd8:
-      pos_ += 1 + (std::size_t{1} << (b - 0xd4));
-      return 0;
-    case 0xd9:
-    case 0xda:
-    case 0xdb:
-      length_then(std::size_t{1} << (b - 0xd9), 0);
-      return 0;
-    case 0xdc:
-    case 0xdd: {
-      const std::size_t n = b == 0xdc ? 2 : 4;
-      const std::uint64_t count = big_endian(pos_, n);
-      pos_ += n;
-      return count;
-    }
-    case 0xde:
-    case 0xdf: {
-      const std::size_t n = b == 0xde ? 2 : 4;
-      const std::uint64_t count = big_endian(pos_, n);
-      pos_ += n;
-      return 2 * count;
-    }
-    default:  // nil, bool, and 0xc1 (reserved: never in an accepted frame)
-      assert(b != 0xc1 && "a reserved byte in a frame check_msgpack_bounds accepted");
-      return 0;
+      return;
   }
 }
 
 void msgpack_cursor::skip(std::uint64_t values) {
-  // Iterative, so a deep frame costs no stack; the count stays below the frame's size.
-  while (values > 0) values += step() - 1;
+  // Iterative, so a deep frame costs no stack; the count stays below the frame's size. A
+  // container's header adds its elements to the values still to step over.
+  while (values > 0) {
+    --values;
+    const msgpack_value v = read();
+    if (v.type == msgpack_value::kind::array) values += v.size;
+    if (v.type == msgpack_value::kind::map) values += 2 * std::uint64_t{v.size};
+  }
 }
 
 

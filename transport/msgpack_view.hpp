@@ -13,7 +13,7 @@
 //
 // Every function here trusts the frame's structure: lengths within the frame, one value that
 // fills it, no reserved byte, bounded depth. check_msgpack_bounds must have said so first, and
-// the sizes it gives each format must stay the sizes read() and step() give it.
+// the sizes it gives each format must stay the sizes read() gives it.
 namespace snapflow::wire {
 
 // One msgpack value: its type, a scalar's value, or where its bytes or a container's elements
@@ -98,9 +98,6 @@ class msgpack_cursor {
   }
   // Steps over `values` whole values (containers with everything inside them).
   void skip(std::uint64_t values);
-  // Steps over one value's header and payload; returns how many values it contains (a map's
-  // keys and values), which come next.
-  std::uint64_t step();
   // Steps over what a container read() just returned holds; nothing for a scalar.
   void skip_elements(const msgpack_value& container) {
     if (container.type == msgpack_value::kind::array) skip(container.size);

@@ -29,36 +29,17 @@ class msgpack_writer {
   void array(std::uint32_t elements) { header(elements, 0x90, 16, 0xdc); }
 
   void str(std::string_view s) {
-    const auto n = static_cast<std::uint32_t>(s.size());
     room(5 + s.size());
-    if (n < 32) {
-      put(static_cast<std::uint8_t>(0xa0 | n));
-    } else if (n < 256) {
-      put(0xd9);
-      put(static_cast<std::uint8_t>(n));
-    } else if (n < 65536) {
-      put(0xda);
-      big_endian(n, 2);
-    } else {
-      put(0xdb);
-      big_endian(n, 4);
-    }
+    if (s.size() < 32)
+      put(static_cast<std::uint8_t>(0xa0 | s.size()));
+    else
+      length(s.size(), 0xd9);
     bytes(s);
   }
 
   void bin(std::string_view b) {
-    const auto n = static_cast<std::uint32_t>(b.size());
     room(5 + b.size());
-    if (n < 256) {
-      put(0xc4);
-      put(static_cast<std::uint8_t>(n));
-    } else if (n < 65536) {
-      put(0xc5);
-      big_endian(n, 2);
-    } else {
-      put(0xc6);
-      big_endian(n, 4);
-    }
+    length(b.size(), 0xc4);
     bytes(b);
   }
 
@@ -125,6 +106,21 @@ class msgpack_writer {
       big_endian(n, 2);
     } else {
       put(static_cast<std::uint8_t>(first + 1));
+      big_endian(n, 4);
+    }
+  }
+
+  // A str or bin length in the smallest of its 8-, 16- and 32-bit formats, whose type bytes
+  // follow each other from `first`.
+  void length(std::size_t n, std::uint8_t first) {
+    if (n < 256) {
+      put(first);
+      put(static_cast<std::uint8_t>(n));
+    } else if (n < 65536) {
+      put(static_cast<std::uint8_t>(first + 1));
+      big_endian(n, 2);
+    } else {
+      put(static_cast<std::uint8_t>(first + 2));
       big_endian(n, 4);
     }
   }

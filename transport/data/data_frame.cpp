@@ -182,13 +182,15 @@ class reader {
     return k;
   }
 
-  void element(const value& o, std::size_t index, element_batch& out) {
+  // Reads one element from `items`, header and items: the cursor ends past it when it was
+  // good, and anywhere within it after a fault (which ends the decoding).
+  void element(wire::msgpack_cursor& items, std::size_t index, element_batch& out) {
+    const value o = items.read();
     if (o.type != kind::array || o.size == 0) {
       fail(wire::decode_errc::wrong_type, {"", index}, "expected a non-empty array");
       return;
     }
     // The element's items in order; a container item is stepped over whole.
-    wire::msgpack_cursor items(o.data);
     auto next = [&items] {
       const value v = items.read();
       items.skip_elements(v);
@@ -264,11 +266,7 @@ data_decode_result read_frame(const wire::msgpack_value& root) {
     return wire::decode_error{wire::decode_errc::wrong_type, "el: expected an array", version};
   f.elements.reserve(std::min<std::size_t>(el.size, max_reserved_elements));
   wire::msgpack_cursor elements(el.data);
-  for (std::uint32_t i = 0; i < el.size && !r.error; ++i) {
-    const wire::msgpack_value e = elements.read();
-    r.element(e, i, f.elements);
-    elements.skip_elements(e);
-  }
+  for (std::uint32_t i = 0; i < el.size && !r.error; ++i) r.element(elements, i, f.elements);
   if (r.error) return std::move(*r.error);
   return data_message{std::move(f)};
 }
