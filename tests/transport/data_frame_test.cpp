@@ -290,3 +290,30 @@ TEST_CASE("whatever corruption of a data frame decodes, decodes the same again a
   }
   CHECK(accepted > 0);  // some flips land in values and still decode
 }
+
+TEST_CASE("a data frame carries at most max_elements_per_frame elements") {
+  // Ends of input are the smallest element (2 bytes), the cheapest way to many of them.
+  auto ends = [](std::uint32_t n) {
+    return hand_data_frame(
+        [n](auto& pk) {
+          for (std::uint32_t i = 0; i < n; ++i) {
+            pk.pack_array(1);
+            pk.pack(2);
+          }
+        },
+        n);
+  };
+  const auto limit = static_cast<std::uint32_t>(max_elements_per_frame);
+  auto at_limit = decode_data_frame(ends(limit));
+  REQUIRE(at_limit.ok());
+  CHECK(std::get<data_frame>(at_limit.value()).elements.size() == max_elements_per_frame);
+
+  const auto over = error_of(ends(limit + 1));
+  CHECK(over.code == wire::decode_errc::invalid_value);
+  CHECK_THAT(over.detail, Catch::Contains("16385 elements, at most 16384 per frame"));
+
+  // Refused from the declared count, before any element is read: the elements need not exist
+  // (the bounds check still wants the bytes, so the frame is a truncated one of 4 billion).
+  const auto declared = hand_data_frame([](auto&) {}, 0xffffffffu);
+  CHECK_FALSE(decode_data_frame(declared).ok());
+}

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "engine/runtime/local_channel.hpp"
+#include "transport/data/data_frame.hpp"
 #include "transport/data/network_data_plane.hpp"
 
 using namespace snapflow;
@@ -152,4 +153,59 @@ TEST_CASE("a channel to another worker goes over the network") {
   REQUIRE(out->send(batch_of(0, 5)));
   CHECK(is(take(*in, *wakeup), batch_of(0, 5)));
   CHECK(consumer_plane->counters().frames_received >= 1);
+}
+
+TEST_CASE("a batch longer than a frame may carry crosses the network as several frames, in "
+          "order") {
+  auto producer_plane = make_plane();
+  auto consumer_plane = make_plane();
+  auto out = producer_plane->open_output(key(0, 0), consumer_plane->data_endpoint());
+  auto in = consumer_plane->open_input(key(0, 0), producer_plane->data_endpoint());
+  auto wakeup = std::make_shared<task_wakeup>();
+  in->set_wakeup(wakeup);
+  const std::size_t n = 2 * max_elements_per_frame + 5;
+  REQUIRE(out->send(batch_of(0, n)));
+  element_batch got;
+  for (int frames = 0; frames < 3; ++frames) {
+    auto b = take(*in, *wakeup);
+    REQUIRE(b.has_value());
+    CHECK(b->size() <= max_elements_per_frame);
+    got.insert(got.end(), b->begin(), b->end());
+  }
+  CHECK(got.size() == n);
+  CHECK(is(got, batch_of(0, n)));
+  CHECK(consumer_plane->counters().bad_frames == 0);
+}
+
+TEST_CASE("a batch over the frame size limit is split; an element that fits no frame fails the "
+          "sender with the reason") {
+  data_plane_options o;
+  o.max_frame_bytes = 4096;
+  auto producer_plane = network_data_plane::create("tcp://127.0.0.1:*", o);
+  auto consumer_plane = network_data_plane::create("tcp://127.0.0.1:*", o);
+  REQUIRE(producer_plane);
+  REQUIRE(consumer_plane);
+  auto out = (*producer_plane)->open_output(key(0, 0), (*consumer_plane)->data_endpoint());
+  auto in = (*consumer_plane)->open_input(key(0, 0), (*producer_plane)->data_endpoint());
+  auto wakeup = std::make_shared<task_wakeup>();
+  in->set_wakeup(wakeup);
+
+  // 8 records of 1,000 payload bytes: about 8 KB as one frame, so at least two frames.
+  element_batch big;
+  for (int i = 0; i < 8; ++i) big.emplace_back(record{1, i, i, std::string(1000, 'x')});
+  REQUIRE(out->send(big));
+  element_batch got;
+  for (int frames = 0; frames < 8 && got.size() < big.size(); ++frames) {
+    auto b = take(*in, *wakeup);
+    REQUIRE(b.has_value());
+    got.insert(got.end(), b->begin(), b->end());
+  }
+  CHECK(is(got, big));
+  CHECK((*consumer_plane)->counters().frames_received >= 2);
+  CHECK((*consumer_plane)->counters().bad_frames == 0);
+
+  element_batch too_big;
+  too_big.emplace_back(record{1, 9, 9, std::string(5000, 'y')});
+  CHECK_THROWS_WITH(out->send(too_big),
+                    Catch::Contains("over the frame limit of 4096 bytes"));
 }

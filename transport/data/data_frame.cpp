@@ -264,6 +264,11 @@ data_decode_result read_frame(const wire::msgpack_value& root) {
   if (r.error) return std::move(*r.error);
   if (el.type != kind::array)
     return wire::decode_error{wire::decode_errc::wrong_type, "el: expected an array", version};
+  if (el.size > max_elements_per_frame)
+    return wire::decode_error{wire::decode_errc::invalid_value,
+                              "el: " + std::to_string(el.size) + " elements, at most " +
+                                  std::to_string(max_elements_per_frame) + " per frame",
+                              version};
   f.elements.reserve(std::min<std::size_t>(el.size, max_reserved_elements));
   wire::msgpack_cursor elements(el.data);
   for (std::uint32_t i = 0; i < el.size && !r.error; ++i) r.element(elements, i, f.elements);
@@ -283,16 +288,19 @@ std::ostream& operator<<(std::ostream& os, const credit_frame& f) {
   return os << "credit_frame{" << f.key << ", consumed=" << f.consumed << "}";
 }
 
-std::string encode(const data_frame& f) {
+std::string encode(const data_frame& f) { return encode_data_frame(f.key, f.seq, f.elements); }
+
+std::string encode_data_frame(const channel_key& key, std::uint64_t seq,
+                              const element_batch& elements) {
   std::string out;
   string_sink sink{&out};
   packer pk(sink);
-  pack_header(pk, "data", f.key, 2);
+  pack_header(pk, "data", key, 2);
   pack_str(pk, "seq");
-  pk.pack_uint64(f.seq);
+  pk.pack_uint64(seq);
   pack_str(pk, "el");
-  pk.pack_array(static_cast<std::uint32_t>(f.elements.size()));
-  for (const auto& e : f.elements) std::visit(element_packer{pk}, e);
+  pk.pack_array(static_cast<std::uint32_t>(elements.size()));
+  for (const auto& e : elements) std::visit(element_packer{pk}, e);
   return out;
 }
 

@@ -19,6 +19,12 @@ namespace snapflow::data {
 
 inline constexpr std::uint32_t data_protocol_version = 1;
 
+// The most elements one data frame may carry (docs/protocol.md, "Data plane"). A decoded element
+// takes tens of bytes in memory and can take 2 on the wire, so without a bound a frame within
+// the size limit could decode into 30 times its size; with it, a frame's elements take at most
+// about 1 MiB beyond its own bytes. Senders split longer batches (workers batch 256).
+inline constexpr std::size_t max_elements_per_frame = 16'384;
+
 // One batch of elements on one channel. `seq` counts the channel's batches from 0, so the
 // consumer notices a batch that went missing.
 struct data_frame {
@@ -60,6 +66,9 @@ class [[nodiscard]] data_decode_result {
 };
 
 std::string encode(const data_frame& f);
+// The same bytes as encode(data_frame{key, seq, elements}), without moving the elements in.
+std::string encode_data_frame(const channel_key& key, std::uint64_t seq,
+                              const element_batch& elements);
 std::string encode(const credit_frame& f);
 
 // Reads one frame from an untrusted peer: never throws, refuses declared lengths above

@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
 #include <tuple>
 
@@ -451,7 +453,36 @@ class network_output_channel final : public output_channel {
   }
 
   bool send(element_batch batch) override {
-    std::string frame = encode(data_frame{key_, seq_, std::move(batch)});
+    if (batch.size() <= max_elements_per_frame) return send_frame(std::move(batch));
+    // A frame carries at most max_elements_per_frame elements (the receiver refuses more), so a
+    // longer batch goes as several, in order, each a batch of its own for the credits.
+    for (std::size_t first = 0; first < batch.size(); first += max_elements_per_frame) {
+      const std::size_t last = std::min(batch.size(), first + max_elements_per_frame);
+      element_batch part(std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(first)),
+                         std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(last)));
+      if (!send_frame(std::move(part))) return false;
+    }
+    return true;
+  }
+
+  void cancel() override { cancelled_ = true; }
+
+ private:
+  bool send_frame(element_batch batch) {
+    assert(batch.size() <= max_elements_per_frame);
+    std::string frame = encode_data_frame(key_, seq_, batch);
+    if (frame.size() > max_frame_bytes_) {
+      // The consumer would refuse the frame and drop the connection, losing it: a batch goes
+      // as two smaller frames instead, and one element that fits no frame fails the task.
+      if (batch.size() == 1)
+        throw std::length_error("data plane: one element of " + std::to_string(frame.size()) +
+                                " bytes encoded is over the frame limit of " +
+                                std::to_string(max_frame_bytes_) + " bytes (" + describe() + ")");
+      const auto half = batch.begin() + static_cast<std::ptrdiff_t>(batch.size() / 2);
+      element_batch first(std::make_move_iterator(batch.begin()), std::make_move_iterator(half));
+      element_batch second(std::make_move_iterator(half), std::make_move_iterator(batch.end()));
+      return send_frame(std::move(first)) && send_frame(std::move(second));
+    }
     for (;;) {
       if (cancelled_.load()) return false;
       take_credits();
@@ -474,9 +505,6 @@ class network_output_channel final : public output_channel {
     }
   }
 
-  void cancel() override { cancelled_ = true; }
-
- private:
   void take_credits() {
     zmq::message_t msg;
     for (;;) {
