@@ -237,10 +237,10 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
     const data::data_plane_counters c = plane->counters();
     spdlog::info(
         "data plane: buffered_bytes_high_water={} buffered_bytes={} frames_received={} "
-        "bad_frames={} overflow_batches={} handshakes_refused={} keys_denied={} "
+        "credits_sent={} bad_frames={} overflow_batches={} handshakes_refused={} keys_denied={} "
         "wrong_key_frames={}",
         plane->buffered_bytes_high_water(), plane->buffered_bytes(), c.frames_received,
-        c.bad_frames, c.overflow_batches, c.handshakes_refused, c.keys_denied, c.wrong_key_frames);
+        c.credits_sent, c.bad_frames, c.overflow_batches, c.handshakes_refused, c.keys_denied, c.wrong_key_frames);
   }
   spdlog::info("worker {} stopped", o.worker_id);
   spdlog::shutdown();

@@ -22,6 +22,11 @@ class output_channel {
   // Hands a batch to the consumer. Blocks while the consumer's buffer is full; returns false
   // (dropping the batch) once the channel was cancelled.
   virtual bool send(element_batch batch) = 0;
+  // Whether send() would take one batch now without waiting: room in the consumer's buffer (or
+  // credit) and nothing else in the way. Asked by whichever thread sends, as send() is. A
+  // channel that cannot tell says false, which only costs a thread hand-off
+  // (stream_task::trigger_checkpoint).
+  virtual bool can_send_now() { return false; }
   // Ends the channel for good: wakes a blocked send() and makes every later one fail. Any
   // thread. Used when a job is torn down (a failed or cancelled task).
   virtual void cancel() = 0;

@@ -29,6 +29,12 @@ bool local_channel::send(element_batch batch) {
   return true;
 }
 
+bool local_channel::can_send_now() {
+  // One producer: room seen here is still there at its next send.
+  std::lock_guard lock(mutex_);
+  return !cancelled_ && queue_.size() < capacity_;
+}
+
 std::optional<element_batch> local_channel::try_take() {
   std::optional<element_batch> out;
   {

@@ -22,6 +22,7 @@ class local_channel final : public output_channel, public input_channel {
   local_channel& operator=(const local_channel&) = delete;
 
   bool send(element_batch batch) override;
+  bool can_send_now() override;
   std::optional<element_batch> try_take() override;
   void set_wakeup(std::shared_ptr<task_wakeup> wakeup) override;
   void cancel() override;

@@ -41,6 +41,13 @@ bool output_gate::flush() {
   return true;
 }
 
+bool output_gate::can_broadcast_now() {
+  // broadcast() sends exactly one batch per channel, whatever is pending.
+  for (auto& c : channels_)
+    if (!c->can_send_now()) return false;
+  return true;
+}
+
 void output_gate::cancel() {
   for (auto& c : channels_) c->cancel();
 }

@@ -24,6 +24,8 @@ class output_gate {
   // Appends `e` to every channel and flushes them all (barriers, end-of-input).
   bool broadcast(const stream_element& e);
   bool flush();
+  // Whether broadcast() would go out without waiting on any channel.
+  bool can_broadcast_now();
 
   std::size_t num_channels() const { return channels_.size(); }
   void cancel();

@@ -27,6 +27,7 @@ class sequence_source final : public source_operator {
                     const std::vector<restored_operator_state>& restored) override;
   result<emit_result> emit(record_output& out, std::size_t max_records) override;
   result<operator_snapshot> snapshot(checkpoint_id id) override;
+  bool snapshot_on_any_thread() const override { return true; }  // a number
 
   std::int64_t next_seq() const { return next_; }
 
@@ -54,6 +55,7 @@ class line_source final : public source_operator {
                     const std::vector<restored_operator_state>& restored) override;
   result<emit_result> emit(record_output& out, std::size_t max_records) override;
   result<operator_snapshot> snapshot(checkpoint_id id) override;
+  bool snapshot_on_any_thread() const override { return true; }  // a number
 
  private:
   explicit line_source(std::string path) : path_(std::move(path)) {}

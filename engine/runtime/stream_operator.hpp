@@ -109,6 +109,12 @@ class source_operator : public stream_operator {
   // Emits at most `max_records` records.
   virtual result<emit_result> emit(record_output& out, std::size_t max_records) = 0;
 
+  // true when snapshot() is quick, never blocks and touches nothing but this operator. Then,
+  // while the source waits for its next records, its task may take a checkpoint on the thread
+  // that delivers the trigger instead of waking its own (stream_task::trigger_checkpoint).
+  // Off by default: a user's source may do anything in snapshot().
+  virtual bool snapshot_on_any_thread() const { return false; }
+
   result<void> process(const record&, record_output&) final {
     return error{"a source has no input"};
   }

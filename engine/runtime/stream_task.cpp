@@ -87,7 +87,32 @@ void stream_task::join() {
 void stream_task::trigger_checkpoint(checkpoint_id id, std::int64_t timestamp_us,
                                      const checkpoint_options& options) {
   hop_trace::record("w.post_trigger", id);
-  mailbox_.post(trigger_message{id, timestamp_us, options});
+  if (!trigger_on_caller_.load(std::memory_order_acquire)) {
+    mailbox_.post(trigger_message{id, timestamp_us, options});
+    return;
+  }
+  // Through the mailbox all the same, so that it keeps its place behind what came before.
+  if (!mailbox_.post_without_wakeup(trigger_message{id, timestamp_us, options})) return;
+  if (!run_mailbox_on_caller()) wakeup_->notify();
+}
+
+bool stream_task::run_mailbox_on_caller() {
+  std::unique_lock turn(turn_mutex_, std::try_to_lock);
+  // Busy (emitting, or between its wait and its next look at the mailbox, which the wake-up
+  // the caller sends next makes it take): its thread runs the mailbox.
+  if (!turn.owns_lock() || !idle_ || caller_failure_ || should_stop()) return false;
+  // The barrier must go out at once: this thread must never wait for a consumer. The turn
+  // keeps every other sender off these channels until it is released.
+  for (auto& gate : gates_)
+    if (!gate.can_broadcast_now()) return false;
+  triggers_on_caller_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    if (auto r = process_mailbox(); !r) caller_failure_ = r.err();
+  } catch (const std::exception& e) {
+    caller_failure_ = error{std::string("uncaught exception: ") + e.what()};
+  }
+  if (caller_failure_) wakeup_->notify();  // the task thread ends the task with it
+  return true;
 }
 
 void stream_task::notify_checkpoint_complete(checkpoint_id id, std::int64_t timestamp_us) {
@@ -320,8 +345,12 @@ result<void> stream_task::check_keyed_restore_complete(std::uint32_t old_paralle
 
 result<void> stream_task::run_source() {
   using clock = std::chrono::steady_clock;
+  std::unique_lock turn(turn_mutex_);
+  if (source_->snapshot_on_any_thread() && completion_listener_ == nullptr)
+    trigger_on_caller_.store(true, std::memory_order_release);
   for (;;) {
     const std::uint64_t seen = wakeup_->generation();
+    if (caller_failure_) return *caller_failure_;
     if (auto r = process_mailbox(); !r) return r;
     if (should_stop()) return success();
     if (exhausted_) {
@@ -333,7 +362,7 @@ result<void> stream_task::run_source() {
         return success();
       }
       if (!flush_outputs()) return success();
-      wait_for_work(seen, clock::now() + std::chrono::seconds(1));
+      wait_idle(turn, seen, clock::now() + std::chrono::seconds(1));
       continue;
     }
     auto emitted = source_->emit(*output_, config_.batch_size);
@@ -344,7 +373,7 @@ result<void> stream_task::run_source() {
         break;
       case source_operator::emit_result::status::wait:
         if (!flush_outputs()) return success();
-        wait_for_work(seen, emitted->resume_at);
+        wait_idle(turn, seen, emitted->resume_at);
         break;
       case source_operator::emit_result::status::exhausted:
         exhausted_ = true;
@@ -638,6 +667,16 @@ bool stream_task::flush_outputs() {
       return false;
     }
   return true;
+}
+
+void stream_task::wait_idle(std::unique_lock<std::mutex>& turn, std::uint64_t seen,
+                            std::chrono::steady_clock::time_point deadline) {
+  assert(turn.owns_lock());
+  idle_ = true;
+  turn.unlock();
+  wait_for_work(seen, deadline);
+  turn.lock();
+  idle_ = false;
 }
 
 void stream_task::wait_for_work(std::uint64_t seen,

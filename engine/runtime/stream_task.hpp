@@ -117,6 +117,10 @@ class stream_task {
   // first, at most max_notified_per_report (the worker's heartbeat reports them).
   std::vector<checkpoint_notified> take_notified();
   bool done() const { return done_.load(); }
+  // Checkpoints this source took on the thread that delivered their trigger (tests, stats).
+  std::uint64_t triggers_taken_on_caller() const {
+    return triggers_on_caller_.load(std::memory_order_relaxed);
+  }
 
  private:
   class task_output;
@@ -147,6 +151,12 @@ class stream_task {
   void report(execution_state state, const std::string& message = {});
   void record_notified(checkpoint_id id);
   void wait_for_work(std::uint64_t seen, std::chrono::steady_clock::time_point deadline);
+  // A source's wait: gives up its turn (turn_mutex_) while it waits, idle.
+  void wait_idle(std::unique_lock<std::mutex>& turn, std::uint64_t seen,
+                 std::chrono::steady_clock::time_point deadline);
+  // trigger_checkpoint's fast path: runs the mailbox on the calling thread when the source is
+  // idle and its outputs take the barrier without waiting. false: the task thread must do it.
+  bool run_mailbox_on_caller();
   static std::int64_t now_us();
 
   stream_task_config config_;
@@ -168,6 +178,18 @@ class stream_task {
   bool finish_requested_ = false;
   bool exhausted_ = false;
   bool outputs_cancelled_ = false;
+
+  // A source's turn (Flink's former checkpoint lock, kept for idle sources only). Its task
+  // thread holds it except while it waits for its next records; a trigger that finds it free
+  // and the source idle takes the checkpoint on the trigger's thread (run_mailbox_on_caller):
+  // an idle source's barrier, snapshot and ack then cost no wake-up of its thread, which on a
+  // busy machine is a wait for a CPU (docs/benchmarks.md, session 10).
+  std::mutex turn_mutex_;
+  bool idle_ = false;                    // under turn_mutex_: waiting, outputs flushed
+  std::optional<error> caller_failure_;  // under turn_mutex_: ends the task on its thread
+  // Set by the task thread once the operator is a source that allows it.
+  std::atomic<bool> trigger_on_caller_{false};
+  std::atomic<std::uint64_t> triggers_on_caller_{0};
 
   std::atomic<bool> cancel_requested_{false};
   // Set by the task thread once the operator exists and is no completion listener: from then

@@ -47,15 +47,20 @@ class task_mailbox {
 
   // false when the message was dropped.
   bool post(task_message message) {
-    {
-      std::lock_guard lock(mutex_);
-      if (queue_.size() >= capacity) {
-        ++dropped_;
-        return false;
-      }
-      queue_.push_back(std::move(message));
-    }
+    if (!post_without_wakeup(std::move(message))) return false;
     wakeup_->notify();
+    return true;
+  }
+
+  // Queues without waking the task: for a poster that will run the mailbox itself or wake the
+  // task next (stream_task::trigger_checkpoint).
+  bool post_without_wakeup(task_message message) {
+    std::lock_guard lock(mutex_);
+    if (queue_.size() >= capacity) {
+      ++dropped_;
+      return false;
+    }
+    queue_.push_back(std::move(message));
     return true;
   }
 

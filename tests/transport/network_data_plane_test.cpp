@@ -209,3 +209,47 @@ TEST_CASE("a batch over the frame size limit is split; an element that fits no f
   CHECK_THROWS_WITH(out->send(too_big),
                     Catch::Contains("over the frame limit of 4096 bytes"));
 }
+
+TEST_CASE("a trickle of batches gets a credit per half window, and a producer never waits for "
+          "good on a credit that was held back") {
+  const std::size_t capacity = GENERATE(1, 2, 3, 8);
+  CAPTURE(capacity);
+  auto producer_plane = make_plane(capacity);
+  auto consumer_plane = make_plane(capacity);
+  auto out = producer_plane->open_output(key(0, 0), consumer_plane->data_endpoint());
+  auto in = consumer_plane->open_input(key(0, 0), producer_plane->data_endpoint());
+  auto wakeup = std::make_shared<task_wakeup>();
+  in->set_wakeup(wakeup);
+
+  // One batch at a time, each taken before the next goes: a trickle.
+  const std::int64_t trickle = 40;
+  for (std::int64_t i = 0; i < trickle; ++i) {
+    REQUIRE(out->send(batch_of(i, 1)));
+    REQUIRE(is(take(*in, *wakeup), batch_of(i, 1)));
+  }
+  // At most one credit per half window (fewer when the I/O thread's turn covers more takes);
+  // one per batch before credits were held back.
+  const std::uint64_t half = std::max<std::size_t>(1, capacity / 2);
+  CHECK(consumer_plane->counters().credits_sent <= trickle / half);
+
+  // Bursts of a whole window and more, the consumer taking everything only once the producer
+  // is stuck: each burst must get through, so a held-back credit never stalls the producer.
+  std::atomic<std::int64_t> sent{trickle};
+  std::thread producer([&] {
+    for (std::int64_t i = trickle; i < trickle + 200; ++i) {
+      if (!out->send(batch_of(i, 1))) return;
+      sent = i + 1;
+    }
+  });
+  std::int64_t next = trickle;
+  for (int rounds = 0; rounds < 100'000 && next < trickle + 200; ++rounds) {
+    auto b = take(*in, *wakeup, 10s);
+    if (!b) break;
+    REQUIRE(is(b, batch_of(next, 1)));
+    ++next;
+  }
+  CHECK(next == trickle + 200);
+  out->cancel();
+  producer.join();
+  CHECK(sent.load() == trickle + 200);
+}

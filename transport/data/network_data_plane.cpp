@@ -219,7 +219,14 @@ class network_data_plane::core {
       std::lock_guard lock(mutex_);
       auto it = routes_.find(route_of(key));
       if (it == routes_.end() || it->second.attempt != key.attempt) return;
-      it->second.consumed = std::max(it->second.consumed, consumed);
+      route& r = it->second;
+      r.consumed = std::max(r.consumed, consumed);
+      // A credit goes back once the producer has used half its window since the last one: at
+      // a trickle of batches that is one credit frame (and one wake-up of this plane's thread
+      // and two of ZeroMQ's) per half window instead of per batch, and under load it is still
+      // every batch. A producer never waits for good: when it waits, all its window arrived
+      // here (next_seq - credited >= capacity), so the take of its last batch sends one.
+      if (r.consumed <= r.credited || r.next_seq - r.credited < credit_after_) return;
       dirty_.insert(it->first);
     }
     wake();
@@ -334,6 +341,8 @@ class network_data_plane::core {
         sent = true;
       }
       if (sent) {
+        ++counters_.credits_sent;
+        r->second.credited = r->second.consumed;
         it = dirty_.erase(it);
       } else {
         ++it;
@@ -362,6 +371,7 @@ class network_data_plane::core {
     std::string pending_key;            // with CURVE: who sent `pending`
     std::uint64_t next_seq = 0;
     std::uint64_t consumed = 0;
+    std::uint64_t credited = 0;  // `consumed` as of the last credit handed to ZeroMQ
   };
 
   // A channel between two subtasks of this process, until both ends were opened.
@@ -389,6 +399,7 @@ class network_data_plane::core {
   }
 
   const std::size_t capacity_;
+  const std::uint64_t credit_after_ = std::max<std::uint64_t>(1, capacity_ / 2);
   const int event_fd_;
   const std::shared_ptr<data_zap_handler> zap_;
   // Bytes queued in this worker's input buffers, local channels included.
@@ -463,6 +474,14 @@ class network_output_channel final : public output_channel {
       if (!send_frame(std::move(part))) return false;
     }
     return true;
+  }
+
+  bool can_send_now() override {
+    if (cancelled_.load()) return false;
+    take_credits();
+    if (sent_ - consumed_ >= capacity_) return false;
+    // ZeroMQ's own queue takes one more frame (the peer is reading).
+    return (socket_.get(zmq::sockopt::events) & ZMQ_POLLOUT) != 0;
   }
 
   void cancel() override { cancelled_ = true; }

@@ -40,6 +40,7 @@ struct data_plane_options {
 
 struct data_plane_counters {
   std::uint64_t frames_received = 0;
+  std::uint64_t credits_sent = 0;      // credit frames handed to ZeroMQ
   std::uint64_t bad_frames = 0;
   std::uint64_t stale_batches = 0;     // from an earlier attempt of a channel, dropped
   std::uint64_t overflow_batches = 0;  // beyond a channel's credit, dropped

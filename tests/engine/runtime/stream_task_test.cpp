@@ -413,3 +413,149 @@ TEST_CASE("stream task: a keyed subtask missing an overlapping old state is refu
   CHECK_THAT(f.listener->failure(), Catch::Contains("checkpoint 3"));
   CHECK_THAT(f.listener->failure(), Catch::Contains("old subtask 1 of 4"));
 }
+
+namespace {
+
+std::int64_t snapshot_offset(const checkpoint_ack& ack) {
+  REQUIRE(ack.state.handles.size() == 1);
+  auto snapshot = state_file::read(ack.state.handles[0]);
+  REQUIRE(snapshot);
+  REQUIRE(snapshot->operator_state.size() == 1);
+  return std::stoll(snapshot->operator_state[0].bytes);
+}
+
+bool is_barrier(const stream_element& e, checkpoint_id id) {
+  const auto* b = std::get_if<checkpoint_barrier>(&e);
+  return b != nullptr && b->id == id;
+}
+
+// A source that emits nothing and waits: whether its snapshot may run elsewhere is the test's.
+class idle_source final : public source_operator {
+ public:
+  explicit idle_source(bool on_any_thread) : on_any_thread_(on_any_thread) {}
+  result<emit_result> emit(record_output&, std::size_t) override {
+    return emit_result{emit_result::status::wait,
+                       std::chrono::steady_clock::now() + std::chrono::seconds(10)};
+  }
+  bool snapshot_on_any_thread() const override { return on_any_thread_; }
+
+ private:
+  bool on_any_thread_;
+};
+
+std::shared_ptr<operator_factory> idle_source_factory() {
+  auto f = std::make_shared<operator_factory>();
+  for (bool any : {false, true})
+    f->add(any ? "idle_source_any_thread" : "idle_source",
+           [any](const job_vertex&) -> result<std::unique_ptr<stream_operator>> {
+             return std::unique_ptr<stream_operator>(std::make_unique<idle_source>(any));
+           });
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("stream task: an idle source takes a checkpoint on the trigger's thread, the barrier "
+          "exactly after the records its snapshot counts") {
+  task_fixture f;
+  auto out = std::make_shared<local_channel>(64);
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  // 200 records a second: idle most of the time, and records on both sides of every barrier.
+  auto c = f.config(
+      make_vertex("sequence_source", {{"count", "100000"}, {"keys", "2"}, {"rate", "200"}}),
+      operator_role::source);
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::running));
+
+  std::vector<stream_element> got;
+  const checkpoint_id checkpoints = 10;
+  for (checkpoint_id id = 1; id <= checkpoints; ++id) {
+    task.trigger_checkpoint(id, id, f.options(id));
+    REQUIRE(f.responder->wait_for(static_cast<std::size_t>(id)));
+    auto more = take_until(*out, *wakeup,
+                           [id](const auto& g) { return !g.empty() && is_barrier(g.back(), id); });
+    got.insert(got.end(), more.begin(), more.end());
+  }
+  // The source was idle at almost every trigger; a busy one leaves it to its own thread.
+  CHECK(task.triggers_taken_on_caller() >= 1);
+
+  const auto acks = f.responder->acks();
+  REQUIRE(acks.size() == checkpoints);
+  std::int64_t records = 0;
+  checkpoint_id next_barrier = 1;
+  for (const auto& e : got) {
+    if (const auto* r = std::get_if<record>(&e)) {
+      CHECK(r->seq == records);
+      ++records;
+      continue;
+    }
+    REQUIRE(is_barrier(e, next_barrier));
+    const auto& ack = acks.at(static_cast<std::size_t>(next_barrier - 1));
+    CHECK(ack.id == next_barrier);
+    // The snapshot's offset is the first record after its barrier, whichever thread took it.
+    CHECK(snapshot_offset(ack) == records);
+    ++next_barrier;
+  }
+  CHECK(next_barrier == checkpoints + 1);
+  CHECK(f.responder->declines().empty());
+}
+
+TEST_CASE("stream task: a trigger that would have to wait for room in an output goes to the "
+          "source's own thread") {
+  task_fixture f;
+  auto out = std::make_shared<local_channel>(1);
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  // One record at once, the next a second later: idle, with its one-batch output full.
+  auto c = f.config(
+      make_vertex("sequence_source", {{"count", "100"}, {"keys", "2"}, {"rate", "1"}}),
+      operator_role::source);
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::running));
+  for (int rounds = 0; rounds < 10'000 && out->queued_batches() == 0; ++rounds) {
+    const auto seen = wakeup->generation();
+    if (out->queued_batches() == 0)
+      wakeup->wait(seen, std::chrono::steady_clock::now() + std::chrono::milliseconds(10));
+  }
+  REQUIRE(out->queued_batches() == 1);
+
+  // Sending the barrier from here would block this thread until the batch is taken.
+  task.trigger_checkpoint(1, 1, f.options(1));
+  CHECK(task.triggers_taken_on_caller() == 0);
+  auto got = take_until(*out, *wakeup,
+                        [](const auto& g) { return !g.empty() && is_barrier(g.back(), 1); });
+  REQUIRE(f.responder->wait_for(1));
+  CHECK(snapshot_offset(f.responder->acks().at(0)) ==
+        static_cast<std::int64_t>(got.size()) - 1);
+  CHECK(task.triggers_taken_on_caller() == 0);
+}
+
+TEST_CASE("stream task: a source that does not allow it never takes a checkpoint on the "
+          "trigger's thread") {
+  const bool allowed = GENERATE(false, true);
+  CAPTURE(allowed);
+  task_fixture f;
+  auto out = std::make_shared<local_channel>(64);
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  auto c = f.config(make_vertex(allowed ? "idle_source_any_thread" : "idle_source"),
+                    operator_role::source);
+  c.operators = idle_source_factory();
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::running));
+  for (checkpoint_id id = 1; id <= 5; ++id) {
+    task.trigger_checkpoint(id, id, f.options(id));
+    REQUIRE(f.responder->wait_for(static_cast<std::size_t>(id)));
+  }
+  if (allowed)
+    CHECK(task.triggers_taken_on_caller() >= 1);
+  else
+    CHECK(task.triggers_taken_on_caller() == 0);
+}
