@@ -19,7 +19,9 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
                                                asio::any_io_executor io_executor,
                                                checkpoint_coordinator_setup setup,
                                                std::shared_ptr<checkpoint_task_gateway> gateway,
-                                               metadata_write_placement::options placement)
+                                               metadata_write_placement::options placement,
+                                               std::optional<metadata_write_placement::options>
+                                                   location_placement)
     : executor_(std::move(executor)),
       io_executor_(std::move(io_executor)),
       id_counter_(setup.id_counter),
@@ -28,6 +30,7 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
       core_(std::move(setup)),
       gateway_(std::move(gateway)),
       metadata_placement_(placement),
+      location_placement_(location_placement.value_or(placement)),
       location_work_(io_executor_),
       periodic_timer_(executor_) {
   assert(gateway_);
@@ -180,6 +183,13 @@ void checkpoint_coordinator::post_after_flush(std::function<void()> post) {
     post();
 }
 
+void checkpoint_coordinator::location_prepared(checkpoint_id id, const std::string& dir, bool ok) {
+  preparing_.erase(dir);
+  // Only pending checkpoints are kept, so aborted ones cannot pile up.
+  std::erase_if(prepared_, [&](checkpoint_id c) { return core_.find_pending(c) == nullptr; });
+  if (ok && core_.find_pending(id) != nullptr) prepared_.insert(id);
+}
+
 void checkpoint_coordinator::post_location_work(std::function<void()> work) {
   post_after_flush(
       [this, work = std::move(work)]() mutable { location_work_.post(std::move(work)); });
@@ -272,20 +282,32 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
               // Once per checkpoint, with its first trigger: its folder, while the tasks work.
               last_prepared_ = a.id;
               preparing_.insert(a.options.target_location);
-              post_location_work([self, id = a.id, dir = a.options.target_location] {
+              auto create = [id = a.id, dir = a.options.target_location] {
+                const auto started = std::chrono::steady_clock::now();
                 auto prepared = checkpoint_storage::prepare_location(dir);
                 if (!prepared)  // the metadata write tries again and fails the checkpoint
                   spdlog::warn("creating the folder of checkpoint {}: {}", id,
                                prepared.err().message);
-                asio::post(self->executor_, [self, id, dir, ok = prepared.ok()] {
-                  self->preparing_.erase(dir);
-                  // Only pending checkpoints are kept, so aborted ones cannot pile up.
-                  std::erase_if(self->prepared_, [&](checkpoint_id c) {
-                    return self->core_.find_pending(c) == nullptr;
-                  });
-                  if (ok && self->core_.find_pending(id) != nullptr) self->prepared_.insert(id);
+                return std::pair{prepared.ok(), elapsed_since(started)};
+              };
+              // Savepoints may go to another disk: always the pool, as their metadata.
+              if (location_placement_.recent_writes_fast() &&
+                  a.options.kind != checkpoint_trigger_kind::savepoint) {
+                post_after_flush([this, create, id = a.id, dir = a.options.target_location] {
+                  const auto [ok, took] = create();
+                  location_placement_.record(took);
+                  location_placement_.count_inline_write();
+                  location_prepared(id, dir, ok);
                 });
-              });
+              } else {
+                post_location_work([self, create, id = a.id, dir = a.options.target_location] {
+                  const auto [ok, took] = create();
+                  asio::post(self->executor_, [self, id, dir, ok, took] {
+                    self->location_placement_.record(took);
+                    self->location_prepared(id, dir, ok);
+                  });
+                });
+              }
             }
             gateway_->trigger_checkpoint(a.attempt, a.id, a.timestamp_us, a.options);
           },

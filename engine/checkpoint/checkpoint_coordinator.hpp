@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -35,7 +36,9 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   checkpoint_coordinator(asio::any_io_executor executor, asio::any_io_executor io_executor,
                          checkpoint_coordinator_setup setup,
                          std::shared_ptr<checkpoint_task_gateway> gateway,
-                         metadata_write_placement::options placement = {});
+                         metadata_write_placement::options placement = {},
+                         // Where a checkpoint folder is created; `placement` when empty.
+                         std::optional<metadata_write_placement::options> location_placement = {});
   ~checkpoint_coordinator();
 
   // The checkpoint timer. Start waits a random delay in [min pause, interval] first, so many
@@ -68,6 +71,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::size_t prepared_locations() const { return prepared_.size(); }
   // Metadata writes done on the event thread instead of the I/O pool.
   std::uint64_t inline_metadata_writes() const { return metadata_placement_.inline_writes(); }
+  // Checkpoint folders created on the event thread instead of the I/O pool.
+  std::uint64_t inline_location_creations() const { return location_placement_.inline_writes(); }
   const asio::any_io_executor& executor() const { return executor_; }
 
  private:
@@ -80,6 +85,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // flush inside (post_location_work: through location_work_).
   void post_after_flush(std::function<void()> post);
   void post_location_work(std::function<void()> work);
+  // A checkpoint's folder creation ended (on this thread, wherever it ran).
+  void location_prepared(checkpoint_id id, const std::string& dir, bool ok);
   std::int64_t initial_delay_us();
 
   asio::any_io_executor executor_;
@@ -92,6 +99,11 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::shared_ptr<checkpoint_task_gateway> gateway_;
 
   metadata_write_placement metadata_placement_;
+  // The same rule for creating a checkpoint's folder (a mkdir and two fsyncs): inline, after the
+  // triggers went out, while recent creations were fast; on the pool otherwise. Inline saves a
+  // pool thread's wake-up and the one of this thread for the result, both in the middle of the
+  // checkpoint the tasks are working on.
+  metadata_write_placement location_placement_;
   // A checkpoint's folder is created at its first trigger, on the pool. Work on a folder whose
   // creation may still be running (writing its metadata, discarding it) goes through this
   // queue, so it runs after the creation whatever threads the pool has; everything else runs

@@ -16,9 +16,12 @@ metadata_write_placement::metadata_write_placement(options o) : options_(o) {
 }
 
 bool metadata_write_placement::write_inline(const completed_checkpoint& checkpoint) const {
-  if (options_.inline_max.count() <= 0 || checkpoint.is_savepoint()) return false;
-  if (fast_in_a_row_ < options_.window) return false;
+  if (checkpoint.is_savepoint() || !recent_writes_fast()) return false;
   return estimated_metadata_bytes(checkpoint) <= options_.inline_max_bytes;
+}
+
+bool metadata_write_placement::recent_writes_fast() const {
+  return options_.inline_max.count() > 0 && fast_in_a_row_ >= options_.window;
 }
 
 void metadata_write_placement::record(std::chrono::microseconds took) {

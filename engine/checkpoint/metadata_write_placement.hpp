@@ -40,6 +40,9 @@ class metadata_write_placement {
   explicit metadata_write_placement(options o);
 
   bool write_inline(const completed_checkpoint& checkpoint) const;
+  // The time part of write_inline: the last `window` writes were all fast. The coordinator
+  // places a checkpoint folder's creation with a second instance of this class.
+  bool recent_writes_fast() const;
   // How long one write took, inline or on the pool.
   void record(std::chrono::microseconds took);
 

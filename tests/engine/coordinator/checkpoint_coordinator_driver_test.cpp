@@ -95,7 +95,8 @@ struct driver_fixture {
   explicit driver_fixture(checkpoint_config config,
                           std::vector<std::shared_ptr<master_hook>> hooks = {},
                           std::optional<metadata_write_placement::options> placement = {},
-                          std::optional<asio::any_io_executor> pool_executor = {})
+                          std::optional<asio::any_io_executor> pool_executor = {},
+                          std::optional<metadata_write_placement::options> location_placement = {})
       : own_pool(placement.has_value()) {
     for (std::uint32_t i = 0; i < 2; ++i)
       vertices.push_back(std::make_unique<execution_vertex>(subtask_id{0, i}, 2, "source"));
@@ -127,7 +128,7 @@ struct driver_fixture {
         pool_executor ? *pool_executor
                       : (own_pool ? pool.get_executor() : io.get_executor()),
         std::move(s),
-        gateway, placement.value_or(metadata_write_placement::options{}));
+        gateway, placement.value_or(metadata_write_placement::options{}), location_placement);
     // A stub task runtime: once both sources saw the trigger, every subtask writes a state
     // file into the checkpoint folder and acks.
     gateway->on_trigger = [this](const recording_gateway::trigger& t) {
@@ -252,11 +253,18 @@ TEST_CASE("driver: master hooks run off the event thread and their state is in t
   CHECK(meta->master_states.at("offsets") == "offset-at-1");
 }
 
+// Folder creations always on the pool (a placement whose writes are never fast enough).
+metadata_write_placement::options pool_only() {
+  metadata_write_placement::options o;
+  o.inline_max = std::chrono::microseconds(0);
+  return o;
+}
+
 TEST_CASE("driver: after a run of fast metadata writes on the pool, the next one is inline") {
   metadata_write_placement::options placement;
   placement.inline_max = std::chrono::hours(1);  // every real write counts as fast
   placement.window = 2;
-  driver_fixture f(periodic(10ms), {}, placement);
+  driver_fixture f(periodic(10ms), {}, placement, {}, pool_only());
   for (checkpoint_id id = 1; id <= 2; ++id) {
     f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
     f.poll_event_thread();
@@ -288,11 +296,51 @@ TEST_CASE("driver: after a run of fast metadata writes on the pool, the next one
   CHECK(meta->subtask_states.size() == 4);
 }
 
+TEST_CASE("driver: after a run of fast folder creations, the next folder is created on the event "
+          "thread once its triggers went out") {
+  metadata_write_placement::options placement;
+  placement.inline_max = std::chrono::hours(1);  // every real write counts as fast
+  placement.window = 2;
+  driver_fixture f(periodic(10ms), {}, placement);
+  for (checkpoint_id id = 1; id <= 2; ++id) {
+    f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+    f.poll_event_thread();
+    CHECK(f.coordinator->core().latest_completed_id() == id - 1);  // the folder: on the pool
+    f.poll();
+    REQUIRE(f.coordinator->core().latest_completed_id() == id);
+  }
+  CHECK(f.coordinator->inline_location_creations() == 0);
+
+  f.auto_ack = false;
+  std::optional<bool> existed_at_flush;
+  f.gateway->on_flush = [&] {
+    if (f.gateway->triggers.size() == 2 * 3 && !existed_at_flush)
+      existed_at_flush = std::filesystem::exists(f.gateway->triggers.back().options.target_location);
+  };
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll_event_thread();  // no pool
+  REQUIRE(f.gateway->triggers.size() == 2 * 3);
+  const std::string location = f.gateway->triggers.back().options.target_location;
+  REQUIRE(existed_at_flush.has_value());
+  CHECK_FALSE(*existed_at_flush);  // the triggers first
+  CHECK(std::filesystem::is_directory(location));
+  CHECK(f.coordinator->inline_location_creations() == 1);
+  CHECK(f.coordinator->prepared_locations() == 1);
+
+  f.ack_all(3, location);
+  f.poll_event_thread();
+  REQUIRE(f.coordinator->core().latest_completed_id() == 3);  // the pool never ran
+  CHECK(f.coordinator->inline_metadata_writes() == 1);
+  auto meta = checkpoint_storage::read_metadata(f.store->latest()->location);
+  REQUIRE(meta);
+  CHECK(meta->id == 3);
+}
+
 TEST_CASE("driver: a metadata write never goes inline before its folder's creation ended") {
   metadata_write_placement::options placement;
   placement.inline_max = std::chrono::hours(1);
   placement.window = 1;
-  driver_fixture f(periodic(10ms), {}, placement);
+  driver_fixture f(periodic(10ms), {}, placement, {}, pool_only());
   f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
   f.poll();
   REQUIRE(f.coordinator->core().latest_completed_id() == 1);  // fills the window
