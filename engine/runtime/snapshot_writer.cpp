@@ -32,6 +32,18 @@ void snapshot_writer::submit(std::function<void()> job) {
   not_empty_.notify_one();
 }
 
+bool snapshot_writer::try_submit(std::function<void()>& job) {
+  assert(job);
+  {
+    std::lock_guard lock(mutex_);
+    assert(!stopping_);
+    if (queue_.size() >= capacity_) return false;
+    queue_.push_back(std::move(job));
+  }
+  not_empty_.notify_one();
+  return true;
+}
+
 void snapshot_writer::drain() {
   std::unique_lock lock(mutex_);
   idle_.wait(lock, [&] { return queue_.empty() && running_ == 0; });

@@ -22,6 +22,8 @@ class snapshot_writer {
   snapshot_writer& operator=(const snapshot_writer&) = delete;
 
   void submit(std::function<void()> job);
+  // submit() without waiting: false (and `job` left as it was) while the queue is full.
+  bool try_submit(std::function<void()>& job);
   // Waits until every job submitted so far has run (a restart waits for the old attempts'
   // acknowledgements to be out before it restores).
   void drain();

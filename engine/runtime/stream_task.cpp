@@ -101,17 +101,26 @@ bool stream_task::run_mailbox_on_caller() {
   // Busy (emitting, or between its wait and its next look at the mailbox, which the wake-up
   // the caller sends next makes it take): its thread runs the mailbox.
   if (!turn.owns_lock() || !idle_ || caller_failure_ || should_stop()) return false;
-  // The barrier must go out at once: this thread must never wait for a consumer. The turn
-  // keeps every other sender off these channels until it is released.
-  for (auto& gate : gates_)
-    if (!gate.can_broadcast_now()) return false;
-  triggers_on_caller_.fetch_add(1, std::memory_order_relaxed);
   try {
-    if (auto r = process_mailbox(); !r) caller_failure_ = r.err();
+    // The barrier must go out at once: this thread must never wait for a consumer. The turn
+    // keeps every other sender off these channels until it is released.
+    for (auto& gate : gates_)
+      if (!gate.can_broadcast_now()) return false;
+    // Exactly the trigger just posted: with anything else queued (an earlier trigger left to
+    // the task thread, whose second barrier might not fit), the task thread takes them all.
+    auto trigger = mailbox_.take_sole_trigger();
+    if (!trigger) return false;
+    triggers_on_caller_.fetch_add(1, std::memory_order_relaxed);
+    on_caller_ = true;
+    auto r = handle_trigger(*trigger);
+    on_caller_ = false;
+    if (!r) caller_failure_ = r.err();
   } catch (const std::exception& e) {
+    on_caller_ = false;
     caller_failure_ = error{std::string("uncaught exception: ") + e.what()};
   }
-  if (caller_failure_) wakeup_->notify();  // the task thread ends the task with it
+  // The task thread ends the task with a failure, and submits what the writer had no room for.
+  if (caller_failure_ || !deferred_writes_.empty()) wakeup_->notify();
   return true;
 }
 
@@ -351,6 +360,8 @@ result<void> stream_task::run_source() {
   for (;;) {
     const std::uint64_t seen = wakeup_->generation();
     if (caller_failure_) return *caller_failure_;
+    for (auto& write : deferred_writes_) config_.writer->submit(std::move(write));
+    deferred_writes_.clear();
     if (auto r = process_mailbox(); !r) return r;
     if (should_stop()) return success();
     if (exhausted_) {
@@ -497,19 +508,7 @@ result<void> stream_task::process_mailbox() {
   for (auto& message : mailbox_.take_all()) {
     result<void> r = std::visit(
         overloaded{
-            [&](const trigger_message& m) -> result<void> {
-              hop_trace::record("t.trigger", m.id);
-              if (!source_) {
-                spdlog::warn("task {}: trigger for checkpoint {} at a task that is no source",
-                             describe(config_.attempt, config_.vertex), m.id);
-                return success();
-              }
-              // Stale or duplicated (a delayed trigger overtaken by a newer one): the newer
-              // barrier already covers everything.
-              if (m.id <= last_barrier_) return success();
-              return perform(
-                  {trigger_snapshot{checkpoint_barrier{m.id, m.timestamp_us, m.options}, 0, 0}});
-            },
+            [&](const trigger_message& m) -> result<void> { return handle_trigger(m); },
             [&](const complete_message& m) -> result<void> {
               if (completion_listener_ != nullptr)
                 if (auto r = completion_listener_->notify_checkpoint_complete(m.id); !r) return r;
@@ -530,6 +529,19 @@ result<void> stream_task::process_mailbox() {
     if (should_stop()) return success();
   }
   return success();
+}
+
+result<void> stream_task::handle_trigger(const trigger_message& m) {
+  hop_trace::record("t.trigger", m.id);
+  if (!source_) {
+    spdlog::warn("task {}: trigger for checkpoint {} at a task that is no source",
+                 describe(config_.attempt, config_.vertex), m.id);
+    return success();
+  }
+  // Stale or duplicated (a delayed trigger overtaken by a newer one): the newer barrier
+  // already covers everything.
+  if (m.id <= last_barrier_) return success();
+  return perform({trigger_snapshot{checkpoint_barrier{m.id, m.timestamp_us, m.options}, 0, 0}});
 }
 
 result<void> stream_task::perform(const barrier_actions& actions) {
@@ -621,7 +633,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   }
   // Off the task thread: everything it needs is captured by value (the task may be gone when
   // it runs). A state encoded above but too large to go inline is written as it is.
-  config_.writer->submit([responder = config_.responder, ack = std::move(ack), snapshot,
+  std::function<void()> write = [responder = config_.responder, ack = std::move(ack), snapshot,
                           vertex = config_.vertex.id,
                           file = std::move(file), encoded = std::move(encoded),
                           async_part = std::move(op_snapshot->async_part)]() mutable {
@@ -651,7 +663,14 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
                                         .count();
     hop_trace::record("t.ack", vertex);
     responder->acknowledge(std::move(ack));
-  });
+  };
+  // On a trigger's thread (run_mailbox_on_caller) never wait for room in the writer's queue:
+  // the task thread submits what does not fit, first thing when it runs again.
+  if (on_caller_) {
+    if (!config_.writer->try_submit(write)) deferred_writes_.push_back(std::move(write));
+    return success();
+  }
+  config_.writer->submit(std::move(write));
   return success();
 }
 

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -141,6 +142,7 @@ class stream_task {
   result<bool> process_input(std::size_t input);
   // Input `input` is blocked by alignment: count the records waiting on it (once per batch).
   void hold(std::size_t input);
+  result<void> handle_trigger(const trigger_message& m);
   result<void> perform(const barrier_actions& actions);
   result<void> take_snapshot(const trigger_snapshot& t);
   void decline(checkpoint_id id, checkpoint_failure_reason reason, const std::string& message);
@@ -187,6 +189,10 @@ class stream_task {
   std::mutex turn_mutex_;
   bool idle_ = false;                    // under turn_mutex_: waiting, outputs flushed
   std::optional<error> caller_failure_;  // under turn_mutex_: ends the task on its thread
+  bool on_caller_ = false;               // under turn_mutex_: a trigger's thread runs it now
+  // Under turn_mutex_: snapshot writes the writer's queue had no room for on a trigger's
+  // thread; the task thread submits them (and may wait there).
+  std::vector<std::function<void()>> deferred_writes_;
   // Set by the task thread once the operator is a source that allows it.
   std::atomic<bool> trigger_on_caller_{false};
   std::atomic<std::uint64_t> triggers_on_caller_{0};

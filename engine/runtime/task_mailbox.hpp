@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -62,6 +63,18 @@ class task_mailbox {
     }
     queue_.push_back(std::move(message));
     return true;
+  }
+
+  // The queued message when it is the only one and a trigger; nothing (and nothing taken)
+  // otherwise. What stream_task::trigger_checkpoint runs on its caller's thread: exactly one
+  // barrier, which the outputs were checked to take without waiting.
+  std::optional<trigger_message> take_sole_trigger() {
+    std::lock_guard lock(mutex_);
+    if (queue_.size() != 1 || !std::holds_alternative<trigger_message>(queue_.front()))
+      return std::nullopt;
+    trigger_message m = std::move(std::get<trigger_message>(queue_.front()));
+    queue_.pop_front();
+    return m;
   }
 
   std::vector<task_message> take_all() {

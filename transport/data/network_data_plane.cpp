@@ -33,6 +33,9 @@ using namespace std::chrono_literals;
 // How long a waiting producer or the idle I/O thread sleeps before it looks at its flags again
 // (cancel, stop); data and credits wake them at once.
 constexpr long poll_timeout_ms = 50;
+// The longest a consumer holds back a credit below half a window (network_data_plane::core::
+// note_consumed). Released by the I/O thread's turns, at most a poll timeout apart.
+constexpr std::chrono::milliseconds credit_hold_max{50};
 // Frames the I/O thread takes in one go before it sends the credits they freed.
 constexpr int frames_per_turn = 256;
 
@@ -224,12 +227,39 @@ class network_data_plane::core {
       // A credit goes back once the producer has used half its window since the last one: at
       // a trickle of batches that is one credit frame (and one wake-up of this plane's thread
       // and two of ZeroMQ's) per half window instead of per batch, and under load it is still
-      // every batch. A producer never waits for good: when it waits, all its window arrived
-      // here (next_seq - credited >= capacity), so the take of its last batch sends one.
-      if (r.consumed <= r.credited || r.next_seq - r.credited < credit_after_) return;
+      // every batch. A producer that waits has its whole window here (next_seq - credited >=
+      // capacity), so the take of its last batch sends one. Unless frames were lost on the
+      // way (refused as bad, dropped at a reconnect): then next_seq stays short, and a credit
+      // held back longer than credit_hold_max goes anyway (release_held_credits).
+      if (r.consumed <= r.credited) return;
+      if (r.next_seq - r.credited < credit_after_) {
+        if (r.held_since == std::chrono::steady_clock::time_point{}) {
+          r.held_since = std::chrono::steady_clock::now();
+          held_.insert(it->first);
+        }
+        return;
+      }
       dirty_.insert(it->first);
     }
     wake();
+  }
+
+  // I/O thread, every turn: credits held back since before `now - credit_hold_max` become due.
+  void release_held_credits(std::chrono::steady_clock::time_point now) {
+    std::lock_guard lock(mutex_);
+    for (auto it = held_.begin(); it != held_.end();) {
+      auto r = routes_.find(*it);
+      if (r == routes_.end()) {
+        it = held_.erase(it);
+        continue;
+      }
+      if (now - r->second.held_since < credit_hold_max) {
+        ++it;
+        continue;
+      }
+      dirty_.insert(*it);
+      it = held_.erase(it);
+    }
   }
 
   // I/O thread. `sender_key`: the CURVE key of the connection (the ZAP user id); empty
@@ -343,6 +373,8 @@ class network_data_plane::core {
       if (sent) {
         ++counters_.credits_sent;
         r->second.credited = r->second.consumed;
+        r->second.held_since = {};
+        held_.erase(*it);
         it = dirty_.erase(it);
       } else {
         ++it;
@@ -372,6 +404,8 @@ class network_data_plane::core {
     std::uint64_t next_seq = 0;
     std::uint64_t consumed = 0;
     std::uint64_t credited = 0;  // `consumed` as of the last credit handed to ZeroMQ
+    // Since when a credit (consumed > credited) is held back; the epoch when none is.
+    std::chrono::steady_clock::time_point held_since{};
   };
 
   // A channel between two subtasks of this process, until both ends were opened.
@@ -408,6 +442,7 @@ class network_data_plane::core {
   std::map<route_id, route> routes_;
   std::map<route_id, local_route> local_routes_;
   std::set<route_id> dirty_;
+  std::set<route_id> held_;  // routes with a credit held back (route::held_since)
   data_plane_counters counters_;
 };
 
@@ -764,6 +799,7 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
       }
       // Credits only travel to producers; one arriving here is ignored.
     }
+    core_->release_held_credits(std::chrono::steady_clock::now());
     core_->send_credits(router);
   }
   if (monitor) {

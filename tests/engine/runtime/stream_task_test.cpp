@@ -559,3 +559,29 @@ TEST_CASE("stream task: a source that does not allow it never takes a checkpoint
   else
     CHECK(task.triggers_taken_on_caller() == 0);
 }
+
+TEST_CASE("task mailbox: only a sole trigger is handed out for a trigger's thread to run") {
+  task_mailbox mailbox(std::make_shared<task_wakeup>());
+  CHECK_FALSE(mailbox.take_sole_trigger());  // empty
+
+  REQUIRE(mailbox.post_without_wakeup(trigger_message{1, 0, {}}));
+  auto one = mailbox.take_sole_trigger();
+  REQUIRE(one);
+  CHECK(one->id == 1);
+  CHECK(mailbox.empty());
+
+  // Two triggers (an earlier one left to the task thread): neither, both stay in order. The
+  // second barrier might not fit where the first did, and the caller must never wait.
+  REQUIRE(mailbox.post_without_wakeup(trigger_message{2, 0, {}}));
+  REQUIRE(mailbox.post_without_wakeup(trigger_message{3, 0, {}}));
+  CHECK_FALSE(mailbox.take_sole_trigger());
+  auto both = mailbox.take_all();
+  REQUIRE(both.size() == 2);
+  CHECK(std::get<trigger_message>(both[0]).id == 2);
+  CHECK(std::get<trigger_message>(both[1]).id == 3);
+
+  // Anything else alone is the task thread's too.
+  REQUIRE(mailbox.post_without_wakeup(abort_message{4, 3}));
+  CHECK_FALSE(mailbox.take_sole_trigger());
+  CHECK(mailbox.take_all().size() == 1);
+}
