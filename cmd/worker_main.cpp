@@ -240,7 +240,8 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
         "credits_sent={} bad_frames={} overflow_batches={} handshakes_refused={} keys_denied={} "
         "wrong_key_frames={}",
         plane->buffered_bytes_high_water(), plane->buffered_bytes(), c.frames_received,
-        c.credits_sent, c.bad_frames, c.overflow_batches, c.handshakes_refused, c.keys_denied, c.wrong_key_frames);
+        c.credits_sent, c.bad_frames, c.overflow_batches, c.handshakes_refused, c.keys_denied,
+        c.wrong_key_frames);
   }
   spdlog::info("worker {} stopped", o.worker_id);
   spdlog::shutdown();

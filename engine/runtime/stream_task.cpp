@@ -96,6 +96,11 @@ void stream_task::trigger_checkpoint(checkpoint_id id, std::int64_t timestamp_us
   if (!run_mailbox_on_caller()) wakeup_->notify();
 }
 
+bool stream_task::idle_after_turn() {
+  std::lock_guard turn(turn_mutex_);
+  return idle_;
+}
+
 bool stream_task::run_mailbox_on_caller() {
   std::unique_lock turn(turn_mutex_, std::try_to_lock);
   // Busy (emitting, or between its wait and its next look at the mailbox, which the wake-up
@@ -197,13 +202,16 @@ void stream_task::report(execution_state state, const std::string& message) {
 }
 
 void stream_task::run() {
+  // The task thread's turn, from the start: a source gives it up only while it waits idle, so
+  // whoever takes it after RUNNING was reported finds the source idle or ended.
+  std::unique_lock turn(turn_mutex_);
   result<void> outcome = success();
   try {
     report(execution_state::initializing);
     outcome = initialize();
     if (outcome) {
       report(execution_state::running);
-      outcome = source_ ? run_source() : run_inputs();
+      outcome = source_ ? run_source(turn) : run_inputs();
     }
   } catch (const std::exception& e) {
     // User callables may throw; the task thread is where that ends.
@@ -352,9 +360,8 @@ result<void> stream_task::check_keyed_restore_complete(std::uint32_t old_paralle
   return success();
 }
 
-result<void> stream_task::run_source() {
+result<void> stream_task::run_source(std::unique_lock<std::mutex>& turn) {
   using clock = std::chrono::steady_clock;
-  std::unique_lock turn(turn_mutex_);
   if (source_->snapshot_on_any_thread() && completion_listener_ == nullptr)
     trigger_on_caller_.store(true, std::memory_order_release);
   for (;;) {
@@ -634,9 +641,9 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   // Off the task thread: everything it needs is captured by value (the task may be gone when
   // it runs). A state encoded above but too large to go inline is written as it is.
   std::function<void()> write = [responder = config_.responder, ack = std::move(ack), snapshot,
-                          vertex = config_.vertex.id,
-                          file = std::move(file), encoded = std::move(encoded),
-                          async_part = std::move(op_snapshot->async_part)]() mutable {
+                                 vertex = config_.vertex.id, file = std::move(file),
+                                 encoded = std::move(encoded),
+                                 async_part = std::move(op_snapshot->async_part)]() mutable {
     const auto async_start = std::chrono::steady_clock::now();
     checkpoint_decline decline{
         ack.job, ack.attempt, ack.id, checkpoint_failure_reason::checkpoint_async_exception, {}};

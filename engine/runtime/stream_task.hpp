@@ -122,6 +122,10 @@ class stream_task {
   std::uint64_t triggers_taken_on_caller() const {
     return triggers_on_caller_.load(std::memory_order_relaxed);
   }
+  // Tests, for a started source: waits while its thread has its turn (always, until it first
+  // waits for records), then says whether it waits idle (what a trigger needs to be taken on its
+  // caller's thread) rather than ended.
+  bool idle_after_turn();
 
  private:
   class task_output;
@@ -136,7 +140,7 @@ class stream_task {
   result<void> initialize();
   // A keyed subtask must have received every old subtask whose key groups overlap its own.
   result<void> check_keyed_restore_complete(std::uint32_t old_parallelism) const;
-  result<void> run_source();
+  result<void> run_source(std::unique_lock<std::mutex>& turn);
   result<void> run_inputs();
   result<void> process_mailbox();
   result<bool> process_input(std::size_t input);

@@ -504,8 +504,9 @@ class network_output_channel final : public output_channel {
     // longer batch goes as several, in order, each a batch of its own for the credits.
     for (std::size_t first = 0; first < batch.size(); first += max_elements_per_frame) {
       const std::size_t last = std::min(batch.size(), first + max_elements_per_frame);
-      element_batch part(std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(first)),
-                         std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(last)));
+      const auto from = batch.begin() + static_cast<std::ptrdiff_t>(first);
+      const auto to = batch.begin() + static_cast<std::ptrdiff_t>(last);
+      element_batch part(std::make_move_iterator(from), std::make_move_iterator(to));
       if (!send_frame(std::move(part))) return false;
     }
     return true;

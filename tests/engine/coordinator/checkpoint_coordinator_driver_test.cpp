@@ -314,8 +314,9 @@ TEST_CASE("driver: after a run of fast folder creations, the next folder is crea
   f.auto_ack = false;
   std::optional<bool> existed_at_flush;
   f.gateway->on_flush = [&] {
-    if (f.gateway->triggers.size() == 2 * 3 && !existed_at_flush)
-      existed_at_flush = std::filesystem::exists(f.gateway->triggers.back().options.target_location);
+    if (f.gateway->triggers.size() != 2 * 3 || existed_at_flush) return;
+    const auto& options = f.gateway->triggers.back().options;
+    existed_at_flush = std::filesystem::exists(options.target_location);
   };
   f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
   f.poll_event_thread();  // no pool
