@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "engine/runtime/stream_element.hpp"
 #include "engine/runtime/task_wakeup.hpp"
@@ -42,6 +43,10 @@ class input_channel {
   // notifies `wakeup`.
   virtual void set_wakeup(std::shared_ptr<task_wakeup> wakeup) = 0;
   virtual void cancel() = 0;
+  // Why the channel cannot deliver its elements complete (a batch went missing on the way), once
+  // every batch before the loss was taken; nothing while it is whole. The consuming task fails
+  // with it: going on would lose records without a trace, a failover restores them.
+  virtual std::optional<std::string> broken() const { return std::nullopt; }
 };
 
 }  // namespace snapflow

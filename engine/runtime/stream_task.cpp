@@ -440,7 +440,10 @@ result<bool> stream_task::process_input(std::size_t i) {
   input_cursor& cursor = cursors_[i];
   if (cursor.next == cursor.batch.size()) {
     auto batch = config_.inputs[i]->try_take();
-    if (!batch) return false;
+    if (!batch) {
+      if (auto why = config_.inputs[i]->broken()) return error{*why};
+      return false;
+    }
     cursor.batch = std::move(*batch);
     cursor.next = 0;
     cursor.held_counted = false;

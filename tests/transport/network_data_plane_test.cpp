@@ -256,7 +256,7 @@ TEST_CASE("a trickle of batches gets a credit per half window, and a producer ne
 }
 
 TEST_CASE("a credit held back goes anyway when the frames that would have released it were "
-          "lost") {
+          "lost, and the loss breaks the channel") {
   // The consumer refuses frames over 4096 bytes, the producer sends up to 8192 (a misconfigured
   // peer; ZeroMQ lets up to twice the limit through, so the connection stays).
   data_plane_options producer_options;
@@ -288,12 +288,53 @@ TEST_CASE("a credit held back goes anyway when the frames that would have releas
     std::this_thread::sleep_for(1ms);
   REQUIRE((*consumer_plane)->counters().bad_frames == 5);
 
-  // The held credit (3) reaches the producer: the next batch goes.
+  // The held credit (3) reaches the producer: the next batch goes, not stalled for good.
   std::atomic<bool> sent{false};
   std::thread producer([&] { sent = out->send(batch_of(50, 1)); });
-  auto got = take(*in, *wakeup, 10s);
+  // It arrives as batch 8 where 3 was due: the channel is broken, and delivers nothing more.
+  std::optional<std::string> why;
+  for (int rounds = 0; rounds < 10'000 && !why; ++rounds) {
+    const auto seen = wakeup->generation();
+    CHECK_FALSE(in->try_take().has_value());
+    why = in->broken();
+    if (!why) wakeup->wait(seen, std::chrono::steady_clock::now() + 10ms);
+  }
   out->cancel();
   producer.join();
-  CHECK(is(got, batch_of(50, 1)));
   CHECK(sent.load());
+  REQUIRE(why.has_value());
+  CHECK_THAT(*why, Catch::Contains("batch 8 arrived where 3 was due"));
+  CHECK((*consumer_plane)->counters().sequence_gaps == 1);
+}
+
+TEST_CASE("batches before a loss are delivered, then the channel is broken") {
+  data_plane_options producer_options;
+  data_plane_options consumer_options;
+  producer_options.max_frame_bytes = 8192;
+  consumer_options.max_frame_bytes = 4096;
+  auto producer_plane = network_data_plane::create("tcp://127.0.0.1:*", producer_options);
+  auto consumer_plane = network_data_plane::create("tcp://127.0.0.1:*", consumer_options);
+  REQUIRE(producer_plane);
+  REQUIRE(consumer_plane);
+  auto out = (*producer_plane)->open_output(key(0, 0), (*consumer_plane)->data_endpoint());
+  auto in = (*consumer_plane)->open_input(key(0, 0), (*producer_plane)->data_endpoint());
+  auto wakeup = std::make_shared<task_wakeup>();
+  in->set_wakeup(wakeup);
+  REQUIRE(out->send(batch_of(0, 2)));
+  element_batch lost;
+  lost.emplace_back(record{1, 2, 0, std::string(5000, 'x')});  // refused by the consumer
+  REQUIRE(out->send(lost));
+  REQUIRE(out->send(batch_of(3, 2)));  // reveals the gap
+  // The batch before the loss is taken first; only then does the channel say it is broken.
+  auto first = take(*in, *wakeup);
+  CHECK(is(first, batch_of(0, 2)));
+  std::optional<std::string> why;
+  for (int rounds = 0; rounds < 10'000 && !why; ++rounds) {
+    const auto seen = wakeup->generation();
+    CHECK_FALSE(in->try_take().has_value());
+    why = in->broken();
+    if (!why) wakeup->wait(seen, std::chrono::steady_clock::now() + 10ms);
+  }
+  REQUIRE(why.has_value());
+  CHECK_THAT(*why, Catch::Contains("batch 2 arrived where 1 was due"));
 }

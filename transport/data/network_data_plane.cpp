@@ -97,13 +97,32 @@ class network_input_channel final : public input_channel {
     if (w) w->notify();
   }
 
+  std::optional<std::string> broken() const override {
+    std::lock_guard lock(mutex_);
+    if (!queue_.empty()) return std::nullopt;  // what came before the loss goes first
+    return broken_;
+  }
+
+  // I/O thread or control thread: a batch of this channel was lost; nothing after it is
+  // delivered.
+  void break_with(std::string why) {
+    std::shared_ptr<task_wakeup> w;
+    {
+      std::lock_guard lock(mutex_);
+      if (broken_) return;
+      broken_ = std::move(why);
+      w = wakeup_;
+    }
+    if (w) w->notify();
+  }
+
   // I/O thread (or the control thread when it adopts pending batches). False when the buffer
   // is full: the producer ignored its credit.
   bool deliver(element_batch batch) {
     std::shared_ptr<task_wakeup> w;
     {
       std::lock_guard lock(mutex_);
-      if (cancelled_) return true;
+      if (cancelled_ || broken_) return true;
       if (queue_.size() >= capacity_) return false;
       const std::uint64_t bytes = approximate_bytes(batch);
       queued_bytes_ += bytes;
@@ -119,8 +138,9 @@ class network_input_channel final : public input_channel {
   std::shared_ptr<network_data_plane::core> core_;
   const channel_key key_;
   const std::size_t capacity_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::deque<element_batch> queue_;
+  std::optional<std::string> broken_;
   std::shared_ptr<task_wakeup> wakeup_;
   const std::shared_ptr<byte_gauge> gauge_;  // the worker's buffered bytes
   const std::shared_ptr<data_zap_handler> zap_;
@@ -178,6 +198,7 @@ class network_data_plane::core {
       r.next_seq = 0;
     }
     for (auto& batch : r.pending) input->deliver(std::move(batch));
+    if (r.broken) input->break_with(*r.broken);
     r.pending.clear();
     return input;
   }
@@ -290,12 +311,20 @@ class network_data_plane::core {
           return;
         }
       }
-      if (f.seq != r.next_seq) {
+      if (f.seq != r.next_seq && !r.broken) {
         ++counters_.sequence_gaps;
-        spdlog::error("data plane: {} batch {} arrived where {} was due", describe(f.key), f.seq,
-                      r.next_seq);
+        r.broken = "data plane: " + describe(f.key) + ": batch " + std::to_string(f.seq) +
+                   " arrived where " + std::to_string(r.next_seq) +
+                   " was due: batches were lost on the way";
+        spdlog::error("{}", *r.broken);
       }
       r.next_seq = f.seq + 1;
+      if (r.broken) {
+        // Nothing after a loss is delivered: the consumer fails once it took what came before.
+        r.pending.clear();
+        if (auto input = r.opened ? r.input.lock() : nullptr) input->break_with(*r.broken);
+        return;
+      }
       r.peer = peer;
       if (!r.opened) {
         if (r.pending.size() >= capacity_) {
@@ -404,6 +433,7 @@ class network_data_plane::core {
     std::uint64_t next_seq = 0;
     std::uint64_t consumed = 0;
     std::uint64_t credited = 0;  // `consumed` as of the last credit handed to ZeroMQ
+    std::optional<std::string> broken;  // a batch went missing: why (sequence gap)
     // Since when a credit (consumed > credited) is held back; the epoch when none is.
     std::chrono::steady_clock::time_point held_since{};
   };

@@ -588,3 +588,31 @@ TEST_CASE("task mailbox: only a sole trigger is handed out for a trigger's threa
   CHECK_FALSE(mailbox.take_sole_trigger());
   CHECK(mailbox.take_all().size() == 1);
 }
+
+namespace {
+
+// An input whose batches went missing on the way (a network channel that saw a sequence gap).
+class lost_batches_input final : public input_channel {
+ public:
+  std::optional<element_batch> try_take() override { return std::nullopt; }
+  void set_wakeup(std::shared_ptr<task_wakeup>) override {}
+  void cancel() override {}
+  std::optional<std::string> broken() const override {
+    return std::string("batch 9 arrived where 7 was due");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("stream task: an input that lost batches fails the task with the reason") {
+  task_fixture f;
+  auto out = std::make_shared<local_channel>(8);
+  auto c = f.config(make_vertex("map_identity"), operator_role::transform);
+  c.inputs = {std::make_shared<lost_batches_input>()};
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::failed));
+  task.join();
+  CHECK_THAT(f.listener->failure(), Catch::Contains("batch 9 arrived where 7 was due"));
+}
