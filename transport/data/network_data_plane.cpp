@@ -528,19 +528,7 @@ class network_output_channel final : public output_channel {
     socket_.close();
   }
 
-  bool send(element_batch batch) override {
-    if (batch.size() <= max_elements_per_frame) return send_frame(std::move(batch));
-    // A frame carries at most max_elements_per_frame elements (the receiver refuses more), so a
-    // longer batch goes as several, in order, each a batch of its own for the credits.
-    for (std::size_t first = 0; first < batch.size(); first += max_elements_per_frame) {
-      const std::size_t last = std::min(batch.size(), first + max_elements_per_frame);
-      const auto from = batch.begin() + static_cast<std::ptrdiff_t>(first);
-      const auto to = batch.begin() + static_cast<std::ptrdiff_t>(last);
-      element_batch part(std::make_move_iterator(from), std::make_move_iterator(to));
-      if (!send_frame(std::move(part))) return false;
-    }
-    return true;
-  }
+  bool send(element_batch batch) override { return send_frame(std::move(batch)); }
 
   bool can_send_now() override {
     if (cancelled_.load()) return false;
@@ -554,19 +542,17 @@ class network_output_channel final : public output_channel {
 
  private:
   bool send_frame(element_batch batch) {
-    assert(batch.size() <= max_elements_per_frame);
+    // The consumer refuses a frame over either limit (and would drop the connection over the
+    // size): such a batch goes as two halves, in order, each a batch of its own for the
+    // credits; one element that fits no frame fails the task.
+    if (batch.size() > max_elements_per_frame) return send_halves(std::move(batch));
     std::string frame = encode_data_frame(key_, seq_, batch);
     if (frame.size() > max_frame_bytes_) {
-      // The consumer would refuse the frame and drop the connection, losing it: a batch goes
-      // as two smaller frames instead, and one element that fits no frame fails the task.
       if (batch.size() == 1)
         throw std::length_error("data plane: one element of " + std::to_string(frame.size()) +
                                 " bytes encoded is over the frame limit of " +
                                 std::to_string(max_frame_bytes_) + " bytes (" + describe() + ")");
-      const auto half = batch.begin() + static_cast<std::ptrdiff_t>(batch.size() / 2);
-      element_batch first(std::make_move_iterator(batch.begin()), std::make_move_iterator(half));
-      element_batch second(std::make_move_iterator(half), std::make_move_iterator(batch.end()));
-      return send_frame(std::move(first)) && send_frame(std::move(second));
+      return send_halves(std::move(batch));
     }
     for (;;) {
       if (cancelled_.load()) return false;
@@ -588,6 +574,14 @@ class network_output_channel final : public output_channel {
       zmq::pollitem_t item{socket_.handle(), 0, wanted, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(poll_timeout_ms));
     }
+  }
+
+  bool send_halves(element_batch batch) {
+    assert(batch.size() >= 2);
+    const auto half = batch.begin() + static_cast<std::ptrdiff_t>(batch.size() / 2);
+    element_batch first(std::make_move_iterator(batch.begin()), std::make_move_iterator(half));
+    element_batch second(std::make_move_iterator(half), std::make_move_iterator(batch.end()));
+    return send_frame(std::move(first)) && send_frame(std::move(second));
   }
 
   void take_credits() {

@@ -453,22 +453,37 @@ std::shared_ptr<operator_factory> idle_source_factory() {
   return f;
 }
 
+// A started source task writing into one local channel the test reads.
+struct running_source {
+  std::shared_ptr<local_channel> out;
+  std::shared_ptr<task_wakeup> wakeup = std::make_shared<task_wakeup>();
+  std::unique_ptr<stream_task> task;
+
+  running_source(task_fixture& f, job_vertex vertex, std::size_t capacity,
+                 std::shared_ptr<operator_factory> operators = nullptr)
+      : out(std::make_shared<local_channel>(capacity)) {
+    out->set_wakeup(wakeup);
+    auto c = f.config(std::move(vertex), operator_role::source);
+    c.operators = std::move(operators);
+    c.outputs.push_back({partitioning::forward, 128, {out}});
+    task = std::make_unique<stream_task>(std::move(c));
+    task->start();
+    REQUIRE(f.listener->wait_for_state(execution_state::running));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("stream task: an idle source takes a checkpoint on the trigger's thread, the barrier "
           "exactly after the records its snapshot counts") {
   task_fixture f;
-  auto out = std::make_shared<local_channel>(64);
-  auto wakeup = std::make_shared<task_wakeup>();
-  out->set_wakeup(wakeup);
   // 200 records a second: idle most of the time, and records on both sides of every barrier.
-  auto c = f.config(
-      make_vertex("sequence_source", {{"count", "100000"}, {"keys", "2"}, {"rate", "200"}}),
-      operator_role::source);
-  c.outputs.push_back({partitioning::forward, 128, {out}});
-  stream_task task(std::move(c));
-  task.start();
-  REQUIRE(f.listener->wait_for_state(execution_state::running));
+  running_source source(
+      f, make_vertex("sequence_source", {{"count", "100000"}, {"keys", "2"}, {"rate", "200"}}),
+      64);
+  auto& task = *source.task;
+  auto& out = source.out;
+  auto& wakeup = source.wakeup;
 
   std::vector<stream_element> got;
   const checkpoint_id checkpoints = 10;
@@ -510,17 +525,12 @@ TEST_CASE("stream task: an idle source takes a checkpoint on the trigger's threa
 TEST_CASE("stream task: a trigger that would have to wait for room in an output goes to the "
           "source's own thread") {
   task_fixture f;
-  auto out = std::make_shared<local_channel>(1);
-  auto wakeup = std::make_shared<task_wakeup>();
-  out->set_wakeup(wakeup);
   // One record at once, the next a second later: idle, with its one-batch output full.
-  auto c = f.config(
-      make_vertex("sequence_source", {{"count", "100"}, {"keys", "2"}, {"rate", "1"}}),
-      operator_role::source);
-  c.outputs.push_back({partitioning::forward, 128, {out}});
-  stream_task task(std::move(c));
-  task.start();
-  REQUIRE(f.listener->wait_for_state(execution_state::running));
+  running_source source(
+      f, make_vertex("sequence_source", {{"count", "100"}, {"keys", "2"}, {"rate", "1"}}), 1);
+  auto& task = *source.task;
+  auto& out = source.out;
+  auto& wakeup = source.wakeup;
   for (int rounds = 0; rounds < 10'000 && out->queued_batches() == 0; ++rounds) {
     const auto seen = wakeup->generation();
     if (out->queued_batches() == 0)
@@ -544,16 +554,9 @@ TEST_CASE("stream task: a source that does not allow it never takes a checkpoint
   const bool allowed = GENERATE(false, true);
   CAPTURE(allowed);
   task_fixture f;
-  auto out = std::make_shared<local_channel>(64);
-  auto wakeup = std::make_shared<task_wakeup>();
-  out->set_wakeup(wakeup);
-  auto c = f.config(make_vertex(allowed ? "idle_source_any_thread" : "idle_source"),
-                    operator_role::source);
-  c.operators = idle_source_factory();
-  c.outputs.push_back({partitioning::forward, 128, {out}});
-  stream_task task(std::move(c));
-  task.start();
-  REQUIRE(f.listener->wait_for_state(execution_state::running));
+  running_source source(f, make_vertex(allowed ? "idle_source_any_thread" : "idle_source"), 64,
+                        idle_source_factory());
+  auto& task = *source.task;
   for (checkpoint_id id = 1; id <= 5; ++id) {
     REQUIRE(task.idle_after_turn());  // waiting 10 s for records that never come
     task.trigger_checkpoint(id, id, f.options(id));
