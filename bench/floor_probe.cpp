@@ -15,9 +15,14 @@
 //   notify  -> one control frame per subtask; "notified" = the last one received.
 // Every frame is a msgpack map, encoded by the sender and decoded by the receiver.
 //
+// With --pin, worker w and the ZeroMQ I/O thread of its own context run on CPU w mod the CPUs
+// this process may use, as snapflow-worker processes placed with --cpus do; the coordinator
+// keeps its context and any CPU. Without it all threads share one context and any CPU.
+//
 //   floor_probe --parallelism P --depth D [--workers W] [--rounds N] [--pause-ms M]
-//               [--state-bytes B] [--dir FOLDER]        prints one JSON object
+//               [--state-bytes B] [--dir FOLDER] [--pin]        prints one JSON object
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,12 +60,13 @@ struct options {
   int pause_ms = 10;
   std::int64_t state_bytes = 0;
   std::string dir;
+  bool pin = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "floor_probe: %s\nusage: floor_probe --parallelism P --depth D [--workers W] "
-               "[--rounds N] [--pause-ms M] [--state-bytes B] [--dir FOLDER]\n",
+               "[--rounds N] [--pause-ms M] [--state-bytes B] [--dir FOLDER] [--pin]\n",
                why.c_str());
   std::exit(2);
 }
@@ -80,6 +86,11 @@ options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "--pin") {
+      o.pin = true;
+      --i;  // a flag without a value
+      continue;
+    }
     if (i + 1 >= argc) usage("missing value for " + flag);
     const char* v = argv[i + 1];
     if (flag == "--parallelism")
@@ -320,6 +331,25 @@ std::string summary(const std::vector<double>& v) {
   return out;
 }
 
+// The CPUs this process may run on, in order.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  check(::sched_getaffinity(0, sizeof set, &set) == 0, "read the CPU affinity of", "floor_probe");
+  std::vector<int> out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
+  return out;
+}
+
+void pin_this_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  check(::sched_setaffinity(0, sizeof set, &set) == 0, "pin a worker thread to CPU",
+        std::to_string(cpu));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,15 +371,34 @@ int main(int argc, char** argv) {
   shared_state shared;
   const int warmup = std::min(20, o.rounds);
   shared.chk_dirs.resize(static_cast<std::size_t>(o.rounds + warmup + 1));
+  // --pin: one context per worker, its I/O thread on the worker's CPU.
+  const std::vector<int> cpus = o.pin ? allowed_cpus() : std::vector<int>{};
+  auto cpu_of = [&](int w) { return cpus[static_cast<std::size_t>(w) % cpus.size()]; };
+  std::vector<std::unique_ptr<zmq::context_t>> worker_contexts;
+  for (int w = 0; o.pin && w < o.workers; ++w) {
+    worker_contexts.push_back(std::make_unique<zmq::context_t>());
+    check(zmq_ctx_set(worker_contexts.back()->handle(), ZMQ_THREAD_AFFINITY_CPU_ADD,
+                      cpu_of(w)) == 0,
+          "pin the I/O thread of", "worker " + std::to_string(w));
+  }
+  auto context_of = [&](int w) -> zmq::context_t& {
+    return o.pin ? *worker_contexts[static_cast<std::size_t>(w)] : context;
+  };
   std::vector<std::unique_ptr<worker>> workers;
   std::vector<std::string> peers;
   for (int w = 0; w < o.workers; ++w) {
-    workers.push_back(std::make_unique<worker>(o, w, context, shared));
+    workers.push_back(std::make_unique<worker>(o, w, context_of(w), shared));
     peers.push_back(workers.back()->data_endpoint());
   }
-  for (auto& w : workers) w->connect(context, endpoint, peers);
+  for (int w = 0; w < o.workers; ++w)
+    workers[static_cast<std::size_t>(w)]->connect(context_of(w), endpoint, peers);
   std::vector<std::thread> threads;
-  for (auto& w : workers) threads.emplace_back([&w] { w->run(); });
+  for (int w = 0; w < o.workers; ++w) {
+    threads.emplace_back([&, w] {
+      if (o.pin) pin_this_thread(cpu_of(w));
+      workers[static_cast<std::size_t>(w)]->run();
+    });
+  }
 
   std::vector<std::string> ids;
   for (int w = 0; w < o.workers; ++w) {

@@ -9,7 +9,8 @@ set(SNAPFLOW_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/snapflow)
 set(SNAPFLOW_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/snapflow)
 
 set(snapflow_exported_libraries
-  snapflow_graph snapflow_engine snapflow_transport snapflow_process_logging snapflow_worker_lib)
+  snapflow_graph snapflow_engine snapflow_transport snapflow_process_logging snapflow_cpu_affinity
+  snapflow_worker_lib)
 # Headers are included from the repository root ("engine/runtime/stream_operator.hpp"): the
 # same paths work under <prefix>/include/snapflow.
 foreach(lib IN LISTS snapflow_exported_libraries)
@@ -20,6 +21,7 @@ set_target_properties(snapflow_graph PROPERTIES EXPORT_NAME graph)
 set_target_properties(snapflow_engine PROPERTIES EXPORT_NAME engine)
 set_target_properties(snapflow_transport PROPERTIES EXPORT_NAME transport)
 set_target_properties(snapflow_process_logging PROPERTIES EXPORT_NAME process_logging)
+set_target_properties(snapflow_cpu_affinity PROPERTIES EXPORT_NAME cpu_affinity)
 set_target_properties(snapflow_worker_lib PROPERTIES EXPORT_NAME worker)
 # Users' translation units must allocate through Asio the way snapflow's do (see the root
 # CMakeLists), so the definition travels with the Asio target.

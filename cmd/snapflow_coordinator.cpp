@@ -5,6 +5,7 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "cmd/cpu_affinity.hpp"
 #include "cmd/process_logging.hpp"
 #include "engine/jobmaster/dispatcher.hpp"
 #include "transport/coordinator_endpoint.hpp"
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
   std::string curve_secret;
   std::string curve_allowlist;
   std::string key_prefix;
+  std::optional<std::string> cpus;  // set, even empty, when --cpus was given
 
   app.add_option("--bind", o.bind_address,
                  "control endpoint the workers connect to (tcp://HOST:* picks a free port)")
@@ -103,6 +106,9 @@ int main(int argc, char** argv) {
                     ->check(CLI::ExistingFile);
   secret->needs(allow);
   allow->needs(secret);
+  app.add_option("--cpus", cpus,
+                 "run the coordinator's threads on these CPUs only, a list like 0-3,6 "
+                 "(default: any)");
   auto* keygen_command = app.add_subcommand(
       "keygen", "generate a CURVE key pair (Z85) and exit; prints it without --out");
   keygen_command->add_option("--out", key_prefix, "write PREFIX.public and PREFIX.secret");
@@ -121,6 +127,15 @@ int main(int argc, char** argv) {
   if (auto logging = setup_process_logging("coordinator", log_level); !logging) {
     std::cerr << program << ": " << logging.err().message << "\n";
     return exit_usage;
+  }
+  // Before any thread starts (ZeroMQ's, the I/O pool, REST): they inherit it.
+  if (cpus) {
+    const auto placed = apply_cpus_option(*cpus);
+    if (!placed) {
+      std::cerr << program << ": --cpus: " << placed.err().message << "\n";
+      return exit_usage;
+    }
+    spdlog::info("running on CPU {}", format_cpu_list(*placed));
   }
   o.heartbeat_interval = std::chrono::milliseconds(interval_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(timeout_ms);

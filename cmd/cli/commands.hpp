@@ -21,6 +21,7 @@ struct local_options {
   int rest_port = 0;           // 0 = any free port
   std::string log_level;        // empty: SPDLOG_LEVEL, else warn (this process and children)
   int timeout_s = 0;           // 0 = none
+  bool pin_workers = false;    // each worker on a share of this process's CPUs (--cpus)
 };
 
 // `snapflow local`: a coordinator and N workers as child processes, the job submitted, live

@@ -16,6 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cmd/cpu_affinity.hpp"
 #include "cmd/cli/child_processes.hpp"
 #include "cmd/cli/commands.hpp"
 #include "cmd/cli/records_rate.hpp"
@@ -139,10 +140,23 @@ int run_local(const local_options& o) {
     std::cerr << "snapflow local: the coordinator did not start (see its log above)\n";
     return 1;
   }
+  std::vector<int> cpus;
+  if (o.pin_workers) {
+    auto allowed = allowed_cpus();
+    if (!allowed) {
+      std::cerr << "snapflow local: --pin-workers: " << allowed.err().message << "\n";
+      return 1;
+    }
+    cpus = std::move(*allowed);
+  }
   for (int w = 0; w < o.workers; ++w) {
     std::vector<std::string> worker_args{
         "--coordinator", control, "--id", "local-worker-" + std::to_string(w + 1), "--slots",
         std::to_string(o.slots), "--data-bind", "tcp://127.0.0.1:*", "--executor", o.executor};
+    if (o.pin_workers) {
+      worker_args.push_back("--cpus");
+      worker_args.push_back(format_cpu_list(cpu_share(cpus, o.workers, w)));
+    }
     worker_args.insert(worker_args.end(), log_args.begin(), log_args.end());
     auto worker = children.spawn("worker-" + std::to_string(w + 1), worker_binary, worker_args,
                                  false);
@@ -154,7 +168,8 @@ int run_local(const local_options& o) {
   }
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   std::cout << "snapflow local: coordinator " << control << ", REST and web page at http://" << rest
-            << "/, " << o.workers << " workers x " << o.slots << " slots, state in "
+            << "/, " << o.workers << " workers x " << o.slots << " slots"
+            << (o.pin_workers ? " (each on CPUs of its own)" : "") << ", state in "
             << state_dir.string() << "\n";
 
   rest_client client(rest);

@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
                 "log level of this command and its child processes: " +
                     snapflow::log_level_names() + " (default: SPDLOG_LEVEL, else warn)");
   l->add_option("--timeout", local.timeout_s, "cancel after this many seconds (0 = never)");
+  l->add_flag("--pin-workers", local.pin_workers,
+              "give each worker a share of this machine's CPUs of its own (snapflow-worker "
+              "--cpus): lower checkpoint latency when nothing else needs those CPUs");
 
   std::string job, file, folder;
   std::optional<std::string> savepoint;
