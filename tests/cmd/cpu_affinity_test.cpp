@@ -104,7 +104,7 @@ TEST_CASE("pinning to a CPU this process may not use is refused and changes noth
   CHECK_FALSE(pin_process_to({}));
 }
 
-TEST_CASE("--cpus places every thread of a coordinator and a worker, and they still work") {
+TEST_CASE("cpus option: every thread of a coordinator and a worker placed, and they still work") {
   auto allowed = allowed_cpus();
   REQUIRE(allowed);
   const std::string coordinator_cpu = std::to_string(allowed->front());
