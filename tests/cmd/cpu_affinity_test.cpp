@@ -1,5 +1,6 @@
-// --cpus of snapflow-worker and snapflow-coordinator, --pin-workers of `snapflow local`: the
-// CPU list grammar, the shares, and real processes whose every thread lands where it was put.
+// --cpus of snapflow-worker and snapflow-coordinator: the CPU list grammar, the shares of
+// `snapflow local --pin-workers` (run end to end in local_command_test.cpp), and real processes
+// whose every thread lands where it was put.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -143,33 +144,4 @@ TEST_CASE("a bad --cpus stops a worker and a coordinator with exit code 2 and th
     CHECK(*code == 2);
     CHECK_THAT(coordinator.stderr_text(), Catch::Contains("snapflow-coordinator: --cpus: "));
   }
-}
-
-TEST_CASE("snapflow local --pin-workers gives each worker CPUs of its own") {
-  temp_dir dir;
-  const auto job_file = dir.path() / "job.toml";
-  std::ofstream(job_file)
-      << "[job]\nname = \"pinned\"\nparallelism = 2\n\n"
-         "[checkpointing]\ninterval_ms = 50\nmode = \"exactly_once\"\n\n"
-         "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\n"
-         "params = { count = 20000, keys = 8 }\n\n"
-         "[[operator]]\nuid = \"sum\"\nkind = \"keyed_sum\"\ninput = \"source\"\n"
-         "partition = \"hash\"\n\n"
-         "[[operator]]\nuid = \"sink\"\nkind = \"discard_sink\"\ninput = \"sum\"\n";
-  child_process cli({SNAPFLOW_CLI_BIN, "local", "--job", job_file.string(), "--workers", "2",
-                     "--slots", "2", "--state-dir", (dir.path() / "state").string(),
-                     "--timeout", "240", "--log-level", "info", "--pin-workers"});
-  const auto code = cli.wait_exit(std::chrono::seconds(300));
-  const std::string out = cli.stdout_text();
-  const std::string err = cli.stderr_text();
-  INFO("stdout:\n" << out << "\nstderr:\n" << err);
-  REQUIRE(code);
-  CHECK(*code == 0);
-  CHECK_THAT(out, Catch::Contains("(each on CPUs of its own)"));
-  CHECK_THAT(out, Catch::Contains("records: 20000 from the sources"));
-  auto allowed = allowed_cpus();
-  REQUIRE(allowed);
-  for (int w = 0; w < 2; ++w)
-    CHECK_THAT(err, Catch::Contains("running on CPU " +
-                                    format_cpu_list(cpu_share(*allowed, 2, w))));
 }

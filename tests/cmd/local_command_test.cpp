@@ -1,10 +1,12 @@
 // `snapflow local` end to end: a coordinator and two runtime workers as its children, the
-// progress lines with record counts, the summary, and its own logger.
+// progress lines with record counts, the summary, its own logger, and --pin-workers.
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <optional>
 #include <regex>
 
+#include "cmd/cpu_affinity.hpp"
 #include "tests/cluster/child_process.hpp"
 #include "tests/cluster/cluster_support.hpp"
 
@@ -27,18 +29,36 @@ std::string small_job(const std::filesystem::path& out, int count) {
          out.string() + "\" }\n";
 }
 
+struct local_run {
+  std::optional<int> code;
+  std::string out;
+  std::string err;
+  pid_t pid = -1;
+};
+
+// `snapflow local` with two workers of two slots on small_job(count), to its end.
+local_run run_local(const temp_dir& dir, int count, std::vector<std::string> extra_args = {}) {
+  const auto job_file = dir.path() / "job.toml";
+  std::ofstream(job_file) << small_job(dir.path() / "out", count);
+  std::vector<std::string> argv{SNAPFLOW_CLI_BIN, "local",       "--job",     job_file.string(),
+                                "--workers",      "2",           "--slots",   "2",
+                                "--state-dir",    (dir.path() / "state").string(),
+                                "--timeout",      "240",         "--log-level", "info"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  child_process cli(argv);
+  local_run run;
+  run.code = cli.wait_exit(std::chrono::seconds(300));
+  run.out = cli.stdout_text();
+  run.err = cli.stderr_text();
+  run.pid = cli.pid();
+  return run;
+}
+
 }  // namespace
 
 TEST_CASE("snapflow local: progress with records, an exact record total, exit 0") {
   temp_dir dir;
-  const auto job_file = dir.path() / "job.toml";
-  std::ofstream(job_file) << small_job(dir.path() / "out", 200'000);
-  child_process cli({SNAPFLOW_CLI_BIN, "local", "--job", job_file.string(), "--workers", "2",
-                     "--slots", "2", "--state-dir", (dir.path() / "state").string(), "--timeout",
-                     "240", "--log-level", "info"});
-  const auto code = cli.wait_exit(std::chrono::seconds(300));
-  const std::string out = cli.stdout_text();
-  const std::string err = cli.stderr_text();
+  const auto [code, out, err, pid] = run_local(dir, 200'000);
   INFO("stdout:\n" << out << "\nstderr:\n" << err);
   REQUIRE(code);
   CHECK(*code == 0);
@@ -51,7 +71,23 @@ TEST_CASE("snapflow local: progress with records, an exact record total, exit 0"
   CHECK_THAT(out, Catch::Contains("records: 200000 from the sources"));
   // Its own logger: role and pid on every line, on stderr.
   CHECK_THAT(err,
-             Catch::Contains("cli[" + std::to_string(cli.pid()) + "] started the coordinator"));
+             Catch::Contains("cli[" + std::to_string(pid) + "] started the coordinator"));
+}
+
+TEST_CASE("snapflow local --pin-workers gives each worker CPUs of its own") {
+  temp_dir dir;
+  const auto [code, out, err, pid] = run_local(dir, 20'000, {"--pin-workers"});
+  INFO("stdout:\n" << out << "\nstderr:\n" << err);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK_THAT(out, Catch::Contains("(each on CPUs of its own)"));
+  CHECK_THAT(out, Catch::Contains("records: 20000 from the sources"));
+  auto allowed = snapflow::allowed_cpus();
+  REQUIRE(allowed);
+  for (int w = 0; w < 2; ++w) {
+    const auto share = snapflow::cpu_share(*allowed, 2, w);
+    CHECK_THAT(err, Catch::Contains("running on CPU " + snapflow::format_cpu_list(share)));
+  }
 }
 
 TEST_CASE("snapflow: bad log level and no coordinator are clear errors") {
