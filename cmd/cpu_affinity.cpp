@@ -7,8 +7,9 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <filesystem>
 #include <string>
+
+#include "cmd/process_threads.hpp"
 
 namespace snapflow {
 
@@ -110,19 +111,12 @@ result<void> pin_process_to(const std::vector<int>& cpus) {
   for (int cpu : cpus) CPU_SET(cpu, &set);
   // sched_setaffinity(0) moves only the calling thread; threads started before this call (a
   // custom worker's own, say) are moved one by one, so the whole process ends up placed.
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", ec)) {
-    const auto tid = static_cast<pid_t>(std::stol(entry.path().filename().string()));
+  return for_each_thread_of_this_process([&](pid_t tid) -> result<void> {
     if (::sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH)
       return error{"cannot place thread " + std::to_string(tid) + " on CPU " +
                    format_cpu_list(cpus) + ": " + std::strerror(errno)};
-  }
-  if (ec) {
-    if (::sched_setaffinity(0, sizeof set, &set) != 0)
-      return error{"cannot place this process on CPU " + format_cpu_list(cpus) + ": " +
-                   std::strerror(errno)};
-  }
-  return {};
+    return {};
+  });
 }
 
 result<std::vector<int>> apply_cpus_option(std::string_view list) {

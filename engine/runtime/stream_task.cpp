@@ -463,6 +463,7 @@ result<bool> stream_task::process_input(std::size_t i) {
     }
     if (auto* b = std::get_if<checkpoint_barrier>(&e)) {
       const checkpoint_barrier barrier = *b;
+      hop_trace::record("t.barrier", config_.vertex.id);
       auto actions = std::visit([&](auto& x) { return x.on_barrier(i, barrier, now_us()); }, h);
       if (auto r = perform(actions); !r) return r.err();
       if (blocked()) break;  // the rest of the batch waits until alignment ends

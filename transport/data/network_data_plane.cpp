@@ -21,6 +21,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/hop_trace.hpp"
 #include "engine/runtime/local_channel.hpp"
 #include "transport/data/data_frame.hpp"
 
@@ -38,6 +39,11 @@ constexpr long poll_timeout_ms = 50;
 constexpr std::chrono::milliseconds credit_hold_max{50};
 // Frames the I/O thread takes in one go before it sends the credits they freed.
 constexpr int frames_per_turn = 256;
+
+// For the hop trace: a barrier ends the batch it travels in (it flushes the output).
+bool carries_barrier(const element_batch& batch) {
+  return !batch.empty() && std::holds_alternative<checkpoint_barrier>(batch.back());
+}
 
 // A channel apart from its attempt: where the attempts of one channel meet.
 using route_id = std::tuple<job_id, vertex_id, std::uint32_t, vertex_id, std::uint32_t>;
@@ -340,6 +346,7 @@ class network_data_plane::core {
         return;
       }
     }
+    if (hop_trace::enabled() && carries_barrier(f.elements)) hop_trace::record("d.recv", 1);
     if (!input->deliver(std::move(f.elements))) {
       std::lock_guard lock(mutex_);
       ++counters_.overflow_batches;
@@ -532,8 +539,7 @@ class network_output_channel final : public output_channel {
 
   bool can_send_now() override {
     if (cancelled_.load()) return false;
-    take_credits();
-    if (sent_ - consumed_ >= capacity_) return false;
+    if (!has_credit()) return false;
     // ZeroMQ's own queue takes one more frame (the peer is reading).
     return (socket_.get(zmq::sockopt::events) & ZMQ_POLLOUT) != 0;
   }
@@ -556,11 +562,11 @@ class network_output_channel final : public output_channel {
     }
     for (;;) {
       if (cancelled_.load()) return false;
-      take_credits();
       short wanted = ZMQ_POLLIN;
-      if (sent_ - consumed_ < capacity_) {
+      if (has_credit()) {
         try {
           if (socket_.send(zmq::buffer(frame), zmq::send_flags::dontwait)) {
+            if (hop_trace::enabled() && carries_barrier(batch)) hop_trace::record("d.send", 1);
             ++sent_;
             ++seq_;
             return true;
@@ -570,6 +576,7 @@ class network_output_channel final : public output_channel {
           return false;
         }
         wanted |= ZMQ_POLLOUT;  // ZeroMQ's own queue is full (the peer is not reading)
+        take_credits();  // so that POLLIN below means new credit, not credit left unread
       }
       zmq::pollitem_t item{socket_.handle(), 0, wanted, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(poll_timeout_ms));
@@ -582,6 +589,17 @@ class network_output_channel final : public output_channel {
     element_batch first(std::make_move_iterator(batch.begin()), std::make_move_iterator(half));
     element_batch second(std::make_move_iterator(half), std::make_move_iterator(batch.end()));
     return send_frame(std::move(first)) && send_frame(std::move(second));
+  }
+
+  // Whether one more batch fits the consumer's window. Credits are read from the socket only
+  // once the window as last seen is used up: they are cumulative, so an older count is only
+  // conservative, and a read costs ZeroMQ's command check (a poll system call) on every
+  // send, records and barriers alike. Unread credits stay bounded: between two reads at most
+  // one window is sent, so at most two windows of credit frames can queue.
+  bool has_credit() {
+    if (sent_ - consumed_ < capacity_) return true;
+    take_credits();
+    return sent_ - consumed_ < capacity_;
   }
 
   void take_credits() {
