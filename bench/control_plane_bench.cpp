@@ -13,7 +13,12 @@
 // starts fresh processes, and the runs alternate so drifts in the machine's load hit all alike.
 //
 //   control_plane_bench [rounds-per-size] [repetitions] [raw|adapter|endpoint|all] [1,4,16]
-//     (defaults: 1000 rounds per size, 9 repetitions, all, 1,4,16)
+//                       [batch|normal]
+//     (defaults: 1000 rounds per size, 9 repetitions, all, 1,4,16, batch)
+// The last one is the scheduling policy of every process of the bench (cmd/thread_scheduling.hpp):
+// this one and the raw and adapter workers it starts take it from here, the snapflow-worker
+// processes from their --scheduling. The default is snapflow-worker's own default, so both
+// sides of each ratio run under the same policy.
 //   control_plane_bench --raw-worker|--adapter-worker ENDPOINT WORKER-ID   (internal)
 #include <algorithm>
 #include <chrono>
@@ -41,6 +46,7 @@
 #include <zmq.hpp>
 
 #include "transport/async_socket.hpp"
+#include "cmd/thread_scheduling.hpp"
 #include "transport/coordinator_endpoint.hpp"
 #include "transport/envelope.hpp"
 #include "transport/wire_conversions.hpp"
@@ -123,6 +129,9 @@ void reap(process_list& processes) {
     }
   }
 }
+
+// Of every process of the bench (see the usage above).
+snapflow::scheduling_policy bench_policy = snapflow::scheduling_policy::batch;
 
 [[noreturn]] void fail(const char* what) {
   std::fprintf(stderr, "control_plane_bench: %s\n", what);
@@ -415,7 +424,8 @@ void endpoint_round_trips(int workers, int rounds, run_stats& stats) {
   process_list processes = start_workers(workers, [&](int i) {
     return std::vector<std::string>{SNAPFLOW_WORKER_BIN, "--coordinator", coordinator->endpoint(),
                                     "--id", worker_name(i), "--executor", "stub",
-                                    "--log-level", "warn"};
+                                    "--log-level", "warn", "--scheduling",
+                                    std::string(to_string(bench_policy))};
   });
   cpu = std::make_unique<cpu_window>(processes);
   // From here on the job side is only touched on the coordinator thread.
@@ -474,6 +484,14 @@ int main(int argc, char** argv) {
     std::vector<double> adapter, endpoint;
   };
   std::vector<paired_row> paired;
+  if (argc > 5) {
+    auto policy = parse_scheduling_policy(argv[5]);
+    if (!policy) fail(policy.err().message.c_str());
+    bench_policy = *policy;
+  }
+  // Before any worker starts: the raw and adapter workers inherit it.
+  if (auto applied = apply_scheduling_policy(bench_policy); !applied)
+    fail(applied.err().message.c_str());
   // CPU per round (coordinator side, worker processes) of the raw, adapter and endpoint runs.
   struct cpu_split {
     double coordinator, workers;
@@ -485,8 +503,8 @@ int main(int argc, char** argv) {
   std::vector<cpu_row> cpu_rows;
   std::printf("control-plane round trip: trigger to every worker process, acknowledgement back\n");
   std::printf("(%d repetitions alternating raw, adapter and endpoint runs; microseconds per "
-              "round; cpu = CPU time of every process per round)\n\n",
-              repetitions);
+              "round; cpu = CPU time of every process per round; every process scheduled %s)\n\n",
+              repetitions, std::string(to_string(bench_policy)).c_str());
   std::printf("%8s %9s %12s %13s %9s %13s %8s %12s %13s %9s %9s\n", "workers", "raw p50",
               "adapter p50", "endpoint p50", "raw p90", "endpoint p90", "raw cpu", "adapter cpu",
               "endpoint cpu", "adapter/", "endpoint/");
