@@ -28,7 +28,11 @@ namespace snapflow::hop_trace {
 //                 w.send_acks [acks]          an acknowledgement frame handed to the socket
 //                 w.direct_ack [1]            a task thread put its acknowledgement on the
 //                                             socket itself (no control-thread hop)
+//   data plane    d.send [1]                  a batch ending in a barrier handed to a
+//                                             data-plane socket (task or control thread)
+//                 d.recv [1]                  the data plane's I/O thread received one
 //   task          t.trigger [checkpoint]      a source's task thread took the trigger
+//                 t.barrier [vertex]          a task took a barrier from one of its inputs
 //                 t.snapshot [vertex]         a task starts its snapshot (barriers aligned)
 //                 t.ack [vertex]              a task hands its acknowledgement on
 bool enabled();
