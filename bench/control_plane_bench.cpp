@@ -45,8 +45,8 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "transport/async_socket.hpp"
 #include "cmd/thread_scheduling.hpp"
+#include "transport/async_socket.hpp"
 #include "transport/coordinator_endpoint.hpp"
 #include "transport/envelope.hpp"
 #include "transport/wire_conversions.hpp"
