@@ -22,6 +22,7 @@ struct local_options {
   std::string log_level;        // empty: SPDLOG_LEVEL, else warn (this process and children)
   int timeout_s = 0;           // 0 = none
   bool pin_workers = false;    // each worker on a share of this process's CPUs (--cpus)
+  std::string worker_scheduling;  // the workers' --scheduling; empty: their default (batch)
 };
 
 // `snapflow local`: a coordinator and N workers as child processes, the job submitted, live

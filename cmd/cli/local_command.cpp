@@ -157,6 +157,10 @@ int run_local(const local_options& o) {
       worker_args.push_back("--cpus");
       worker_args.push_back(format_cpu_list(cpu_share(cpus, o.workers, w)));
     }
+    if (!o.worker_scheduling.empty()) {
+      worker_args.push_back("--scheduling");
+      worker_args.push_back(o.worker_scheduling);
+    }
     worker_args.insert(worker_args.end(), log_args.begin(), log_args.end());
     auto worker = children.spawn("worker-" + std::to_string(w + 1), worker_binary, worker_args,
                                  false);

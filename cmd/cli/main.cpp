@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
   l->add_flag("--pin-workers", local.pin_workers,
               "give each worker a share of this machine's CPUs of its own (snapflow-worker "
               "--cpus): lower checkpoint latency when nothing else needs those CPUs");
+  l->add_option("--worker-scheduling", local.worker_scheduling,
+                "scheduling policy of the workers' threads (snapflow-worker --scheduling): "
+                "batch, their default, or normal")
+      ->check(CLI::IsMember({"batch", "normal"}));
 
   std::string job, file, folder;
   std::optional<std::string> savepoint;
@@ -86,7 +90,13 @@ int main(int argc, char** argv) {
   keygen->add_option("--log-level", common.log_level, "log level on stderr");
   (void)cancel_after;
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own codes (104, 105, ...) would differ per mistake; a usage error is 2 here as
+    // in snapflow-coordinator and snapflow-worker. --help and --version still exit 0.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   // One logger for this process too (role and pid on every line, on stderr so --json output
   // stays clean); the command's own results still go to stdout as plain text.

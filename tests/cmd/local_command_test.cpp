@@ -1,10 +1,13 @@
 // `snapflow local` end to end: a coordinator and two runtime workers as its children, the
-// progress lines with record counts, the summary, its own logger, and --pin-workers.
+// progress lines with record counts, the summary, its own logger, --pin-workers and
+// --worker-scheduling.
 #include <catch2/catch.hpp>
 
 #include <fstream>
 #include <optional>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include "cmd/cpu_affinity.hpp"
 #include "tests/cluster/child_process.hpp"
@@ -90,12 +93,47 @@ TEST_CASE("snapflow local --pin-workers gives each worker CPUs of its own") {
   }
 }
 
+TEST_CASE("snapflow local: workers under SCHED_BATCH by default, --worker-scheduling normal") {
+  for (const std::string policy : {"batch", "normal"}) {
+    temp_dir dir;
+    std::vector<std::string> extra;
+    if (policy == "normal") extra = {"--worker-scheduling", "normal"};
+    const auto [code, out, err, pid] = run_local(dir, 20'000, extra);
+    INFO("policy " << policy << "\nstdout:\n" << out << "\nstderr:\n" << err);
+    REQUIRE(code);
+    CHECK(*code == 0);
+    CHECK_THAT(out, Catch::Contains("records: 20000 from the sources"));
+    // Each of the two workers says which policy its threads run under.
+    const std::string line = "scheduling policy " + policy;
+    const auto first = err.find(line);
+    REQUIRE(first != std::string::npos);
+    CHECK(err.find(line, first + 1) != std::string::npos);
+    const std::string other = policy == "batch" ? "normal" : "batch";
+    CHECK(err.find("scheduling policy " + other) == std::string::npos);
+  }
+}
+
 TEST_CASE("snapflow: bad log level and no coordinator are clear errors") {
   child_process bad_level({SNAPFLOW_CLI_BIN, "list", "--log-level", "loud"});
   auto code = bad_level.wait_exit(std::chrono::seconds(30));
   REQUIRE(code);
   CHECK(*code == 2);
   CHECK_THAT(bad_level.stderr_text(), Catch::Contains("unknown log level 'loud'"));
+
+  // Options the parser refuses: code 2 too, with the reason.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"local", "--worker-scheduling", "fast"},
+        std::vector<std::string>{"local", "--workers", "abc"},
+        std::vector<std::string>{"list", "--no-such-option"}}) {
+    std::vector<std::string> argv{SNAPFLOW_CLI_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    child_process bad(argv);
+    auto bad_code = bad.wait_exit(std::chrono::seconds(30));
+    INFO(args[1] << " " << (args.size() > 2 ? args[2] : ""));
+    REQUIRE(bad_code);
+    CHECK(*bad_code == 2);
+    CHECK_FALSE(bad.stderr_text().empty());
+  }
 
   // Port 1 on loopback: nothing listens there.
   child_process nobody({SNAPFLOW_CLI_BIN, "list", "--coordinator", "127.0.0.1:1"});
