@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -12,38 +13,44 @@ namespace snapflow {
 
 namespace {
 
-int linux_policy(scheduling_policy policy) {
-  switch (policy) {
-    case scheduling_policy::normal:
-      return SCHED_OTHER;
-    case scheduling_policy::batch:
-      return SCHED_BATCH;
-  }
-  return SCHED_OTHER;
+struct policy_entry {
+  scheduling_policy policy;
+  std::string_view name;
+  int linux_policy;
+};
+
+// The one place a policy, its name and its Linux constant meet.
+constexpr std::array<policy_entry, 2> policies{{
+    {scheduling_policy::normal, "normal", SCHED_OTHER},
+    {scheduling_policy::batch, "batch", SCHED_BATCH},
+}};
+
+const policy_entry& entry_of(scheduling_policy policy) {
+  for (const auto& e : policies)
+    if (e.policy == policy) return e;
+  return policies[0];  // unreachable: every enumerator has an entry
 }
 
 }  // namespace
 
 result<scheduling_policy> parse_scheduling_policy(std::string_view text) {
-  if (text == "normal") return scheduling_policy::normal;
-  if (text == "batch") return scheduling_policy::batch;
+  for (const auto& e : policies)
+    if (e.name == text) return e.policy;
   return error{"unknown scheduling policy '" + std::string(text) + "' (normal or batch)"};
 }
 
-std::string_view to_string(scheduling_policy policy) {
-  switch (policy) {
-    case scheduling_policy::normal:
-      return "normal";
-    case scheduling_policy::batch:
-      return "batch";
-  }
-  return "?";
+std::string_view to_string(scheduling_policy policy) { return entry_of(policy).name; }
+
+std::string scheduling_policy_check(const std::string& text) {
+  auto parsed = parse_scheduling_policy(text);
+  return parsed ? std::string() : parsed.err().message;
 }
 
 result<void> apply_scheduling_policy(scheduling_policy policy) {
   const sched_param param{};  // priority 0: the only one the fair policies take
+  const int linux_policy = entry_of(policy).linux_policy;
   return for_each_thread_of_this_process([&](pid_t tid) -> result<void> {
-    if (::sched_setscheduler(tid, linux_policy(policy), &param) != 0 && errno != ESRCH)
+    if (::sched_setscheduler(tid, linux_policy, &param) != 0 && errno != ESRCH)
       return error{"cannot set the " + std::string(to_string(policy)) +
                    " scheduling policy on thread " + std::to_string(tid) + ": " +
                    std::strerror(errno)};
@@ -52,14 +59,10 @@ result<void> apply_scheduling_policy(scheduling_policy policy) {
 }
 
 std::optional<scheduling_policy> thread_scheduling_policy(pid_t tid) {
-  switch (::sched_getscheduler(tid)) {
-    case SCHED_OTHER:
-      return scheduling_policy::normal;
-    case SCHED_BATCH:
-      return scheduling_policy::batch;
-    default:
-      return std::nullopt;
-  }
+  const int current = ::sched_getscheduler(tid);
+  for (const auto& e : policies)
+    if (e.linux_policy == current) return e.policy;
+  return std::nullopt;
 }
 
 }  // namespace snapflow

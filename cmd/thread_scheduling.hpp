@@ -3,6 +3,7 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "graph/result.hpp"
@@ -27,6 +28,8 @@ enum class scheduling_policy {
 // "normal" or "batch".
 result<scheduling_policy> parse_scheduling_policy(std::string_view text);
 std::string_view to_string(scheduling_policy policy);
+// For an option parser's check (CLI11's ->check): empty when `text` names a policy, else why not.
+std::string scheduling_policy_check(const std::string& text);
 
 // Sets `policy` (at static priority 0, nice unchanged) on every thread of this process; threads
 // started later inherit it. Call it before the process starts its threads. Needs no privilege.

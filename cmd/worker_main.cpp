@@ -146,7 +146,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
                      "scheduling policy of this worker's threads: batch (SCHED_BATCH: a woken "
                      "thread does not preempt the running one, so the hand-offs of a "
                      "checkpoint run in fewer slices) or normal (SCHED_OTHER)")
-          ->check(CLI::IsMember({"batch", "normal"}))
+          ->check(scheduling_policy_check, "batch or normal")
           ->capture_default_str();
   // Tests only: claim another protocol version to see it refused. Hidden from --help.
   app.add_option("--protocol-version", o.protocol_version, "")->group("");

@@ -6,6 +6,7 @@
 
 #include "cmd/cli/commands.hpp"
 #include "cmd/process_logging.hpp"
+#include "cmd/thread_scheduling.hpp"
 
 int main(int argc, char** argv) {
   using namespace snapflow::cli;
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   l->add_option("--worker-scheduling", local.worker_scheduling,
                 "scheduling policy of the workers' threads (snapflow-worker --scheduling): "
                 "batch, their default, or normal")
-      ->check(CLI::IsMember({"batch", "normal"}));
+      ->check(snapflow::scheduling_policy_check, "batch or normal");
 
   std::string job, file, folder;
   std::optional<std::string> savepoint;

@@ -54,6 +54,22 @@ bool is(const std::optional<element_batch>& got, const element_batch& want) {
   return got.has_value() && *got == want;
 }
 
+// One channel between two workers' data planes (so over the network), its input's wake-up set.
+struct network_channel {
+  explicit network_channel(std::size_t capacity = 8)
+      : producer_plane(make_plane(capacity)),
+        consumer_plane(make_plane(capacity)),
+        out(producer_plane->open_output(key(0, 0), consumer_plane->data_endpoint())),
+        in(consumer_plane->open_input(key(0, 0), producer_plane->data_endpoint())) {
+    in->set_wakeup(wakeup);
+  }
+
+  std::shared_ptr<network_data_plane> producer_plane, consumer_plane;
+  std::shared_ptr<output_channel> out;
+  std::shared_ptr<input_channel> in;
+  std::shared_ptr<task_wakeup> wakeup = std::make_shared<task_wakeup>();
+};
+
 }  // namespace
 
 TEST_CASE("channels between subtasks of one worker are joined in memory, whichever end opens "
@@ -143,26 +159,17 @@ TEST_CASE("an end of an older attempt opened after the newer one gets a cancelle
 }
 
 TEST_CASE("a channel to another worker goes over the network") {
-  auto producer_plane = make_plane();
-  auto consumer_plane = make_plane();
-  auto out = producer_plane->open_output(key(0, 0), consumer_plane->data_endpoint());
-  auto in = consumer_plane->open_input(key(0, 0), producer_plane->data_endpoint());
-  CHECK(dynamic_cast<local_channel*>(in.get()) == nullptr);
-  auto wakeup = std::make_shared<task_wakeup>();
-  in->set_wakeup(wakeup);
-  REQUIRE(out->send(batch_of(0, 5)));
-  CHECK(is(take(*in, *wakeup), batch_of(0, 5)));
-  CHECK(consumer_plane->counters().frames_received >= 1);
+  network_channel c;
+  CHECK(dynamic_cast<local_channel*>(c.in.get()) == nullptr);
+  REQUIRE(c.out->send(batch_of(0, 5)));
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(0, 5)));
+  CHECK(c.consumer_plane->counters().frames_received >= 1);
 }
 
 TEST_CASE("a batch longer than a frame may carry crosses the network as several frames, in "
           "order") {
-  auto producer_plane = make_plane();
-  auto consumer_plane = make_plane();
-  auto out = producer_plane->open_output(key(0, 0), consumer_plane->data_endpoint());
-  auto in = consumer_plane->open_input(key(0, 0), producer_plane->data_endpoint());
-  auto wakeup = std::make_shared<task_wakeup>();
-  in->set_wakeup(wakeup);
+  network_channel channel;
+  auto& [producer_plane, consumer_plane, out, in, wakeup] = channel;
   const std::size_t n = 2 * max_elements_per_frame + 5;
   REQUIRE(out->send(batch_of(0, n)));
   element_batch got;
@@ -217,12 +224,8 @@ TEST_CASE("a trickle of batches gets a credit per half window, and a producer ne
           "good on a credit that was held back") {
   const std::size_t capacity = GENERATE(1, 2, 3, 8);
   CAPTURE(capacity);
-  auto producer_plane = make_plane(capacity);
-  auto consumer_plane = make_plane(capacity);
-  auto out = producer_plane->open_output(key(0, 0), consumer_plane->data_endpoint());
-  auto in = consumer_plane->open_input(key(0, 0), producer_plane->data_endpoint());
-  auto wakeup = std::make_shared<task_wakeup>();
-  in->set_wakeup(wakeup);
+  network_channel channel(capacity);
+  auto& [producer_plane, consumer_plane, out, in, wakeup] = channel;
 
   // One batch at a time, each taken before the next goes: a trickle.
   const std::int64_t trickle = 40;
@@ -255,6 +258,33 @@ TEST_CASE("a trickle of batches gets a credit per half window, and a producer ne
   out->cancel();
   producer.join();
   CHECK(sent.load() == trickle + 200);
+  // The producer reads credits only when its window is used up, yet never sent beyond it: the
+  // consumer would have counted and dropped such a batch.
+  CHECK(consumer_plane->counters().overflow_batches == 0);
+}
+
+TEST_CASE("a producer whose window is used up cannot send now, and can once the consumer took "
+          "its batches") {
+  const std::size_t capacity = 2;
+  network_channel channel(capacity);
+  auto& [producer_plane, consumer_plane, out, in, wakeup] = channel;
+
+  REQUIRE(out->send(batch_of(0, 1)));
+  REQUIRE(out->send(batch_of(1, 1)));
+  // Nothing taken yet, so no credit can have come: the window is used up.
+  CHECK_FALSE(out->can_send_now());
+  REQUIRE(is(take(*in, *wakeup), batch_of(0, 1)));
+  REQUIRE(is(take(*in, *wakeup), batch_of(1, 1)));
+  // The credit for them travels back; the producer picks it up when it asks.
+  bool free_again = false;
+  for (int i = 0; i < 1000 && !free_again; ++i) {
+    free_again = out->can_send_now();
+    if (!free_again) std::this_thread::sleep_for(5ms);
+  }
+  CHECK(free_again);
+  REQUIRE(out->send(batch_of(2, 1)));
+  REQUIRE(is(take(*in, *wakeup), batch_of(2, 1)));
+  CHECK(consumer_plane->counters().overflow_batches == 0);
 }
 
 namespace {
