@@ -1,11 +1,13 @@
 #include "transport/data/network_data_plane.hpp"
 #include "transport/frame_limits.hpp"
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -382,9 +384,11 @@ class network_data_plane::core {
   }
 
   // I/O thread: sends the credits of every channel whose consumer took batches since. A credit
-  // ZeroMQ does not take now stays due and goes next time.
-  void send_credits(zmq::socket_t& router) {
+  // ZeroMQ does not take now stays due and goes next time. True when it tried to send at all
+  // (a send may process the socket's commands: see run()).
+  bool send_credits(zmq::socket_t& router) {
     std::lock_guard lock(mutex_);
+    bool tried = false;
     for (auto it = dirty_.begin(); it != dirty_.end();) {
       auto r = routes_.find(*it);
       if (r == routes_.end() || r->second.peer.empty()) {
@@ -397,6 +401,7 @@ class network_data_plane::core {
           r->second.consumed});
       const std::string& peer = r->second.peer;
       bool sent = false;
+      tried = true;
       try {
         sent = router.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)
                    .has_value() &&
@@ -416,6 +421,7 @@ class network_data_plane::core {
         ++it;
       }
     }
+    return tried;
   }
 
   bool credits_due() const {
@@ -787,31 +793,26 @@ void take_monitor_events(zmq::socket_t& monitor, network_data_plane::core& core)
 }  // namespace
 
 void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
-  // The monitor exists with CURVE only; without it zmq_poll looks at two items.
-  zmq::pollitem_t items[3] = {{router.handle(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, core_->event_fd(), ZMQ_POLLIN, 0},
-                              {monitor ? monitor.handle() : nullptr, 0, ZMQ_POLLIN, 0}};
-  const int item_count = monitor ? 3 : 2;
+  // The thread waits in poll(2) on the sockets' ZMQ_FDs and the eventfd itself rather than in
+  // zmq_poll, which pays a poll with no timeout and a ZMQ_EVENTS read (two more system calls)
+  // on each side of every wait. ZMQ_FD is edge-triggered (DESIGN.md, pitfalls): it signals
+  // when the socket is handed a command, and only a call that processes the socket's commands
+  // re-arms it. A receive that finds nothing does; so the loop drains the router (and the
+  // monitor) until they are empty before it waits. A send may process commands too (an
+  // activation of a pipe with frames waiting), so after credits went out ZMQ_EVENTS is read
+  // before waiting, and a readable router is drained first.
+  const int router_fd = router.get(zmq::sockopt::fd);
+  const int monitor_fd = monitor ? monitor.get(zmq::sockopt::fd) : -1;
+  pollfd fds[3] = {{router_fd, POLLIN, 0}, {core_->event_fd(), POLLIN, 0}, {monitor_fd, POLLIN, 0}};
+  const nfds_t fd_count = monitor ? 3 : 2;
   zmq::message_t peer;
   zmq::message_t payload;
   std::string sender_key;
   while (!stopping_.load()) {
-    // With credits due that ZeroMQ did not take, look again soon rather than at the timeout.
-    const long timeout = core_->credits_due() ? 5 : poll_timeout_ms;
-    try {
-      zmq::poll(items, item_count, std::chrono::milliseconds(timeout));
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      spdlog::critical("data plane: poll failed: {}", e.what());
-      return;
-    }
-    if (items[1].revents & ZMQ_POLLIN) {
-      std::uint64_t ignored = 0;
-      [[maybe_unused]] auto n = ::read(core_->event_fd(), &ignored, sizeof ignored);
-    }
     if (monitor) take_monitor_events(monitor, *core_);
-    // ZMQ_POLLIN on a socket is level-triggered through zmq_poll; still drain in bounded turns.
-    for (int i = 0; i < frames_per_turn; ++i) {
+    // Bounded turns, so credits for what was taken go out between them.
+    int taken = 0;
+    for (; taken < frames_per_turn; ++taken) {
       auto got = router.recv(peer, zmq::recv_flags::dontwait);
       if (!got) break;
       bool more = peer.more();
@@ -843,7 +844,22 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
       // Credits only travel to producers; one arriving here is ignored.
     }
     core_->release_held_credits(std::chrono::steady_clock::now());
-    core_->send_credits(router);
+    const bool sent = core_->send_credits(router);
+    // A turn cut short leaves frames behind; a send may have taken the router's wake-up.
+    if (taken == frames_per_turn) continue;
+    if (sent && (router.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0) continue;
+    // With credits due that ZeroMQ did not take, look again soon rather than at the timeout.
+    const int timeout = core_->credits_due() ? 5 : static_cast<int>(poll_timeout_ms);
+    for (auto& f : fds) f.revents = 0;
+    if (::poll(fds, fd_count, timeout) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::critical("data plane: poll failed: {}", std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents & POLLIN) {
+      std::uint64_t ignored = 0;
+      [[maybe_unused]] auto n = ::read(core_->event_fd(), &ignored, sizeof ignored);
+    }
   }
   if (monitor) {
     (void)zmq_socket_monitor(router.handle(), nullptr, 0);
