@@ -21,6 +21,9 @@ class keyed_sum final : public stream_operator {
                     const std::vector<restored_operator_state>& restored) override;
   result<void> process(const record& r, record_output& out) override;
   result<operator_snapshot> snapshot(checkpoint_id id) override;
+  // Its own state is the ballast alone (the sums are in the keyed backend): a copy of up to
+  // 64 KiB is quick.
+  bool snapshot_on_any_thread() const override { return ballast_.size() <= 64 * 1024; }
 
  private:
   explicit keyed_sum(std::int64_t state_bytes) : state_bytes_(state_bytes) {}
@@ -32,6 +35,7 @@ class keyed_sum final : public stream_operator {
 // Running count of records per key; emits the input record with value = the new count.
 class keyed_count final : public stream_operator {
  public:
+  bool snapshot_on_any_thread() const override { return true; }  // its state is keyed
   result<void> open(const operator_context& context,
                     const std::vector<restored_operator_state>& restored) override;
   result<void> process(const record& r, record_output& out) override;

@@ -1,6 +1,7 @@
 #include "engine/runtime/local_channel.hpp"
 
 #include <cassert>
+#include <variant>
 
 namespace snapflow {
 
@@ -10,6 +11,7 @@ local_channel::local_channel(std::size_t capacity_batches) : capacity_(capacity_
 
 bool local_channel::send(element_batch batch) {
   assert(!batch.empty());
+  const bool ends_in_barrier = std::holds_alternative<checkpoint_barrier>(batch.back());
   std::shared_ptr<task_wakeup> wakeup;
   {
     std::unique_lock lock(mutex_);
@@ -25,7 +27,12 @@ bool local_channel::send(element_batch batch) {
     if (queue_.size() > high_water_mark_) high_water_mark_ = queue_.size();
     wakeup = wakeup_;
   }
-  if (wakeup) wakeup->notify();
+  if (wakeup) {
+    if (ends_in_barrier)
+      wakeup->notify_barrier();
+    else
+      wakeup->notify();
+  }
   return true;
 }
 

@@ -17,12 +17,14 @@ void append_record_line(std::string& out, const record& r);
 // within a line).
 class print_sink final : public stream_operator {
  public:
+  bool snapshot_on_any_thread() const override { return true; }  // no state
   result<void> process(const record& r, record_output& out) override;
 };
 
 // Drops every record: lets a benchmark tell the pipeline's cost from a real sink's.
 class discard_sink final : public stream_operator {
  public:
+  bool snapshot_on_any_thread() const override { return true; }  // no state
   result<void> process(const record&, record_output&) override { return success(); }
 };
 

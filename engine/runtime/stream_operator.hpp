@@ -82,6 +82,15 @@ class stream_operator {
     (void)out;
     return success();
   }
+
+  // true when snapshot() is quick, never blocks and touches nothing but this operator. Then,
+  // while the task waits idle, a checkpoint may be taken on another thread instead of waking
+  // the task's own: a source's on the thread that delivers the trigger
+  // (stream_task::trigger_checkpoint), another task's on the thread that delivers a barrier
+  // (stream_task::run_barrier_on_caller). Either holds the task's turn, so the operator is
+  // never used by two threads at once. Off by default: a user's operator may do anything in
+  // snapshot().
+  virtual bool snapshot_on_any_thread() const { return false; }
 };
 
 // An operator that acts when a checkpoint completes (an exactly-once sink commits what the
@@ -108,12 +117,6 @@ class source_operator : public stream_operator {
 
   // Emits at most `max_records` records.
   virtual result<emit_result> emit(record_output& out, std::size_t max_records) = 0;
-
-  // true when snapshot() is quick, never blocks and touches nothing but this operator. Then,
-  // while the source waits for its next records, its task may take a checkpoint on the thread
-  // that delivers the trigger instead of waking its own (stream_task::trigger_checkpoint).
-  // Off by default: a user's source may do anything in snapshot().
-  virtual bool snapshot_on_any_thread() const { return false; }
 
   result<void> process(const record&, record_output&) final {
     return error{"a source has no input"};

@@ -73,6 +73,7 @@ stream_task::~stream_task() {
     cancel();
     thread_.join();
   }
+  // The task thread removed its runner when it ended; a task never started has none.
 }
 
 void stream_task::start() {
@@ -211,7 +212,7 @@ void stream_task::run() {
     outcome = initialize();
     if (outcome) {
       report(execution_state::running);
-      outcome = source_ ? run_source(turn) : run_inputs();
+      outcome = source_ ? run_source(turn) : run_inputs(turn);
     }
   } catch (const std::exception& e) {
     // User callables may throw; the task thread is where that ends.
@@ -403,11 +404,25 @@ result<void> stream_task::run_source(std::unique_lock<std::mutex>& turn) {
   }
 }
 
-result<void> stream_task::run_inputs() {
+result<void> stream_task::run_inputs(std::unique_lock<std::mutex>& turn) {
   assert(handler_);
   const std::size_t n = config_.inputs.size();
+  // Barriers may be handled on the threads that deliver them from now on, until the task
+  // ends (the runner is removed before this returns, whichever way).
+  const bool on_caller = operator_->snapshot_on_any_thread() && completion_listener_ == nullptr;
+  if (on_caller) wakeup_->set_barrier_runner([this] { return run_barrier_on_caller(); });
+  struct remove_runner {
+    task_wakeup& wakeup;
+    bool set;
+    ~remove_runner() {
+      if (set) wakeup.set_barrier_runner(nullptr);
+    }
+  } remove{*wakeup_, on_caller};
   for (;;) {
     const std::uint64_t seen = wakeup_->generation();
+    if (caller_failure_) return *caller_failure_;
+    for (auto& write : deferred_writes_) config_.writer->submit(std::move(write));
+    deferred_writes_.clear();
     if (auto r = process_mailbox(); !r) return r;
     if (should_stop()) return success();
     bool progress = false;
@@ -423,9 +438,79 @@ result<void> stream_task::run_inputs() {
     if (all_ended) return finish_inputs();
     if (!progress) {
       if (!flush_outputs()) return success();
-      wait_for_work(seen, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+      wait_idle(turn, seen, std::chrono::steady_clock::now() + std::chrono::seconds(1));
     }
   }
+}
+
+bool stream_task::outputs_take_a_batch_now() {
+  for (auto& gate : gates_)
+    if (!gate.can_broadcast_now()) return false;
+  return true;
+}
+
+bool stream_task::run_barrier_on_caller() {
+  // A keyed state this large is no quick copy: its task thread takes the snapshot.
+  constexpr std::size_t keyed_entries_max = 4096;
+  std::unique_lock turn(turn_mutex_, std::try_to_lock);
+  // Busy, or between its wait and its next look at its inputs (which the wake-up that
+  // notify_barrier sends next makes it take): its thread handles the barrier.
+  if (!turn.owns_lock() || !idle_ || caller_failure_ || should_stop()) return false;
+  // Messages go first, in order, on the task thread; a large keyed state too.
+  if (!mailbox_.empty() || (keyed_ && keyed_->num_entries() > keyed_entries_max)) return false;
+  // The barrier must go on at once: this thread never waits for a consumer. The turn keeps
+  // every other sender off these channels until it is released.
+  if (!outputs_take_a_batch_now()) return false;
+  auto& h = *handler_;
+  bool left = false;  // something only the task thread may handle waits on an input
+  try {
+    on_caller_ = true;
+    const checkpoint_id snapshots_before = last_barrier_;  // moves when a barrier was forwarded
+    for (std::size_t i = 0; i < cursors_.size() && !left && !caller_failure_; ++i) {
+      if (std::visit([i](auto& x) { return x.has_ended(i) || x.is_blocked(i); }, h)) continue;
+      input_cursor& cursor = cursors_[i];
+      if (cursor.next < cursor.batch.size()) {
+        left = true;  // a batch the task thread took and has not finished
+        break;
+      }
+      // A barrier forwarded uses each output's one batch of room seen above: before another
+      // input's barrier (which may complete another checkpoint), look again.
+      if (last_barrier_ != snapshots_before && !outputs_take_a_batch_now()) {
+        left = true;
+        break;
+      }
+      while (!std::visit([i](auto& x) { return x.is_blocked(i); }, h)) {
+        auto batch = config_.inputs[i]->try_take();
+        if (!batch) break;
+        const auto* b = batch->size() == 1 ? std::get_if<checkpoint_barrier>(&batch->front())
+                                           : nullptr;
+        if (b == nullptr || (last_barrier_ != snapshots_before && !outputs_take_a_batch_now())) {
+          // Records or an end of input (or a second checkpoint that might have to wait): the
+          // task thread's, from the cursor, in order.
+          cursor.batch = std::move(*batch);
+          cursor.next = 0;
+          cursor.held_counted = false;
+          left = true;
+          break;
+        }
+        const checkpoint_barrier barrier = *b;
+        hop_trace::record("t.barrier", config_.vertex.id);
+        barriers_on_caller_.fetch_add(1, std::memory_order_relaxed);
+        auto actions = std::visit([&](auto& x) { return x.on_barrier(i, barrier, now_us()); }, h);
+        if (auto r = perform(actions); !r) {
+          caller_failure_ = r.err();
+          break;
+        }
+      }
+    }
+    on_caller_ = false;
+  } catch (const std::exception& e) {
+    on_caller_ = false;
+    caller_failure_ = error{std::string("uncaught exception: ") + e.what()};
+  }
+  // The task thread ends the task with a failure, submits what the writer had no room for,
+  // and processes what was left.
+  return !left && !caller_failure_ && deferred_writes_.empty();
 }
 
 result<bool> stream_task::process_input(std::size_t i) {

@@ -122,6 +122,10 @@ class stream_task {
   std::uint64_t triggers_taken_on_caller() const {
     return triggers_on_caller_.load(std::memory_order_relaxed);
   }
+  // Barriers a task with inputs handled on the thread that delivered them (tests, stats).
+  std::uint64_t barriers_taken_on_caller() const {
+    return barriers_on_caller_.load(std::memory_order_relaxed);
+  }
   // Tests, for a started source: waits while its thread has its turn (always, until it first
   // waits for records), then says whether it waits idle (what a trigger needs to be taken on its
   // caller's thread) rather than ended.
@@ -141,7 +145,7 @@ class stream_task {
   // A keyed subtask must have received every old subtask whose key groups overlap its own.
   result<void> check_keyed_restore_complete(std::uint32_t old_parallelism) const;
   result<void> run_source(std::unique_lock<std::mutex>& turn);
-  result<void> run_inputs();
+  result<void> run_inputs(std::unique_lock<std::mutex>& turn);
   result<void> process_mailbox();
   result<bool> process_input(std::size_t input);
   // Input `input` is blocked by alignment: count the records waiting on it (once per batch).
@@ -163,6 +167,15 @@ class stream_task {
   // trigger_checkpoint's fast path: runs the mailbox on the calling thread when the source is
   // idle and its outputs take the barrier without waiting. false: the task thread must do it.
   bool run_mailbox_on_caller();
+  // The same for a task with inputs, run by task_wakeup::notify_barrier on the thread that
+  // delivered a batch ending in a barrier: when the task is idle and its outputs take a barrier
+  // without waiting, takes the batches that are a barrier alone from its inputs and handles
+  // them here (alignment, and on the last barrier the forward, the snapshot and the ack).
+  // Records are never processed off the task thread. false: the task thread must be woken (it
+  // was busy, or something it must handle is left).
+  bool run_barrier_on_caller();
+  // Whether every output takes one batch now without waiting.
+  bool outputs_take_a_batch_now();
   static std::int64_t now_us();
 
   stream_task_config config_;
@@ -185,11 +198,12 @@ class stream_task {
   bool exhausted_ = false;
   bool outputs_cancelled_ = false;
 
-  // A source's turn (Flink's former checkpoint lock, kept for idle sources only). Its task
-  // thread holds it except while it waits for its next records; a trigger that finds it free
-  // and the source idle takes the checkpoint on the trigger's thread (run_mailbox_on_caller):
-  // an idle source's barrier, snapshot and ack then cost no wake-up of its thread, which on a
-  // busy machine is a wait for a CPU (docs/benchmarks.md, session 10).
+  // The task's turn (Flink's former checkpoint lock, kept for idle tasks only). Its task
+  // thread holds it except while it waits for work; a trigger that finds it free and a source
+  // idle takes the checkpoint on the trigger's thread (run_mailbox_on_caller), and a barrier
+  // delivered to an idle task with inputs is handled on the delivering thread
+  // (run_barrier_on_caller): the barrier, snapshot and ack then cost no wake-up of the task's
+  // thread, which on a busy machine is a wait for a CPU (docs/benchmarks.md, sessions 10, 13).
   std::mutex turn_mutex_;
   bool idle_ = false;                    // under turn_mutex_: waiting, outputs flushed
   std::optional<error> caller_failure_;  // under turn_mutex_: ends the task on its thread
@@ -200,6 +214,7 @@ class stream_task {
   // Set by the task thread once the operator is a source that allows it.
   std::atomic<bool> trigger_on_caller_{false};
   std::atomic<std::uint64_t> triggers_on_caller_{0};
+  std::atomic<std::uint64_t> barriers_on_caller_{0};
 
   std::atomic<bool> cancel_requested_{false};
   // Set by the task thread once the operator exists and is no completion listener: from then

@@ -14,6 +14,7 @@ namespace snapflow {
 // on purpose (tests of alignment and backpressure), never a synchronisation device.
 class map_identity final : public stream_operator {
  public:
+  bool snapshot_on_any_thread() const override { return true; }  // no state
   static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
   map_identity() = default;
   result<void> process(const record& r, record_output& out) override;
@@ -31,6 +32,7 @@ void delay_record(std::int64_t delay_us);
 // value + `value`
 class map_add final : public stream_operator {
  public:
+  bool snapshot_on_any_thread() const override { return true; }  // no state
   static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
   result<void> process(const record& r, record_output& out) override;
 
@@ -42,6 +44,7 @@ class map_add final : public stream_operator {
 // value * `factor`
 class map_scale final : public stream_operator {
  public:
+  bool snapshot_on_any_thread() const override { return true; }  // no state
   static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
   result<void> process(const record& r, record_output& out) override;
 
@@ -53,6 +56,7 @@ class map_scale final : public stream_operator {
 // Keeps records with seq % modulus == remainder (a negative seq uses the mathematical modulo).
 class filter_modulo final : public stream_operator {
  public:
+  bool snapshot_on_any_thread() const override { return true; }  // no state
   static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
   result<void> process(const record& r, record_output& out) override;
 
@@ -67,12 +71,14 @@ class filter_modulo final : public stream_operator {
 // input's seq, value = 1, payload = word}, so a key_by after it groups equal words.
 class flat_map_split_words final : public stream_operator {
  public:
+  bool snapshot_on_any_thread() const override { return true; }  // no state
   result<void> process(const record& r, record_output& out) override;
 };
 
 // `times` copies of each record.
 class flat_map_repeat final : public stream_operator {
  public:
+  bool snapshot_on_any_thread() const override { return true; }  // no state
   static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
   result<void> process(const record& r, record_output& out) override;
 

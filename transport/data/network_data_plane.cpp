@@ -125,8 +125,11 @@ class network_input_channel final : public input_channel {
   }
 
   // I/O thread (or the control thread when it adopts pending batches). False when the buffer
-  // is full: the producer ignored its credit.
-  bool deliver(element_batch batch) {
+  // is full: the producer ignored its credit. `lock_free`: the caller holds no lock of the
+  // plane, so a batch ending in a barrier may be taken on this thread by an idle consumer
+  // (task_wakeup::notify_barrier), whose work takes the plane's locks.
+  bool deliver(element_batch batch, bool lock_free) {
+    const bool barrier_here = lock_free && carries_barrier(batch);
     std::shared_ptr<task_wakeup> w;
     {
       std::lock_guard lock(mutex_);
@@ -138,7 +141,12 @@ class network_input_channel final : public input_channel {
       queue_.push_back(std::move(batch));
       w = wakeup_;
     }
-    if (w) w->notify();
+    if (w) {
+      if (barrier_here)
+        w->notify_barrier();
+      else
+        w->notify();
+    }
     return true;
   }
 
@@ -205,7 +213,7 @@ class network_data_plane::core {
       r.pending.clear();
       r.next_seq = 0;
     }
-    for (auto& batch : r.pending) input->deliver(std::move(batch));
+    for (auto& batch : r.pending) input->deliver(std::move(batch), false);  // under mutex_
     if (r.broken) input->break_with(*r.broken);
     r.pending.clear();
     return input;
@@ -349,7 +357,7 @@ class network_data_plane::core {
       }
     }
     if (hop_trace::enabled() && carries_barrier(f.elements)) hop_trace::record("d.recv", 1);
-    if (!input->deliver(std::move(f.elements))) {
+    if (!input->deliver(std::move(f.elements), true)) {
       std::lock_guard lock(mutex_);
       ++counters_.overflow_batches;
     }

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "engine/runtime/local_channel.hpp"
@@ -564,6 +566,129 @@ TEST_CASE("stream task: a source that does not allow it never takes a checkpoint
   }
   // Idle at every trigger, with room for the barrier: all on the caller's thread, or none.
   CHECK(task.triggers_taken_on_caller() == (allowed ? 5u : 0u));
+}
+
+namespace {
+
+// Passes records on; whether its (empty) snapshot may be taken on any thread is up to the test.
+class pass_through final : public stream_operator {
+ public:
+  explicit pass_through(bool any_thread) : any_thread_(any_thread) {}
+  result<void> process(const record& r, record_output& out) override {
+    out.emit(r);
+    return success();
+  }
+  bool snapshot_on_any_thread() const override { return any_thread_; }
+
+ private:
+  bool any_thread_;
+};
+
+std::shared_ptr<operator_factory> pass_through_factory() {
+  auto f = std::make_shared<operator_factory>();
+  for (bool any : {false, true})
+    f->add(any ? "pass_any_thread" : "pass",
+           [any](const job_vertex&) -> result<std::unique_ptr<stream_operator>> {
+             return std::unique_ptr<stream_operator>(std::make_unique<pass_through>(any));
+           });
+  return f;
+}
+
+// A started two-input pass_through task writing into one local channel the test reads.
+struct running_two_inputs {
+  std::shared_ptr<local_channel> in0 = std::make_shared<local_channel>(8);
+  std::shared_ptr<local_channel> in1 = std::make_shared<local_channel>(8);
+  std::shared_ptr<local_channel> out = std::make_shared<local_channel>(8);
+  std::shared_ptr<task_wakeup> wakeup = std::make_shared<task_wakeup>();
+  std::unique_ptr<stream_task> task;
+
+  running_two_inputs(task_fixture& f, bool any_thread, checkpointing_mode mode) {
+    out->set_wakeup(wakeup);
+    auto c = f.config(make_vertex(any_thread ? "pass_any_thread" : "pass"),
+                      operator_role::transform);
+    c.operators = pass_through_factory();
+    c.inputs = {in0, in1};
+    c.outputs.push_back({partitioning::forward, 128, {out}});
+    c.mode = mode;
+    task = std::make_unique<stream_task>(std::move(c));
+    task->start();
+    REQUIRE(f.listener->wait_for_state(execution_state::running));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("stream task: an idle task aligns, forwards, snapshots and acknowledges a barrier on "
+          "the thread that delivers it") {
+  const bool allowed = GENERATE(false, true);
+  CAPTURE(allowed);
+  task_fixture f;
+  running_two_inputs t(f, allowed, checkpointing_mode::exactly_once);
+  auto& task = *t.task;
+  for (checkpoint_id id = 1; id <= 3; ++id) {
+    REQUIRE(task.idle_after_turn());
+    REQUIRE(t.in0->send({checkpoint_barrier{id, id, f.options(id)}}));
+    REQUIRE(task.idle_after_turn());
+    REQUIRE(t.in1->send({checkpoint_barrier{id, id, f.options(id)}}));
+    if (allowed) {
+      // Done before send() returned, here: no wake-up of the task thread was needed.
+      CHECK(f.responder->acks().size() == static_cast<std::size_t>(id));
+      CHECK(t.out->queued_batches() == 1);
+    }
+    REQUIRE(f.responder->wait_for(static_cast<std::size_t>(id)));
+    auto forwarded = take_until(*t.out, *t.wakeup, [](const auto& g) { return !g.empty(); });
+    REQUIRE(forwarded.size() == 1);
+    CHECK(is_barrier(forwarded[0], id));
+    // Records between checkpoints go through the task thread.
+    REQUIRE(t.in0->send({record{0, 2 * id, 0, {}}}));
+    REQUIRE(t.in1->send({record{0, 2 * id + 1, 0, {}}}));
+    auto records = take_until(*t.out, *t.wakeup, [](const auto& g) { return g.size() >= 2; });
+    CHECK(records.size() == 2);
+  }
+  CHECK(task.barriers_taken_on_caller() == (allowed ? 6u : 0u));
+  for (const auto& ack : f.responder->acks()) CHECK(ack.state.handles.empty());
+  CHECK(f.responder->declines().empty());
+  REQUIRE(t.in0->send({end_of_input{}}));
+  REQUIRE(t.in1->send({end_of_input{}}));
+  REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+}
+
+TEST_CASE("stream task: a barrier behind records keeps its place, whichever thread takes it") {
+  const auto mode = GENERATE(checkpointing_mode::exactly_once, checkpointing_mode::at_least_once);
+  CAPTURE(static_cast<int>(mode));
+  task_fixture f;
+  running_two_inputs t(f, true, mode);
+  auto& task = *t.task;
+  for (checkpoint_id id = 1; id <= 20; ++id) {
+    // Records queued ahead of the barrier on both inputs, the task thread maybe still busy
+    // with them when the barriers arrive: the barriers must come out after them.
+    REQUIRE(t.in0->send({record{0, 10 * id, 0, {}}}));
+    REQUIRE(t.in0->send({checkpoint_barrier{id, id, f.options(id)}}));
+    REQUIRE(t.in1->send({record{0, 10 * id + 1, 0, {}}}));
+    REQUIRE(t.in1->send({checkpoint_barrier{id, id, f.options(id)}}));
+    REQUIRE(t.in0->send({record{0, 10 * id + 2, 0, {}}}));
+    auto got = take_until(*t.out, *t.wakeup, [](const auto& g) { return g.size() >= 4; });
+    REQUIRE(got.size() == 4);
+    // Where each came out: records 0 and 1 were ahead of the barrier on their inputs. Record 2
+    // was behind input 0's barrier: exactly once it waits for the alignment, at least once it
+    // may overtake.
+    std::map<std::int64_t, std::size_t> at;
+    std::optional<std::size_t> barrier_at;
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      if (is_barrier(got[k], id)) barrier_at = k;
+      else at[std::get<record>(got[k]).seq] = k;
+    }
+    REQUIRE(barrier_at);
+    REQUIRE(at.size() == 3);
+    CHECK(at.at(10 * id) < *barrier_at);
+    CHECK(at.at(10 * id + 1) < *barrier_at);
+    if (mode == checkpointing_mode::exactly_once) CHECK(at.at(10 * id + 2) > *barrier_at);
+    REQUIRE(f.responder->wait_for(static_cast<std::size_t>(id)));
+  }
+  CHECK(f.responder->declines().empty());
+  task.cancel();
+  task.join();
 }
 
 TEST_CASE("task mailbox: only a sole trigger is handed out for a trigger's thread to run") {
