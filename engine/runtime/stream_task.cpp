@@ -438,7 +438,7 @@ result<void> stream_task::run_inputs(std::unique_lock<std::mutex>& turn) {
     if (all_ended) return finish_inputs();
     if (!progress) {
       if (!flush_outputs()) return success();
-      wait_idle(turn, seen, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+      wait_idle(turn, seen, std::chrono::steady_clock::now() + config_.idle_recheck);
     }
   }
 }
@@ -466,40 +466,49 @@ bool stream_task::run_barrier_on_caller() {
   try {
     on_caller_ = true;
     const checkpoint_id snapshots_before = last_barrier_;  // moves when a barrier was forwarded
-    for (std::size_t i = 0; i < cursors_.size() && !left && !caller_failure_; ++i) {
-      if (std::visit([i](auto& x) { return x.has_ended(i) || x.is_blocked(i); }, h)) continue;
-      input_cursor& cursor = cursors_[i];
-      if (cursor.next < cursor.batch.size()) {
-        left = true;  // a batch the task thread took and has not finished
+    // A pass over every input. One that ends an alignment (a snapshot, or an abort) unblocks
+    // inputs already passed, which may hold records the task thread saw while they were
+    // blocked and will not be told of again: another pass finds them.
+    bool rescan = true;
+    for (int pass = 0; rescan && !left && !caller_failure_; ++pass) {
+      rescan = false;
+      if (pass == 4) {
+        left = true;  // still changing: the task thread goes on from here
         break;
       }
-      // A barrier forwarded uses each output's one batch of room seen above: before another
-      // input's barrier (which may complete another checkpoint), look again.
-      if (last_barrier_ != snapshots_before && !outputs_take_a_batch_now()) {
-        left = true;
-        break;
-      }
-      while (!std::visit([i](auto& x) { return x.is_blocked(i); }, h)) {
-        auto batch = config_.inputs[i]->try_take();
-        if (!batch) break;
-        const auto* b = batch->size() == 1 ? std::get_if<checkpoint_barrier>(&batch->front())
-                                           : nullptr;
-        if (b == nullptr || (last_barrier_ != snapshots_before && !outputs_take_a_batch_now())) {
-          // Records or an end of input (or a second checkpoint that might have to wait): the
-          // task thread's, from the cursor, in order.
-          cursor.batch = std::move(*batch);
-          cursor.next = 0;
-          cursor.held_counted = false;
-          left = true;
+      for (std::size_t i = 0; i < cursors_.size() && !left && !caller_failure_; ++i) {
+        if (std::visit([i](auto& x) { return x.has_ended(i) || x.is_blocked(i); }, h)) continue;
+        input_cursor& cursor = cursors_[i];
+        if (cursor.next < cursor.batch.size()) {
+          left = true;  // a batch the task thread took and has not finished
           break;
         }
-        const checkpoint_barrier barrier = *b;
-        hop_trace::record("t.barrier", config_.vertex.id);
-        barriers_on_caller_.fetch_add(1, std::memory_order_relaxed);
-        auto actions = std::visit([&](auto& x) { return x.on_barrier(i, barrier, now_us()); }, h);
-        if (auto r = perform(actions); !r) {
-          caller_failure_ = r.err();
-          break;
+        while (!std::visit([i](auto& x) { return x.is_blocked(i); }, h)) {
+          auto batch = config_.inputs[i]->try_take();
+          if (!batch) break;
+          const auto* b = batch->size() == 1 ? std::get_if<checkpoint_barrier>(&batch->front())
+                                             : nullptr;
+          // A barrier forwarded used each output's one batch of room seen above: a second
+          // one (another checkpoint) might have to wait.
+          if (b == nullptr || (last_barrier_ != snapshots_before && !outputs_take_a_batch_now())) {
+            // Records or an end of input (or that second checkpoint): the task thread's, from
+            // the cursor, in order.
+            cursor.batch = std::move(*batch);
+            cursor.next = 0;
+            cursor.held_counted = false;
+            left = true;
+            break;
+          }
+          const checkpoint_barrier barrier = *b;
+          hop_trace::record("t.barrier", config_.vertex.id);
+          barriers_on_caller_.fetch_add(1, std::memory_order_relaxed);
+          auto actions =
+              std::visit([&](auto& x) { return x.on_barrier(i, barrier, now_us()); }, h);
+          if (!actions.empty()) rescan = true;
+          if (auto r = perform(actions); !r) {
+            caller_failure_ = r.err();
+            break;
+          }
         }
       }
     }

@@ -64,6 +64,10 @@ struct stream_task_config {
   std::optional<checkpoint_id> restore_checkpoint;
   std::map<std::uint32_t, subtask_state> restore_states;
   std::size_t batch_size = 256;
+  // How long a task with inputs sleeps with nothing to do before it looks again by itself.
+  // Every batch, message and cancel wakes it at once; this only bounds what a missed wake-up
+  // would cost. Tests make it long, so that a missed wake-up shows.
+  std::chrono::milliseconds idle_recheck{1000};
   std::shared_ptr<const operator_factory> operators;  // builtin() when null
   std::shared_ptr<checkpoint_responder> responder;
   std::shared_ptr<task_status_listener> listener;

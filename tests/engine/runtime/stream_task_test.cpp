@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "engine/runtime/local_channel.hpp"
@@ -602,7 +603,8 @@ struct running_two_inputs {
   std::shared_ptr<task_wakeup> wakeup = std::make_shared<task_wakeup>();
   std::unique_ptr<stream_task> task;
 
-  running_two_inputs(task_fixture& f, bool any_thread, checkpointing_mode mode) {
+  running_two_inputs(task_fixture& f, bool any_thread, checkpointing_mode mode,
+                     std::chrono::milliseconds idle_recheck = std::chrono::seconds(1)) {
     out->set_wakeup(wakeup);
     auto c = f.config(make_vertex(any_thread ? "pass_any_thread" : "pass"),
                       operator_role::transform);
@@ -610,6 +612,7 @@ struct running_two_inputs {
     c.inputs = {in0, in1};
     c.outputs.push_back({partitioning::forward, 128, {out}});
     c.mode = mode;
+    c.idle_recheck = idle_recheck;
     task = std::make_unique<stream_task>(std::move(c));
     task->start();
     REQUIRE(f.listener->wait_for_state(execution_state::running));
@@ -651,6 +654,37 @@ TEST_CASE("stream task: an idle task aligns, forwards, snapshots and acknowledge
   REQUIRE(t.in0->send({end_of_input{}}));
   REQUIRE(t.in1->send({end_of_input{}}));
   REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+}
+
+TEST_CASE("stream task: records held by an alignment that ends on the delivering thread go on "
+          "without waiting for another wake-up") {
+  task_fixture f;
+  // An idle task looks again by itself only after an hour: a missed wake-up shows below.
+  running_two_inputs t(f, true, checkpointing_mode::exactly_once, std::chrono::hours(1));
+  auto& task = *t.task;
+  REQUIRE(task.idle_after_turn());
+  REQUIRE(t.in0->send({checkpoint_barrier{1, 1, f.options(1)}}));  // input 0 now blocked
+  REQUIRE(task.barriers_taken_on_caller() == 1);
+  // Its task thread wakes for the record, finds input 0 blocked, takes the record into the
+  // input's cursor only to count it as held, and waits again.
+  REQUIRE(t.in0->send({record{0, 5, 0, {}}}));
+  for (int i = 0; i < 10'000 && t.in0->queued_batches() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls a state, bounded
+  REQUIRE(t.in0->queued_batches() == 0);
+  REQUIRE(task.idle_after_turn());
+  // The alignment ends here, on this thread; record 5 must go on now, not in an hour.
+  REQUIRE(t.in1->send({checkpoint_barrier{1, 1, f.options(1)}}));
+  REQUIRE(task.barriers_taken_on_caller() == 2);
+  REQUIRE(f.responder->wait_for(1));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto got = take_until(*t.out, *t.wakeup, [&](const auto& g) {
+    return g.size() >= 2 || std::chrono::steady_clock::now() > deadline;
+  });
+  REQUIRE(got.size() == 2);
+  CHECK(is_barrier(got[0], 1));
+  CHECK(std::get<record>(got[1]).seq == 5);
+  task.cancel();
   task.join();
 }
 
