@@ -130,9 +130,9 @@ class stream_task {
   std::uint64_t barriers_taken_on_caller() const {
     return barriers_on_caller_.load(std::memory_order_relaxed);
   }
-  // Tests, for a started source: waits while its thread has its turn (always, until it first
-  // waits for records), then says whether it waits idle (what a trigger needs to be taken on its
-  // caller's thread) rather than ended.
+  // Tests, for a started task: waits while its thread has its turn (always, until it first
+  // waits for work), then says whether it waits idle (what a trigger or a barrier needs to be
+  // taken on its caller's thread) rather than ended.
   bool idle_after_turn();
 
  private:
