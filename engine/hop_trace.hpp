@@ -18,6 +18,8 @@ namespace snapflow::hop_trace {
 //
 // Events (value in brackets):
 //   coordinator   c.trigger [checkpoint]     the core asked for a trigger to one subtask
+//                 c.all_acked [checkpoint]    every subtask acknowledged: _metadata is next
+//                 c.durable [checkpoint]      _metadata written on the event thread (inline)
 //                 c.send [frame bytes]        a frame handed to the coordinator's socket
 //                 c.frame [frame bytes]       a frame read from a worker
 //   worker        w.trigger [checkpoint]      a trigger (or trigger batch) decoded on the

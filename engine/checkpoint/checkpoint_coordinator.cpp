@@ -317,9 +317,11 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             // parent's fsync. (Entries of checkpoints that ended otherwise are purged when the
             // next creation ends.)
             const bool prepared = prepared_.erase(a.checkpoint.id) == 1;
+            hop_trace::record("c.all_acked", a.checkpoint.id);
             if (prepared && metadata_placement_.write_inline(a.checkpoint)) {
               const auto started = std::chrono::steady_clock::now();
               auto written = storage_->write_metadata(a.checkpoint);
+              hop_trace::record("c.durable", a.checkpoint.id);
               metadata_placement_.record(elapsed_since(started));
               metadata_placement_.count_inline_write();
               // Fed back at once, as a cheap checkpoint id is: run_actions() drains what the
