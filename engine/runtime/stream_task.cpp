@@ -63,6 +63,7 @@ stream_task::stream_task(stream_task_config config)
   assert(config_.listener);
   assert(config_.writer);
   assert(config_.batch_size >= 1);
+  assert(config_.idle_recheck.count() > 0 && "an idle recheck of 0 would spin");
   assert(config_.attempt.subtask.index < config_.vertex.parallelism);
   assert(config_.role == operator_role::source ? config_.inputs.empty() : !config_.inputs.empty());
   for (auto& in : config_.inputs) in->set_wakeup(wakeup_);
@@ -499,16 +500,13 @@ bool stream_task::run_barrier_on_caller() {
             left = true;
             break;
           }
-          const checkpoint_barrier barrier = *b;
-          hop_trace::record("t.barrier", config_.vertex.id);
           barriers_on_caller_.fetch_add(1, std::memory_order_relaxed);
-          auto actions =
-              std::visit([&](auto& x) { return x.on_barrier(i, barrier, now_us()); }, h);
-          if (!actions.empty()) rescan = true;
-          if (auto r = perform(actions); !r) {
-            caller_failure_ = r.err();
+          auto acted = take_barrier(i, *b);
+          if (!acted) {
+            caller_failure_ = acted.err();
             break;
           }
+          if (*acted) rescan = true;
         }
       }
     }
@@ -556,10 +554,7 @@ result<bool> stream_task::process_input(std::size_t i) {
       continue;
     }
     if (auto* b = std::get_if<checkpoint_barrier>(&e)) {
-      const checkpoint_barrier barrier = *b;
-      hop_trace::record("t.barrier", config_.vertex.id);
-      auto actions = std::visit([&](auto& x) { return x.on_barrier(i, barrier, now_us()); }, h);
-      if (auto r = perform(actions); !r) return r.err();
+      if (auto acted = take_barrier(i, *b); !acted) return acted.err();
       if (blocked()) break;  // the rest of the batch waits until alignment ends
       continue;
     }
@@ -576,6 +571,14 @@ result<bool> stream_task::process_input(std::size_t i) {
   }
   if (blocked()) hold(i);
   return true;
+}
+
+result<bool> stream_task::take_barrier(std::size_t i, checkpoint_barrier barrier) {
+  hop_trace::record("t.barrier", config_.vertex.id);
+  auto actions =
+      std::visit([&](auto& x) { return x.on_barrier(i, barrier, now_us()); }, *handler_);
+  if (auto r = perform(actions); !r) return r.err();
+  return !actions.empty();
 }
 
 void stream_task::hold(std::size_t i) {

@@ -152,6 +152,10 @@ class stream_task {
   result<void> run_inputs(std::unique_lock<std::mutex>& turn);
   result<void> process_mailbox();
   result<bool> process_input(std::size_t input);
+  // Hands the barrier that came on `input` to the barrier handler and does what it says. A
+  // copy: the one in the input's batch may go while the snapshot runs. true: the handler acted
+  // (a snapshot or an abort, which may unblock inputs); false: it only aligned.
+  result<bool> take_barrier(std::size_t input, checkpoint_barrier barrier);
   // Input `input` is blocked by alignment: count the records waiting on it (once per batch).
   void hold(std::size_t input);
   result<void> handle_trigger(const trigger_message& m);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -446,14 +447,21 @@ class idle_source final : public source_operator {
   bool on_any_thread_;
 };
 
-std::shared_ptr<operator_factory> idle_source_factory() {
+// Kind `name` builds an Op(false), `name`_any_thread an Op(true): the same operator with and
+// without leave to take its snapshot on another thread.
+template <typename Op>
+std::shared_ptr<operator_factory> with_and_without_any_thread(const std::string& name) {
   auto f = std::make_shared<operator_factory>();
   for (bool any : {false, true})
-    f->add(any ? "idle_source_any_thread" : "idle_source",
+    f->add(any ? name + "_any_thread" : name,
            [any](const job_vertex&) -> result<std::unique_ptr<stream_operator>> {
-             return std::unique_ptr<stream_operator>(std::make_unique<idle_source>(any));
+             return std::unique_ptr<stream_operator>(std::make_unique<Op>(any));
            });
   return f;
+}
+
+std::shared_ptr<operator_factory> idle_source_factory() {
+  return with_and_without_any_thread<idle_source>("idle_source");
 }
 
 // A started source task writing into one local channel the test reads.
@@ -586,13 +594,7 @@ class pass_through final : public stream_operator {
 };
 
 std::shared_ptr<operator_factory> pass_through_factory() {
-  auto f = std::make_shared<operator_factory>();
-  for (bool any : {false, true})
-    f->add(any ? "pass_any_thread" : "pass",
-           [any](const job_vertex&) -> result<std::unique_ptr<stream_operator>> {
-             return std::unique_ptr<stream_operator>(std::make_unique<pass_through>(any));
-           });
-  return f;
+  return with_and_without_any_thread<pass_through>("pass");
 }
 
 // A started two-input pass_through task writing into one local channel the test reads.
