@@ -42,6 +42,8 @@ constexpr std::size_t max_bad_input_lines_per_interval = 20;
 constexpr std::size_t batch_bytes_per_attempt = 64;
 constexpr std::size_t batch_fixed_bytes = 256;
 constexpr std::size_t max_batch_attempts = 4096;
+// The room the endpoint's kept frame (scratch_frame_) holds on to between frames.
+constexpr std::size_t max_kept_scratch_bytes = 64 * 1024;
 
 std::size_t shared_bytes(const wire::trigger_checkpoint_batch& b) {
   return b.job.size() + b.savepoint_dir.size() + b.target_location.size();
@@ -680,27 +682,37 @@ void coordinator_endpoint::release_held(const worker_id& worker) {
   }
 }
 
-void coordinator_endpoint::send_to_worker(const worker_id& worker, const wire::message& m) {
+template <typename M>
+void coordinator_endpoint::send_to_worker(const worker_id& worker, const M& m) {
   if (!running_) return;
   if (!held_.empty()) release_held(worker);
   enqueue_to_worker(worker, m);
 }
 
-void coordinator_endpoint::enqueue_to_worker(const worker_id& worker, const wire::message& m) {
+template <typename M>
+void coordinator_endpoint::enqueue_to_worker(const worker_id& worker, const M& m) {
   if (!running_) return;
   if (!sessions_.contains(worker)) {
-    spdlog::debug("not sending {} to {}: not registered", wire::type_name(m),
-                  printable_peer(worker));
+    if constexpr (std::is_same_v<M, wire::message>)
+      spdlog::debug("not sending {} to {}: not registered", wire::type_name(m),
+                    printable_peer(worker));
+    else
+      spdlog::debug("not sending {} to {}: not registered", M::wire_type, printable_peer(worker));
     return;
   }
-  std::string frame = wire::encode(m);
-  hop_trace::record("c.send", static_cast<std::int64_t>(frame.size()));
-  if (send_now(worker, frame)) return;
-  if (!outgoing_.push(worker, std::move(frame), options_.max_queued_frames_per_worker)) {
-    schedule_loss(worker, "it stopped reading: its outgoing queue is full");
-    return;
+  // Encoded into the endpoint's kept frame: most frames go at once, and ZeroMQ copies them.
+  wire::encode(m, scratch_frame_);
+  hop_trace::record("c.send", static_cast<std::int64_t>(scratch_frame_.size()));
+  if (!send_now(worker, scratch_frame_)) {
+    if (!outgoing_.push(worker, std::string(scratch_frame_),
+                        options_.max_queued_frames_per_worker)) {
+      schedule_loss(worker, "it stopped reading: its outgoing queue is full");
+    } else {
+      wake_writer();
+    }
   }
-  wake_writer();
+  // A large frame (a deployment) does not keep its room for good.
+  if (scratch_frame_.capacity() > max_kept_scratch_bytes) scratch_frame_ = std::string();
 }
 
 void coordinator_endpoint::send_to_stranger(const std::string& peer, const wire::message& m) {

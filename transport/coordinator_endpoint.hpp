@@ -171,8 +171,11 @@ class coordinator_endpoint : public task_deployment_gateway,
   void tell_not_registered(const std::string& peer);
 
   // Everything held for `worker` goes first, so nothing overtakes a held trigger or notification.
-  void send_to_worker(const worker_id& worker, const wire::message& m);
-  void enqueue_to_worker(const worker_id& worker, const wire::message& m);
+  // M: wire::message, or one of its alternatives (encoded without building the variant).
+  template <typename M>
+  void send_to_worker(const worker_id& worker, const M& m);
+  template <typename M>
+  void enqueue_to_worker(const worker_id& worker, const M& m);
   // The messages held for `worker`, or nullptr when nothing is held now (outside hold() and
   // flush()) or the worker does not read batches: the message then goes at once. Makes sure a
   // flush comes even if the gateway never asks for one.
@@ -208,6 +211,7 @@ class coordinator_endpoint : public task_deployment_gateway,
 
   std::unordered_map<worker_id, worker_session> sessions_;
   std::unordered_map<worker_id, std::vector<held_message>> held_;
+  std::string scratch_frame_;  // the frame being sent to a worker, its room kept between frames
   bool held_flush_posted_ = false;
   int hold_depth_ = 0;  // hold() calls not yet matched by flush_held()
   outgoing_queues outgoing_;

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <concepts>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <optional>
@@ -246,7 +248,25 @@ concept record = std::same_as<T, execution_attempt_id> || std::same_as<T, state_
 // ---------------------------------------------------------------------------------------------
 // Writing.
 
-// How many keys a description writes: absent std::optionals are left out.
+// Whether an optional field holds its type's zero (0, false, "", no entries, an absent
+// std::optional): such a field is left out of the frame, and a reader takes the default for an
+// absent optional field (protocol.md). That is the same value only because every optional
+// field's default is its type's zero, which debug builds check (check_optional_defaults).
+// A record is always written.
+template <typename T>
+bool is_zero(const T& value) {
+  if constexpr (is_optional<T>::value) {
+    return !value.has_value();
+  } else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+    return value == T{};
+  } else if constexpr (requires { value.empty(); }) {
+    return value.empty();
+  } else {
+    return false;
+  }
+}
+
+// How many keys a description writes: optional fields at their zero are left out.
 struct field_counter {
   std::uint32_t count = 0;
 
@@ -256,10 +276,7 @@ struct field_counter {
   }
   template <typename T>
   void optional(std::string_view, const T& value) {
-    if constexpr (is_optional<T>::value) {
-      if (!value) return;
-    }
-    ++count;
+    if (!is_zero(value)) ++count;
   }
   template <typename T>
   void entries(std::string_view, const std::vector<T>&) {
@@ -282,8 +299,8 @@ class field_writer {
   }
   template <typename T>
   void optional(std::string_view key, const T& value) {
+    if (is_zero(value)) return;
     if constexpr (is_optional<T>::value) {
-      if (!value) return;
       required(key, *value);
     } else {
       required(key, value);
@@ -605,27 +622,93 @@ decode_result decode_envelope(const msgpack_value& root) {
 
 constexpr std::size_t initial_frame_capacity = 512;
 
+#ifndef NDEBUG
+// Leaving an optional field out at its zero (is_zero) loses nothing only while the struct's
+// default for that field is that zero: a field added with another default would decode to
+// something other than what was sent. Debug builds (the test suite) check every message and
+// record once per process, on the first encode.
+struct optional_default_check {
+  std::string_view type;
+
+  template <typename T>
+  void required(std::string_view, const T&) {}
+  template <typename T>
+  void optional(std::string_view key, const T& value) {
+    if (is_zero(value)) return;
+    std::fprintf(stderr, "wire: the optional field '%.*s' of %.*s does not default to zero\n",
+                 static_cast<int>(key.size()), key.data(), static_cast<int>(type.size()),
+                 type.data());
+    std::abort();
+  }
+  template <typename T>
+  void entries(std::string_view, const std::vector<T>&) {}
+  void bytes(std::string_view, const std::string&) {}
+  void optional_bytes(std::string_view key, const std::optional<std::string>& value) {
+    optional(key, value);
+  }
+};
+
+template <typename T>
+void check_defaults(std::string_view type) {
+  const T defaults{};
+  optional_default_check check{type};
+  describe(check, defaults);
+}
+
+template <typename... M>
+void check_message_defaults(const std::variant<M...>*) {
+  (check_defaults<M>(M::wire_type), ...);
+}
+
+bool check_optional_defaults() {
+  check_message_defaults(static_cast<const message*>(nullptr));
+  check_defaults<execution_attempt_id>("execution_attempt_id");
+  check_defaults<state_handle>("state_handle");
+  check_defaults<subtask_endpoint>("subtask_endpoint");
+  check_defaults<subtask_restore_state>("subtask_restore_state");
+  check_defaults<task_io>("task_io");
+  check_defaults<checkpoint_notified>("checkpoint_notified");
+  return true;
+}
+#endif
+
 }  // namespace
+
+namespace {
+
+template <typename M>
+void encode_message(const M& body, std::string& frame) {
+#ifndef NDEBUG
+  [[maybe_unused]] static const bool defaults_checked = check_optional_defaults();
+#endif
+  // Room for any control message without state (a trigger or an ack is 100-400 bytes), so the
+  // string is sized once; a caller that keeps `frame` between messages does not allocate.
+  msgpack_writer out(frame, initial_frame_capacity);
+  field_writer writer(out);
+  field_counter counter;
+  describe(counter, body);
+  out.map(counter.count + 2);
+  out.str("v");
+  out.uint(current_protocol_version);
+  out.str("t");
+  out.str(M::wire_type);
+  describe(writer, body);
+  out.finish();
+}
+
+}  // namespace
+
+void encode(const message& m, std::string& frame) {
+  std::visit([&](const auto& body) { encode_message(body, frame); }, m);
+}
+
+void encode(const trigger_checkpoint& m, std::string& frame) { encode_message(m, frame); }
+
+void encode(const acknowledge_checkpoint& m, std::string& frame) { encode_message(m, frame); }
 
 std::string encode(const message& m) {
   std::string frame;
-  // Room for any control message without state (a trigger or an ack is 150-400 bytes), so the
-  // string is sized once.
-  msgpack_writer out(frame, initial_frame_capacity);
-  field_writer writer(out);
-  std::visit(
-      [&](const auto& body) {
-        field_counter counter;
-        describe(counter, body);
-        out.map(counter.count + 2);
-        out.str("v");
-        out.uint(current_protocol_version);
-        out.str("t");
-        out.str(std::decay_t<decltype(body)>::wire_type);
-        describe(writer, body);
-      },
-      m);
-  out.finish();
+  encode(m, frame);
   return frame;
 }
 

@@ -47,6 +47,12 @@ class [[nodiscard]] decode_result {
 
 // The frame for `m`, written with current_protocol_version.
 std::string encode(const message& m);
+// The same, written into `frame` (replacing what it held): a caller that keeps the string
+// between messages reuses its room instead of allocating per frame. The overloads for the
+// messages of every checkpoint (a trigger, an acknowledgement) need no message variant built.
+void encode(const message& m, std::string& frame);
+void encode(const trigger_checkpoint& m, std::string& frame);
+void encode(const acknowledge_checkpoint& m, std::string& frame);
 
 // Reads one frame from an untrusted peer. Never throws and never trusts a declared length:
 // every fault is a decode_error (see decode_errc), including frames from a newer protocol

@@ -38,6 +38,8 @@ constexpr std::size_t max_log_lines_per_interval = 20;
 constexpr std::size_t ack_bytes_estimate = 256;
 constexpr std::size_t batch_fixed_bytes = 64;
 constexpr std::size_t max_acks_per_batch = 4096;
+// The room the endpoint's reused frame keeps between messages.
+constexpr std::size_t max_kept_scratch_bytes = 64 * 1024;
 
 std::size_t estimated_bytes(const wire::acknowledge_checkpoint& ack) {
   std::size_t n = ack_bytes_estimate + ack.job.size();
@@ -119,9 +121,12 @@ class worker_endpoint::task_inbox {
     // Encoded off the lock, and only while the direct path looks open (checked again below).
     const bool own_thread =
         std::this_thread::get_id() == owner_thread_.load(std::memory_order_relaxed);
-    std::string direct_frame;
+    // Each task thread keeps its own frame's room (an acknowledgement is a few hundred bytes).
+    thread_local std::string direct_frame;
+    if (direct_frame.capacity() > max_kept_scratch_bytes) direct_frame = std::string();
+    direct_frame.clear();
     if (report.ack && !own_thread && direct_open_.load(std::memory_order_relaxed))
-      direct_frame = wire::encode(*report.ack);
+      wire::encode(*report.ack, direct_frame);
     bool now = false;
     bool post_flush = false;
     {
@@ -190,11 +195,9 @@ class worker_endpoint::task_inbox {
 
   std::uint64_t direct_sent() const { return direct_sent_.load(std::memory_order_relaxed); }
 
-  // Called on the owner thread around the handling of one message from the coordinator.
-  void hold(bool holding) {
-    std::lock_guard lock(mutex_);
-    holding_ = holding;
-  }
+  // Called on the owner thread around the handling of one message from the coordinator. Only
+  // that thread reads it (push looks at it only on its own thread), so it takes no lock.
+  void hold(bool holding) { holding_ = holding; }
 
   std::uint64_t dropped() const {
     std::lock_guard lock(mutex_);
@@ -214,7 +217,7 @@ class worker_endpoint::task_inbox {
   std::vector<task_report> frames_;
   bool flush_posted_ = false;
   bool flushing_ = false;
-  bool holding_ = false;
+  bool holding_ = false;  // the owner thread's alone (see hold)
   async_socket* direct_ = nullptr;
   std::atomic<bool> direct_open_{false};  // a hint read off the lock: direct_ != nullptr
   std::atomic<std::uint64_t> direct_sent_{0};
@@ -605,25 +608,45 @@ void worker_endpoint::send_register() {
   send(m);
 }
 
-void worker_endpoint::send(const wire::message& m) { send_frame(wire::encode(m)); }
+void worker_endpoint::send(const wire::message& m) {
+  wire::encode(m, scratch_frame_);
+  send_scratch_frame();
+}
+
+void worker_endpoint::send(const wire::acknowledge_checkpoint& ack) {
+  wire::encode(ack, scratch_frame_);
+  send_scratch_frame();
+}
+
+void worker_endpoint::send_scratch_frame() {
+  if (!send_at_once(scratch_frame_)) queue_frame(scratch_frame_);
+  // A large frame (a heartbeat with many tasks' counters) does not keep its room for good.
+  if (scratch_frame_.capacity() > max_kept_scratch_bytes) scratch_frame_ = std::string();
+}
 
 void worker_endpoint::send_frame(std::string frame) {
+  if (!send_at_once(frame)) queue_frame(std::move(frame));
+}
+
+bool worker_endpoint::send_at_once(std::string_view frame) {
+  if (!running_ || !connection_ || connection_->closed) return true;  // dropped: no connection
+  if (!connection_->writer_waiting || !connection_->outgoing.empty()) return false;
+  // The writer is idle: no send is in flight and nothing queued to overtake.
+  const std::error_code error = connection_->socket->try_send(frame);
+  if (!error) {
+    ++counters_.frames_sent;
+    return true;
+  }
+  if (error == std::errc::resource_unavailable_try_again) return false;
+  spdlog::error("sending to the coordinator failed: {}", error.message());
+  return true;
+}
+
+void worker_endpoint::queue_frame(std::string frame) {
   if (!running_ || !connection_ || connection_->closed) return;
   if (connection_->outgoing.size() >= options_.max_queued_frames) {
     ++counters_.dropped_task_reports;
     return;
-  }
-  if (connection_->writer_waiting && connection_->outgoing.empty()) {
-    // The writer is idle: no send is in flight and nothing queued to overtake.
-    const std::error_code error = connection_->socket->try_send(frame);
-    if (!error) {
-      ++counters_.frames_sent;
-      return;
-    }
-    if (error != std::errc::resource_unavailable_try_again) {
-      spdlog::error("sending to the coordinator failed: {}", error.message());
-      return;
-    }
   }
   if (connection_->outgoing.empty()) inbox_->set_direct(nullptr);  // nothing may overtake it
   connection_->outgoing.push_back(std::move(frame));
@@ -687,7 +710,7 @@ void worker_endpoint::send_acks(std::vector<wire::acknowledge_checkpoint>& acks)
   if (!registered_) {
     counters_.dropped_task_reports += acks.size();
   } else if (acks.size() == 1) {
-    send(wire::message{std::move(acks.front())});
+    send(acks.front());
   } else {
     send(wire::acknowledge_checkpoint_batch{std::move(acks)});
   }

@@ -111,8 +111,15 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   void on_not_registered(const wire::not_registered& m);
   void drop_tasks(const std::string& why);
   void send_register();
+  // Encode into scratch_frame_ and send it (queued as a copy when it cannot go at once).
   void send(const wire::message& m);
+  void send(const wire::acknowledge_checkpoint& ack);
+  void send_scratch_frame();
   void send_frame(std::string frame);
+  // Onto the socket now when the writer is idle with nothing queued (true also when the frame
+  // is dropped: no connection, or the socket failed); false when it must be queued.
+  bool send_at_once(std::string_view frame);
+  void queue_frame(std::string frame);
   void flush_task_reports();
   void deliver_task_report(task_report report);
   // Sends `acks` (made in this order, ready together) as one batch frame, or as a single
@@ -136,6 +143,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   // while they go out one by one (a batch frame takes the vector with it).
   std::vector<task_report> taken_reports_;
   std::vector<wire::acknowledge_checkpoint> ack_batch_;
+  std::string scratch_frame_;  // the frame being sent, its room kept between messages
   fatal_handler on_fatal_;
   std::shared_ptr<connection> connection_;
   asio::steady_timer tick_timer_;

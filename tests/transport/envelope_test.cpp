@@ -292,6 +292,43 @@ TEST_CASE("optional fields may be absent or nil") {
         acknowledge_checkpoint{job, attempt_of(1, 2, 3), 9, {}, 0, 0, 0, 0, 0});
 }
 
+TEST_CASE("an optional field at its zero is left out of the frame and decodes back to it") {
+  // An acknowledgement without state or metrics is its three required fields.
+  const acknowledge_checkpoint bare{job, attempt_of(1, 2, 3), 9, {}, 0, 0, 0, 0, 0};
+  frame_builder expected;
+  expected.envelope("acknowledge_checkpoint", 3);
+  expected.str("job_id").str(job);
+  expected.str("attempt").attempt(1, 2, 3);
+  expected.str("checkpoint_id").uint(9);
+  CHECK(encode(bare) == expected.bytes());
+  check_round_trip(bare);
+
+  // A metric that is not zero is written, and only that one.
+  acknowledge_checkpoint timed = bare;
+  timed.sync_duration_us = 12;
+  const std::string frame = encode(timed);
+  CHECK(static_cast<unsigned char>(frame.front()) == 0x80 + 2 + 4);
+  CHECK(frame.find("sync_duration_us") != std::string::npos);
+  CHECK(frame.find("async_duration_us") == std::string::npos);
+  check_round_trip(timed);
+
+  // An std::optional that holds its type's zero is not absent: it is written.
+  notify_checkpoint_aborted aborted{job, attempt_of(1, 2, 3), 9, 0};
+  CHECK(encode(aborted).find("latest_completed_checkpoint_id") != std::string::npos);
+  check_round_trip(aborted);
+  aborted.latest_completed_checkpoint_id.reset();
+  CHECK(encode(aborted).find("latest_completed_checkpoint_id") == std::string::npos);
+  check_round_trip(aborted);
+
+  // A trigger leaves out is_savepoint, savepoint_dir, unaligned and an empty location; its
+  // mode is required and always there.
+  trigger_checkpoint trigger{job, attempt_of(1, 2, 3), 9, 1'700'000'000'000};
+  const std::string trigger_frame = encode(trigger);
+  CHECK(static_cast<unsigned char>(trigger_frame.front()) == 0x80 + 2 + 5);
+  CHECK(trigger_frame.find("exactly_once") != std::string::npos);
+  check_round_trip(trigger);
+}
+
 TEST_CASE("job graph bytes are accepted as str as well as bin") {
   frame_builder f;
   f.envelope("deploy_task", 3);
