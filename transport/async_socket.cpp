@@ -353,41 +353,52 @@ void discard_remaining_parts(zmq::socket_t& socket, zmq::message_t& last) {
   }
 }
 
+// One try at receiving a whole message into `out`: its routing id (ROUTER), payload and user
+// id. Assigning keeps the strings' room, so a caller that receives into the same frame every
+// time allocates nothing per message.
+attempt_result receive_attempt(detail::async_socket_state& s, received_frame& out) {
+  zmq::socket_t& socket = s.socket;
+  zmq::message_t first;
+  if (receive_part(socket, first) < 0) {
+    // EAGAIN from a dontwait receive comes after a full command drain; EINTR does not.
+    if (zmq_errno() == EAGAIN) return would_block(false, true);
+    if (zmq_errno() == EINTR) return would_block();
+    return finished(zmq_error(zmq_errno()));
+  }
+  zmq::message_t payload;
+  if (s.type == zmq::socket_type::router) {
+    out.routing_id.assign(static_cast<const char*>(first.data()), first.size());
+    if (!first.more()) return finished(make_error_code(socket_errc::multipart_message));
+    if (receive_part(socket, payload) < 0) return finished(zmq_error(zmq_errno()));
+  } else {
+    payload = std::move(first);
+  }
+  if (payload.more()) {
+    discard_remaining_parts(socket, payload);
+    return finished(make_error_code(socket_errc::multipart_message));
+  }
+  out.payload.assign(static_cast<const char*>(payload.data()), payload.size());
+  if (s.read_user_id) {
+    // Metadata is per connection and travels with every message; absent without ZAP.
+    const char* user_id = zmq_msg_gets(payload.handle(), "User-Id");
+    if (user_id != nullptr) out.user_id = user_id;
+  }
+  return finished();
+}
+
 asio::awaitable<received_frame> receive_on(state_ptr s) {
   busy_guard busy(*s, s->reader);
   received_frame out;
-  const bool routed = s->type == zmq::socket_type::router;
-  auto attempt = [&]() -> attempt_result {
-    zmq::socket_t& socket = s->socket;
-    zmq::message_t first;
-    if (receive_part(socket, first) < 0) {
-      // EAGAIN from a dontwait receive comes after a full command drain; EINTR does not.
-      if (zmq_errno() == EAGAIN) return would_block(false, true);
-      if (zmq_errno() == EINTR) return would_block();
-      return finished(zmq_error(zmq_errno()));
-    }
-    zmq::message_t payload;
-    if (routed) {
-      out.routing_id.assign(static_cast<const char*>(first.data()), first.size());
-      if (!first.more()) return finished(make_error_code(socket_errc::multipart_message));
-      if (receive_part(socket, payload) < 0) return finished(zmq_error(zmq_errno()));
-    } else {
-      payload = std::move(first);
-    }
-    if (payload.more()) {
-      discard_remaining_parts(socket, payload);
-      return finished(make_error_code(socket_errc::multipart_message));
-    }
-    out.payload.assign(static_cast<const char*>(payload.data()), payload.size());
-    if (s->read_user_id) {
-      // Metadata is per connection and travels with every message; absent without ZAP.
-      const char* user_id = zmq_msg_gets(payload.handle(), "User-Id");
-      if (user_id != nullptr) out.user_id = user_id;
-    }
-    return finished();
-  };
-  out.error = co_await drive(s, s->reader, attempt);
+  out.error = co_await drive(s, s->reader, [&] { return receive_attempt(*s, out); });
   co_return out;
+}
+
+asio::awaitable<void> receive_into(state_ptr s, received_frame& out) {
+  busy_guard busy(*s, s->reader);
+  out.routing_id.clear();
+  out.payload.clear();
+  out.user_id.clear();
+  out.error = co_await drive(s, s->reader, [&] { return receive_attempt(*s, out); });
 }
 
 asio::awaitable<std::error_code> send_on(state_ptr s, std::string routing_id,
@@ -488,6 +499,11 @@ std::string async_socket::last_endpoint() const {
 asio::awaitable<received_frame> async_socket::receive() {
   assert(state_);
   return receive_on(state_);
+}
+
+asio::awaitable<void> async_socket::receive(received_frame& into) {
+  assert(state_);
+  return receive_into(state_, into);
 }
 
 asio::awaitable<std::error_code> async_socket::send(std::string payload) {

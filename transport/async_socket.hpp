@@ -90,6 +90,10 @@ class async_socket {
 
   // The next message. For ROUTER, `routing_id` says who sent it.
   asio::awaitable<received_frame> receive();
+  // The same into `into` (every field replaced), reusing its strings' room: a reader that
+  // keeps one frame for its whole life allocates nothing per message. `into` must outlive
+  // the wait.
+  asio::awaitable<void> receive(received_frame& into);
   // DEALER, PAIR, PUSH: one payload frame.
   asio::awaitable<std::error_code> send(std::string payload);
   // ROUTER: one payload frame to the peer with `routing_id`.

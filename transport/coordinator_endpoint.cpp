@@ -206,8 +206,9 @@ std::shared_ptr<checkpoint_task_gateway> coordinator_endpoint::checkpoint_gatewa
 
 asio::awaitable<void> coordinator_endpoint::reader() {
   int frames_this_turn = 0;
+  received_frame in;  // kept: its strings' room is reused for every frame
   while (running_) {
-    received_frame in = co_await socket_->receive();
+    co_await socket_->receive(in);
     if (!running_) co_return;
     if (in.error == socket_errc::multipart_message) {
       ++counters_.frames_received;
@@ -223,6 +224,7 @@ asio::awaitable<void> coordinator_endpoint::reader() {
       co_return;
     }
     on_frame(in.routing_id, in.payload, in.user_id);
+    if (in.payload.capacity() > max_kept_scratch_bytes) in.payload = std::string();
     publish_counters();
     if (++frames_this_turn == frames_per_turn) {
       frames_this_turn = 0;
@@ -324,6 +326,13 @@ void coordinator_endpoint::on_frame(const std::string& peer, std::string_view pa
                                     const std::string& curve_key) {
   ++counters_.frames_received;
   hop_trace::record("c.frame", static_cast<std::int64_t>(payload.size()));
+  // An acknowledgement, the message of every checkpoint from every subtask, is read into a
+  // kept struct when it is canonical (what a snapflow worker sends): no message variant.
+  if (payload.size() <= options_.max_frame_bytes && wire::decode_canonical(payload, ack_)) {
+    if (admit(peer, curve_key, wire::acknowledge_checkpoint::wire_type, false))
+      on_ack(peer, std::move(ack_));
+    return;
+  }
   wire::decode_result decoded = wire::decode(payload, options_.max_frame_bytes);
   if (!decoded) {
     on_bad_frame(peer, decoded.error());
@@ -352,18 +361,9 @@ void coordinator_endpoint::on_bad_frame(const std::string& peer, const wire::dec
 
 void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m,
                                       const std::string& curve_key) {
-  const bool registering = std::holds_alternative<wire::register_worker>(m);
-  if (options_.curve && !registering) {
-    // ROUTER_HANDOVER lets any connection take over a routing id; with CURVE a message only
-    // speaks for a registered worker when it comes with the key that worker registered with.
-    if (auto it = sessions_.find(peer); it != sessions_.end() && it->second.curve_key != curve_key) {
-      refuse(peer, "a " + std::string(wire::type_name(m)) +
-                       " sent with a CURVE key other than the one this worker registered with");
-      return;
-    }
-  }
-  if (!registering && is_registered(peer))
-    handler_->workers().heartbeat(peer, now_us());  // any message counts as a sign of life
+  if (!admit(peer, curve_key, wire::type_name(m),
+             std::holds_alternative<wire::register_worker>(m)))
+    return;
   std::visit(
       [&](auto& body) {
         using T = std::decay_t<decltype(body)>;
@@ -374,11 +374,11 @@ void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m
         } else if constexpr (std::is_same_v<T, wire::task_state_update>) {
           on_task_state(peer, body);
         } else if constexpr (std::is_same_v<T, wire::acknowledge_checkpoint>) {
-          on_ack(peer, body);
+          on_ack(peer, std::move(body));
         } else if constexpr (std::is_same_v<T, wire::acknowledge_checkpoint_batch>) {
           // Each entry on its own, as if it had come alone: one for another worker's attempt
           // or an unknown job is refused or dropped and counted, the rest still count.
-          for (const auto& ack : body.acks) on_ack(peer, ack);
+          for (auto& ack : body.acks) on_ack(peer, std::move(ack));
         } else if constexpr (std::is_same_v<T, wire::decline_checkpoint>) {
           on_decline(peer, body);
         } else if constexpr (std::is_same_v<T, wire::source_exhausted>) {
@@ -389,6 +389,22 @@ void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m
         }
       },
       m);
+}
+
+bool coordinator_endpoint::admit(const std::string& peer, const std::string& curve_key,
+                                 std::string_view type, bool registering) {
+  if (options_.curve && !registering) {
+    // ROUTER_HANDOVER lets any connection take over a routing id; with CURVE a message only
+    // speaks for a registered worker when it comes with the key that worker registered with.
+    if (auto it = sessions_.find(peer); it != sessions_.end() && it->second.curve_key != curve_key) {
+      refuse(peer, "a " + std::string(type) +
+                       " sent with a CURVE key other than the one this worker registered with");
+      return false;
+    }
+  }
+  if (!registering && is_registered(peer))
+    handler_->workers().heartbeat(peer, now_us());  // any message counts as a sign of life
+  return true;
 }
 
 bool coordinator_endpoint::is_registered(const std::string& peer) const {
@@ -528,9 +544,9 @@ void coordinator_endpoint::on_task_state(const std::string& peer,
   handler_->task_state_changed(m.job, m.attempt, from_wire(m.state), m.failure_message);
 }
 
-void coordinator_endpoint::on_ack(const std::string& peer, const wire::acknowledge_checkpoint& m) {
+void coordinator_endpoint::on_ack(const std::string& peer, wire::acknowledge_checkpoint&& m) {
   if (!owns(peer, m.job, m.attempt, "an acknowledgement")) return;
-  handler_->acknowledge_checkpoint(from_wire(m));
+  handler_->acknowledge_checkpoint(from_wire(std::move(m)));
 }
 
 void coordinator_endpoint::on_decline(const std::string& peer, const wire::decline_checkpoint& m) {

@@ -159,9 +159,13 @@ class coordinator_endpoint : public task_deployment_gateway,
                                                    const std::string& curve_key) const;
   void on_heartbeat(const std::string& peer, const wire::heartbeat& m);
   void on_task_state(const std::string& peer, const wire::task_state_update& m);
-  void on_ack(const std::string& peer, const wire::acknowledge_checkpoint& m);
+  void on_ack(const std::string& peer, wire::acknowledge_checkpoint&& m);
   void on_decline(const std::string& peer, const wire::decline_checkpoint& m);
 
+  // What every message from `peer` passes first: with CURVE, the key the worker registered
+  // with; then any message counts as a heartbeat. False: refused (counted and logged).
+  bool admit(const std::string& peer, const std::string& curve_key, std::string_view type,
+             bool registering);
   bool is_registered(const std::string& peer) const;
   // Whether `peer` may speak for `attempt`: counts the refusal or staleness when not.
   bool owns(const std::string& peer, const job_id& job, const execution_attempt_id& attempt,
@@ -212,6 +216,7 @@ class coordinator_endpoint : public task_deployment_gateway,
   std::unordered_map<worker_id, worker_session> sessions_;
   std::unordered_map<worker_id, std::vector<held_message>> held_;
   std::string scratch_frame_;  // the frame being sent to a worker, its room kept between frames
+  wire::acknowledge_checkpoint ack_;  // the acknowledgement being read (see on_frame)
   bool held_flush_posted_ = false;
   int hold_depth_ = 0;  // hold() calls not yet matched by flush_held()
   outgoing_queues outgoing_;

@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,5 +62,23 @@ void encode(const acknowledge_checkpoint& m, std::string& frame);
 // frame is called truncated; either way nothing is allocated for it.
 decode_result decode(std::string_view frame,
                      std::size_t max_frame_bytes = transport::default_max_frame_bytes) noexcept;
+
+// The fast path of decode() for the messages of every checkpoint, into a struct the caller
+// keeps (its strings keep their room, so reading allocates nothing): true with every field of
+// `out` set when `frame` is a canonical frame of that type, what encode writes. False for any
+// other frame, and then `out` holds nothing useful: decode() it, which reads every valid frame
+// and names every fault. Throws only std::bad_alloc.
+bool decode_canonical(std::string_view frame, trigger_checkpoint& out);
+bool decode_canonical(std::string_view frame, acknowledge_checkpoint& out);
+
+namespace detail {
+// decode() without its fast path for canonical frames (envelope.cpp, canonical_reader): the
+// general reader alone, which decode() falls back to. For the tests that check both agree.
+decode_result decode_general(std::string_view frame,
+                             std::size_t max_frame_bytes = transport::default_max_frame_bytes) noexcept;
+// The fast path alone: the message when `frame` is canonical (what encode writes), else
+// nothing. Throws only std::bad_alloc.
+std::optional<message> decode_canonical(std::string_view frame);
+}  // namespace detail
 
 }  // namespace snapflow::wire

@@ -51,12 +51,13 @@ void stub_task_executor::trigger_checkpoint(const job_id& job,
   if (at != seen.end() && *at == id) return;
   seen.insert(at, id);
   if (seen.size() > remembered_checkpoints) seen.erase(seen.begin());
+  // One acknowledgement kept and refilled: its job id keeps its room, so an acknowledgement
+  // costs no allocation here (the listener copies what it keeps).
+  ack_.job.assign(job);
+  ack_.id = id;
   for (const auto& a : tasks.attempts) {
-    checkpoint_ack ack;
-    ack.job = job;
-    ack.attempt = a;
-    ack.id = id;
-    listener_->acknowledge_checkpoint(ack);
+    ack_.attempt = a;
+    listener_->acknowledge_checkpoint(ack_);
   }
 }
 

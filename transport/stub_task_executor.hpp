@@ -62,6 +62,7 @@ class stub_task_executor final : public task_executor {
   using attempt_key = std::pair<job_id, execution_attempt_id>;
 
   std::shared_ptr<task_executor_listener> listener_;
+  checkpoint_ack ack_;  // refilled for every acknowledgement (see trigger_checkpoint)
   std::string data_endpoint_;
   std::map<job_id, job_tasks> jobs_;
   // Notifications handled since the last take_io_counters, per attempt, oldest first (each at

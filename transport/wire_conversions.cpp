@@ -141,8 +141,12 @@ wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack) {
 }
 
 checkpoint_ack from_wire(const wire::acknowledge_checkpoint& m) {
+  return from_wire(wire::acknowledge_checkpoint(m));
+}
+
+checkpoint_ack from_wire(wire::acknowledge_checkpoint&& m) {
   checkpoint_ack ack;
-  ack.job = m.job;
+  ack.job = std::move(m.job);
   ack.attempt = m.attempt;
   ack.id = m.checkpoint;
   ack.state = subtask_state{from_wire(m.state_handles), m.state_size_bytes};

@@ -33,6 +33,8 @@ task_io_counters from_wire(const wire::task_io& m);
 
 wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack);
 checkpoint_ack from_wire(const wire::acknowledge_checkpoint& m);
+// The same, taking the strings over (an acknowledgement just decoded is not needed after).
+checkpoint_ack from_wire(wire::acknowledge_checkpoint&& m);
 
 wire::decline_checkpoint to_wire(const checkpoint_decline& decline);
 // A reason name this build does not know becomes checkpoint_declined (docs/protocol.md).

@@ -375,8 +375,9 @@ void worker_endpoint::reconnect() {
 asio::awaitable<void> worker_endpoint::reader(std::shared_ptr<connection> c) {
   inbox_->set_owner_thread(std::this_thread::get_id());  // coroutines run on the executor
   int frames_this_turn = 0;
+  received_frame in;  // kept: its payload's room is reused for every frame
   while (!c->closed) {
-    received_frame in = co_await c->socket->receive();
+    co_await c->socket->receive(in);
     if (c->closed) co_return;
     if (in.error) {
       if (in.error == socket_errc::multipart_message) {
@@ -389,6 +390,7 @@ asio::awaitable<void> worker_endpoint::reader(std::shared_ptr<connection> c) {
       co_return;
     }
     on_frame(in.payload);
+    if (in.payload.capacity() > max_kept_scratch_bytes) in.payload = std::string();
     if (++frames_this_turn == frames_per_turn) {
       frames_this_turn = 0;
       co_await asio::post(executor_, asio::use_awaitable);
@@ -478,6 +480,15 @@ asio::awaitable<void> worker_endpoint::ticker() {
 void worker_endpoint::on_frame(std::string_view payload) {
   ++counters_.frames_received;
   last_heard_us_ = now_us();  // any frame on the connection means the coordinator is there
+  // A trigger, the message of every checkpoint, is read into a kept struct when it is
+  // canonical (what a snapflow coordinator sends): no message variant, no allocation.
+  if (payload.size() <= options_.max_frame_bytes && wire::decode_canonical(payload, trigger_)) {
+    inbox_->hold(true);
+    on_trigger(trigger_);
+    inbox_->hold(false);
+    flush_task_reports();
+    return;
+  }
   wire::decode_result decoded = wire::decode(payload, options_.max_frame_bytes);
   if (!decoded) {
     ++counters_.bad_frames;
@@ -515,9 +526,7 @@ void worker_endpoint::on_message(wire::message&& m) {
         } else if constexpr (std::is_same_v<T, wire::finish_task>) {
           tasks_->finish(body.job, body.attempt);
         } else if constexpr (std::is_same_v<T, wire::trigger_checkpoint>) {
-          hop_trace::record("w.trigger", body.checkpoint);
-          tasks_->trigger_checkpoint(body.job, body.attempt, body.checkpoint,
-                                     timestamp_us_from_wire(body), options_from_wire(body));
+          on_trigger(body);
         } else if constexpr (std::is_same_v<T, wire::notify_checkpoint_complete>) {
           tasks_->notify_checkpoint_complete(body.job, body.attempt, body.checkpoint);
         } else if constexpr (std::is_same_v<T, wire::notify_checkpoint_aborted>) {
@@ -543,6 +552,17 @@ void worker_endpoint::on_message(wire::message&& m) {
         }
       },
       m);
+}
+
+void worker_endpoint::on_trigger(const wire::trigger_checkpoint& m) {
+  // Before registering the worker runs nothing, and must not start to (protocol 5.1).
+  if (!registered_) {
+    ++counters_.ignored_messages;
+    return;
+  }
+  hop_trace::record("w.trigger", m.checkpoint);
+  tasks_->trigger_checkpoint(m.job, m.attempt, m.checkpoint, timestamp_us_from_wire(m),
+                             options_from_wire(m));
 }
 
 void worker_endpoint::on_register_ack(const wire::register_ack& ack) {

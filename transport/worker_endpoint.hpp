@@ -107,6 +107,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   void reconnect();
   void on_frame(std::string_view payload);
   void on_message(wire::message&& m);
+  void on_trigger(const wire::trigger_checkpoint& m);
   void on_register_ack(const wire::register_ack& ack);
   void on_not_registered(const wire::not_registered& m);
   void drop_tasks(const std::string& why);
@@ -144,6 +145,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   std::vector<task_report> taken_reports_;
   std::vector<wire::acknowledge_checkpoint> ack_batch_;
   std::string scratch_frame_;  // the frame being sent, its room kept between messages
+  wire::trigger_checkpoint trigger_;  // the trigger being read, its room kept (see on_frame)
   fatal_handler on_fatal_;
   std::shared_ptr<connection> connection_;
   asio::steady_timer tick_timer_;

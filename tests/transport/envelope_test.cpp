@@ -26,6 +26,8 @@ std::string describe(const decode_result& r) {
   return os.str();
 }
 
+// Both readers: decode() reads what encode writes on its fast path (canonical frames), and the
+// general reader it falls back to reads the same message from the same bytes.
 template <typename M>
 void check_round_trip(const M& original) {
   const std::string frame = encode(original);
@@ -35,6 +37,12 @@ void check_round_trip(const M& original) {
   REQUIRE(std::holds_alternative<M>(decoded.value()));
   CHECK(std::get<M>(decoded.value()) == original);
   CHECK(type_name(decoded.value()) == M::wire_type);
+  const std::optional<message> fast = detail::decode_canonical(frame);
+  REQUIRE(fast.has_value());
+  CHECK(*fast == decoded.value());
+  const decode_result general = detail::decode_general(frame);
+  REQUIRE(general.ok());
+  CHECK(general.value() == decoded.value());
 }
 
 decode_error error_of(std::string_view frame) {
@@ -632,6 +640,76 @@ TEST_CASE("random and mutated frames never crash the decoder") {
     }
   }
   CHECK(ok < 20000);
+}
+
+TEST_CASE("the fast reader agrees with the general reader on every frame it reads") {
+  // decode() reads canonical frames with canonical_reader and everything else with the general
+  // reader. Whatever the fast reader accepts, the general one must accept as the same message,
+  // and decode() must answer exactly as the general reader does: same message, or same fault.
+  std::mt19937_64 rng(20261204);
+  const std::vector<std::string> seeds = {
+      encode(register_worker{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242, 99, 1 << 20}),
+      encode(register_ack{true, "", 1000, 10000, 1 << 20}),
+      encode(heartbeat{"worker-1", -5,
+                       std::vector<task_io>{task_io{job, attempt_of(1, 2, 3), 10, 20,
+                                                    std::vector<checkpoint_notified>{
+                                                        {7, 1'700'000'000'000'000}}}}}),
+      encode(deploy_task{job, attempt_of(0, 0, 0), "graph", {{{1, 2}, "tcp://h:1"}}, 17,
+                         {{0, {{"chk-17/a", 4096, 7}}, 4096}}, "/state"}),
+      encode(trigger_checkpoint{job, attempt_of(3, 7, 2), 12345, 1'700'000'000'000, true,
+                                "/savepoints/x", checkpointing_mode::at_least_once, true,
+                                "/checkpoints/chk-12345"}),
+      encode(trigger_checkpoint{job, attempt_of(3, 7, 2), 12345, 1'700'000'000'000}),
+      encode(acknowledge_checkpoint{job, attempt_of(2, 0, 1), 42, {{"a", 1, 2}}, 3, 4, 5, 6, 7}),
+      encode(acknowledge_checkpoint{job, attempt_of(2, 0, 1), 42}),
+      encode(acknowledge_checkpoint_batch{{acknowledge_checkpoint{job, attempt_of(1, 0, 0), 9},
+                                           acknowledge_checkpoint{job, attempt_of(1, 1, 0), 9,
+                                                                  {}, 0, -3}}}),
+      encode(decline_checkpoint{job, attempt_of(2, 0, 1), 42, "checkpoint_declined", "why"}),
+      encode(notify_checkpoint_aborted{job, attempt_of(2, 0, 1), 42, 41}),
+      encode(task_state_update{job, attempt_of(2, 0, 1), task_state::failed, "boom"}),
+  };
+  auto same_answer = [](const decode_result& a, const decode_result& b) {
+    if (a.ok() != b.ok()) return false;
+    if (a.ok()) return a.value() == b.value();
+    return a.error() == b.error();
+  };
+  std::size_t fast_reads = 0;
+  for (const std::string& seed : seeds) {
+    INFO("seed " << seed.size() << " bytes");
+    REQUIRE(detail::decode_canonical(seed).has_value());
+  }
+  for (int round = 0; round < 40000; ++round) {
+    std::string frame = seeds[rng() % seeds.size()];
+    switch (rng() % 4) {
+      case 0:  // flip bytes
+        for (int flips = 1 + static_cast<int>(rng() % 3); flips > 0; --flips)
+          frame[rng() % frame.size()] = static_cast<char>(rng());
+        break;
+      case 1:  // cut short
+        frame.resize(rng() % frame.size());
+        break;
+      case 2:  // a byte more somewhere
+        frame.insert(frame.begin() + static_cast<std::ptrdiff_t>(rng() % (frame.size() + 1)),
+                     static_cast<char>(rng()));
+        break;
+      default:  // nudge one byte by one: lengths, counts and small integers off by one
+        frame[rng() % frame.size()] += (rng() % 2 == 0) ? 1 : -1;
+        break;
+    }
+    const std::optional<message> fast = detail::decode_canonical(frame);
+    const decode_result general = detail::decode_general(frame);
+    if (fast) {
+      ++fast_reads;
+      INFO(describe(general));
+      REQUIRE(general.ok());
+      CHECK(*fast == general.value());
+    }
+    CHECK(same_answer(decode(frame), general));
+  }
+  // The mutations leave a good share of the frames canonical (a changed value, not a changed
+  // shape); the fast reader must have read those.
+  CHECK(fast_reads > 1000);
 }
 
 TEST_CASE("the heartbeat example in docs/protocol.md is what encode writes") {
