@@ -352,8 +352,11 @@ class bench_jobs final : public worker_event_handler {
   }
   std::optional<worker_id> owner_of(const job_id&,
                                     const execution_attempt_id& a) const override {
-    return worker_name(static_cast<int>(a.subtask.index));
+    // A lookup, as a job master's is: the names are made once, not per message.
+    if (a.subtask.index < names.size()) return names[a.subtask.index];
+    return std::nullopt;
   }
+  std::vector<worker_id> names;  // attempt i runs on names[i]
   void acknowledge_checkpoint(checkpoint_ack) override {
     ++acks;
     on_change();
@@ -367,6 +370,7 @@ void endpoint_round_trips(int workers, int rounds, run_stats& stats) {
   asio::io_context io{1};
   auto guard = asio::make_work_guard(io);
   auto jobs = std::make_shared<bench_jobs>();
+  for (int i = 0; i < workers; ++i) jobs->names.push_back(worker_name(i));
   coordinator_endpoint_options o;
   o.bind_address = "tcp://127.0.0.1:*";
   auto coordinator = std::make_shared<coordinator_endpoint>(io.get_executor(), context, o);

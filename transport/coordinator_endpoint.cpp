@@ -584,7 +584,8 @@ void coordinator_endpoint::send_trigger(const job_id& job, const execution_attem
   if (!running_) return;
   const std::optional<worker_id> owner = handler_->owner_of(job, attempt);
   if (!owner) return;
-  wire::trigger_checkpoint m = to_wire(job, attempt, id, timestamp_us, options);
+  wire::trigger_checkpoint& m = trigger_;  // kept: filling it allocates nothing
+  to_wire(job, attempt, id, timestamp_us, options, m);
   std::vector<held_message>* held = held_for(*owner);
   if (held == nullptr) return send_to_worker(*owner, m);
   if (!held->empty()) {
@@ -594,9 +595,9 @@ void coordinator_endpoint::send_trigger(const job_id& job, const execution_attem
       return;
     }
   }
-  held->push_back(wire::trigger_checkpoint_batch{
-      std::move(m.job), m.checkpoint, m.timestamp_ms, m.is_savepoint, std::move(m.savepoint_dir),
-      m.mode, m.unaligned, std::move(m.target_location), {attempt}});
+  held->push_back(wire::trigger_checkpoint_batch{m.job, m.checkpoint, m.timestamp_ms,
+                                                 m.is_savepoint, m.savepoint_dir, m.mode,
+                                                 m.unaligned, m.target_location, {attempt}});
 }
 
 void coordinator_endpoint::send_notify_complete(const job_id& job,

@@ -217,6 +217,7 @@ class coordinator_endpoint : public task_deployment_gateway,
   std::unordered_map<worker_id, std::vector<held_message>> held_;
   std::string scratch_frame_;  // the frame being sent to a worker, its room kept between frames
   wire::acknowledge_checkpoint ack_;  // the acknowledgement being read (see on_frame)
+  wire::trigger_checkpoint trigger_;  // the trigger being sent (see send_trigger)
   bool held_flush_posted_ = false;
   int hold_depth_ = 0;  // hold() calls not yet matched by flush_held()
   outgoing_queues outgoing_;

@@ -71,18 +71,27 @@ wire::trigger_checkpoint to_wire(const job_id& job, const execution_attempt_id& 
                                  checkpoint_id id, std::int64_t timestamp_us,
                                  const checkpoint_options& options) {
   wire::trigger_checkpoint m;
-  m.job = job;
+  to_wire(job, attempt, id, timestamp_us, options, m);
+  return m;
+}
+
+void to_wire(const job_id& job, const execution_attempt_id& attempt, checkpoint_id id,
+             std::int64_t timestamp_us, const checkpoint_options& options,
+             wire::trigger_checkpoint& m) {
+  m.job.assign(job);
   m.attempt = attempt;
   m.checkpoint = id;
   m.timestamp_ms = timestamp_us / 1000;
   m.is_savepoint = options.kind == checkpoint_trigger_kind::savepoint;
   // A savepoint's folder is its target location: the engine keeps no separate base folder.
-  if (m.is_savepoint) m.savepoint_dir = options.target_location;
+  if (m.is_savepoint)
+    m.savepoint_dir.assign(options.target_location);
+  else
+    m.savepoint_dir.clear();
   m.mode = options.exactly_once ? checkpointing_mode::exactly_once
                                 : checkpointing_mode::at_least_once;
   m.unaligned = options.unaligned;
-  m.target_location = options.target_location;
-  return m;
+  m.target_location.assign(options.target_location);
 }
 
 checkpoint_options options_from_wire(const wire::trigger_checkpoint& m) {

@@ -24,6 +24,11 @@ wire::trigger_checkpoint to_wire(const job_id& job, const execution_attempt_id& 
                                  const checkpoint_options& options);
 // Savepoints come back as kind savepoint; periodic and manual checkpoints look alike on the
 // wire and come back as periodic (tasks treat them the same).
+// The same into `m` (every field set), whose strings keep their room: a sender that keeps one
+// trigger allocates nothing per trigger.
+void to_wire(const job_id& job, const execution_attempt_id& attempt, checkpoint_id id,
+             std::int64_t timestamp_us, const checkpoint_options& options,
+             wire::trigger_checkpoint& m);
 checkpoint_options options_from_wire(const wire::trigger_checkpoint& m);
 std::int64_t timestamp_us_from_wire(const wire::trigger_checkpoint& m);
 

@@ -712,6 +712,41 @@ TEST_CASE("the fast reader agrees with the general reader on every frame it read
   CHECK(fast_reads > 1000);
 }
 
+TEST_CASE("a trigger or an acknowledgement read into a kept struct is the frame's alone") {
+  // The endpoints read every trigger (worker) and acknowledgement (coordinator) into one struct
+  // they keep; a field the next frame leaves out must read as its zero, not as the last value.
+  trigger_checkpoint kept;
+  const trigger_checkpoint savepoint{job, attempt_of(3, 7, 2), 5, 1'700'000'000'000, true,
+                                     "/savepoints/x", checkpointing_mode::at_least_once, true,
+                                     "/savepoints/x"};
+  REQUIRE(decode_canonical(encode(savepoint), kept));
+  CHECK(kept == savepoint);
+  const trigger_checkpoint plain{job, attempt_of(3, 7, 2), 6, 1'700'000'000'001};
+  REQUIRE(decode_canonical(encode(plain), kept));
+  CHECK(kept == plain);
+
+  acknowledge_checkpoint ack;
+  const acknowledge_checkpoint full{job, attempt_of(2, 0, 1), 42, {{"a", 1, 2}}, 3, 4, 5, 6, 7};
+  REQUIRE(decode_canonical(encode(full), ack));
+  CHECK(ack == full);
+  const acknowledge_checkpoint bare{job, attempt_of(2, 0, 1), 43};
+  REQUIRE(decode_canonical(encode(bare), ack));
+  CHECK(ack == bare);
+
+  // Another message, or the same one as another writer may lay it out, is decode()'s to read.
+  CHECK_FALSE(decode_canonical(encode(bare), kept));
+  frame_builder reordered;
+  reordered.envelope("acknowledge_checkpoint", 3);
+  reordered.str("checkpoint_id").uint(9);
+  reordered.str("job_id").str(job);
+  reordered.str("attempt").attempt(1, 2, 3);
+  CHECK_FALSE(decode_canonical(reordered.bytes(), ack));
+  const decode_result general = decode(reordered.bytes());
+  REQUIRE(general.ok());
+  CHECK(std::get<acknowledge_checkpoint>(general.value()) ==
+        acknowledge_checkpoint{job, attempt_of(1, 2, 3), 9});
+}
+
 TEST_CASE("the heartbeat example in docs/protocol.md is what encode writes") {
   // Keep in step with the example in docs/protocol.md.
   const std::string expected_hex =
