@@ -134,10 +134,18 @@ task_io_counters from_wire(const wire::task_io& m) {
 
 wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack) {
   wire::acknowledge_checkpoint m;
-  m.job = ack.job;
+  to_wire(ack, m);
+  return m;
+}
+
+void to_wire(const checkpoint_ack& ack, wire::acknowledge_checkpoint& m) {
+  m.job.assign(ack.job);
   m.attempt = ack.attempt;
   m.checkpoint = ack.id;
-  m.state_handles = to_wire(ack.state.handles);
+  if (ack.state.handles.empty())
+    m.state_handles.clear();  // keeps the vector's room, as job's
+  else
+    m.state_handles = to_wire(ack.state.handles);
   m.state_size_bytes = ack.state.state_size;
   m.sync_duration_us = ack.metrics.sync_duration_us;
   m.async_duration_us = ack.metrics.async_duration_us;
@@ -146,7 +154,6 @@ wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack) {
   m.records_held_during_alignment = ack.metrics.records_held_during_alignment;
   m.records_after_barrier = ack.metrics.records_after_barrier;
   m.barrier_received_timestamp_us = ack.metrics.barrier_received_timestamp_us;
-  return m;
 }
 
 checkpoint_ack from_wire(const wire::acknowledge_checkpoint& m) {

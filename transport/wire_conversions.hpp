@@ -37,6 +37,8 @@ wire::task_io to_wire(const task_io_counters& counters);
 task_io_counters from_wire(const wire::task_io& m);
 
 wire::acknowledge_checkpoint to_wire(const checkpoint_ack& ack);
+// The same into `m` (every field set), keeping the room of its strings.
+void to_wire(const checkpoint_ack& ack, wire::acknowledge_checkpoint& m);
 checkpoint_ack from_wire(const wire::acknowledge_checkpoint& m);
 // The same, taking the strings over (an acknowledgement just decoded is not needed after).
 checkpoint_ack from_wire(wire::acknowledge_checkpoint&& m);

@@ -152,6 +152,7 @@ class worker_endpoint::task_inbox {
           return;
         }
         frames_.push_back(std::move(report));
+        queued_.store(frames_.size(), std::memory_order_release);
         post_flush = !(own_thread && holding_) && !std::exchange(flush_posted_, true);
       }
     }
@@ -177,6 +178,7 @@ class worker_endpoint::task_inbox {
     flush_posted_ = false;
     flushing_ = true;
     std::swap(out, frames_);
+    queued_.store(0, std::memory_order_release);
   }
 
   void end_flush(async_socket* direct) {
@@ -199,6 +201,18 @@ class worker_endpoint::task_inbox {
   // that thread reads it (push looks at it only on its own thread), so it takes no lock.
   void hold(bool holding) { holding_ = holding; }
 
+  // Whether a report made now may go out at once, ahead of the queue, without the lock: made
+  // on the endpoint's own thread, neither held back nor in a flush, with nothing queued (the
+  // queue's size is mirrored in queued_ for this). One another thread queued before it is
+  // seen here; one queued at this very moment is concurrent with it, so either order is one
+  // the two could have had.
+  bool owner_may_send_now() const {
+    return std::this_thread::get_id() == owner_thread_.load(std::memory_order_relaxed) &&
+           !holding_ && !flushing_ && queued_.load(std::memory_order_acquire) == 0;
+  }
+
+  std::shared_ptr<worker_endpoint> endpoint() const { return endpoint_.lock(); }
+
   std::uint64_t dropped() const {
     std::lock_guard lock(mutex_);
     return dropped_;
@@ -215,9 +229,10 @@ class worker_endpoint::task_inbox {
   std::size_t max_frames_;
   mutable std::mutex mutex_;
   std::vector<task_report> frames_;
+  std::atomic<std::size_t> queued_{0};  // frames_.size(), for owner_may_send_now
   bool flush_posted_ = false;
-  bool flushing_ = false;
-  bool holding_ = false;  // the owner thread's alone (see hold)
+  bool flushing_ = false;  // written by the owner thread only, under the mutex
+  bool holding_ = false;   // the owner thread's alone (see hold)
   async_socket* direct_ = nullptr;
   std::atomic<bool> direct_open_{false};  // a hint read off the lock: direct_ != nullptr
   std::atomic<std::uint64_t> direct_sent_{0};
@@ -243,6 +258,15 @@ class worker_endpoint::listener_proxy final : public task_executor_listener {
     inbox_->push({wire::encode(wire::task_state_update{job, attempt, *s, message}), {}});
   }
   void acknowledge_checkpoint(const checkpoint_ack& ack) override {
+    // Made on the endpoint's own thread with nothing waiting ahead (a source taking its
+    // trigger, the stub executor): sent from here, through the endpoint's kept acknowledgement,
+    // with no report copied or queued.
+    if (inbox_->owner_may_send_now()) {
+      if (auto endpoint = inbox_->endpoint()) {
+        endpoint->send_ack_now(ack);
+        return;
+      }
+    }
     inbox_->push({{}, to_wire(ack)});
   }
   void decline_checkpoint(const checkpoint_decline& decline) override {
@@ -482,11 +506,10 @@ void worker_endpoint::on_frame(std::string_view payload) {
   last_heard_us_ = now_us();  // any frame on the connection means the coordinator is there
   // A trigger, the message of every checkpoint, is read into a kept struct when it is
   // canonical (what a snapflow coordinator sends): no message variant, no allocation.
+  // Not held back: a single trigger makes one report per attempt at most, and each goes out as
+  // it is made (batching the reports of one message is for trigger_checkpoint_batch).
   if (payload.size() <= options_.max_frame_bytes && wire::decode_canonical(payload, trigger_)) {
-    inbox_->hold(true);
     on_trigger(trigger_);
-    inbox_->hold(false);
-    flush_task_reports();
     return;
   }
   wire::decode_result decoded = wire::decode(payload, options_.max_frame_bytes);
@@ -735,6 +758,16 @@ void worker_endpoint::send_acks(std::vector<wire::acknowledge_checkpoint>& acks)
     send(wire::acknowledge_checkpoint_batch{std::move(acks)});
   }
   acks.clear();
+}
+
+void worker_endpoint::send_ack_now(const checkpoint_ack& ack) {
+  if (!registered_) {  // see deliver_task_report
+    ++counters_.dropped_task_reports;
+    return;
+  }
+  hop_trace::record("w.send_acks", 1);
+  to_wire(ack, kept_ack_);
+  send(kept_ack_);
 }
 
 void worker_endpoint::deliver_task_report(task_report report) {

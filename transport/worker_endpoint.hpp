@@ -123,6 +123,9 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   void queue_frame(std::string frame);
   void flush_task_reports();
   void deliver_task_report(task_report report);
+  // An acknowledgement made on this thread that may go out at once (task_inbox::
+  // owner_may_send_now), converted into kept_ack_ and sent.
+  void send_ack_now(const checkpoint_ack& ack);
   // Sends `acks` (made in this order, ready together) as one batch frame, or as a single
   // acknowledge_checkpoint when there is one; empties it.
   void send_acks(std::vector<wire::acknowledge_checkpoint>& acks);
@@ -146,6 +149,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   std::vector<wire::acknowledge_checkpoint> ack_batch_;
   std::string scratch_frame_;  // the frame being sent, its room kept between messages
   wire::trigger_checkpoint trigger_;  // the trigger being read, its room kept (see on_frame)
+  wire::acknowledge_checkpoint kept_ack_;  // the acknowledgement send_ack_now sends
   fatal_handler on_fatal_;
   std::shared_ptr<connection> connection_;
   asio::steady_timer tick_timer_;
