@@ -46,11 +46,13 @@ void stub_task_executor::trigger_checkpoint(const job_id& job,
   }
   job_tasks& tasks = it->second;
   std::vector<checkpoint_id>& seen = tasks.acknowledged;
-  if (seen.capacity() == 0) seen.reserve(remembered_checkpoints + 1);
+  if (seen.capacity() == 0) seen.reserve(2 * remembered_checkpoints);
   const auto at = std::lower_bound(seen.begin(), seen.end(), id);
   if (at != seen.end() && *at == id) return;
-  seen.insert(at, id);
-  if (seen.size() > remembered_checkpoints) seen.erase(seen.begin());
+  seen.insert(at, id);  // ids come in increasing: at the end, as a rule
+  // The oldest go in one move once twice as many are kept, not one move per trigger.
+  if (seen.size() == 2 * remembered_checkpoints)
+    seen.erase(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(remembered_checkpoints));
   // One acknowledgement kept and refilled: its job id keeps its room, so an acknowledgement
   // costs no allocation here (the listener copies what it keeps).
   ack_.job.assign(job);
