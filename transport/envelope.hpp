@@ -67,7 +67,9 @@ decode_result decode(std::string_view frame,
 // keeps (its strings keep their room, so reading allocates nothing): true with every field of
 // `out` set when `frame` is a canonical frame of that type, what encode writes. False for any
 // other frame, and then `out` holds nothing useful: decode() it, which reads every valid frame
-// and names every fault. Throws only std::bad_alloc.
+// and names every fault. It does not apply a frame-size limit (decode's max_frame_bytes): a
+// caller checks the frame against its own limit first, as the endpoints do. Throws only
+// std::bad_alloc.
 bool decode_canonical(std::string_view frame, trigger_checkpoint& out);
 bool decode_canonical(std::string_view frame, acknowledge_checkpoint& out);
 
