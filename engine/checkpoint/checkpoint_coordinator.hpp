@@ -87,6 +87,9 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   void post_location_work(std::function<void()> work);
   // A checkpoint's folder creation ended (on this thread, wherever it ran).
   void location_prepared(checkpoint_id id, const std::string& dir, bool ok);
+  // Creates checkpoint `id`'s folder `dir` (marked in preparing_ already): on this thread when
+  // recent writes were fast, else on the pool; either way after the current run's frames.
+  void prepare_location(checkpoint_id id, const std::string& dir, bool savepoint);
   std::int64_t initial_delay_us();
 
   asio::any_io_executor executor_;
