@@ -258,19 +258,14 @@ class canonical_reader {
     }
     out.assign(t);
   }
-  void read(task_state& out) {
+  void read(task_state& out) { read_name(out, parse_task_state); }
+  void read(checkpointing_mode& out) { read_name(out, parse_checkpointing_mode); }
+  // An enum that travels as its name; an unknown name is the general reader's to report.
+  template <typename E>
+  void read_name(E& out, std::optional<E> (*parse)(std::string_view)) {
     std::string_view t;
-    std::optional<task_state> parsed;
-    if (!text(t) || !(parsed = parse_task_state(t))) {
-      fail();
-      return;
-    }
-    out = *parsed;
-  }
-  void read(checkpointing_mode& out) {
-    std::string_view t;
-    std::optional<checkpointing_mode> parsed;
-    if (!text(t) || !(parsed = parse_checkpointing_mode(t))) {
+    std::optional<E> parsed;
+    if (!text(t) || !(parsed = parse(t))) {
       fail();
       return;
     }

@@ -523,25 +523,23 @@ TEST_CASE("an acknowledgement from a task thread goes out from that thread, neve
           "report made before it") {
   cluster c;
   io_guard guard(c.io, 20s);
-  auto& w1 = c.add_worker("w1");
-  guard.run_until([&] { return w1.registered(); });
-  c.jobs->owners[attempt_of(7)] = "w1";
+  auto& w1 = registered_owner(c, guard, 1);
   auto listener = w1.listener();
 
   // A task thread reports RUNNING and acknowledges at once: the report is queued for the
   // control thread, so the acknowledgement must wait behind it.
   std::thread task([&] {
-    listener->task_state_changed(job, attempt_of(7), execution_state::running, "");
-    listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(7), 1, {}, {}});
+    listener->task_state_changed(job, attempt_of(0), execution_state::running, "");
+    listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(0), 1, {}, {}});
   });
   guard.run_until([&] { return c.jobs->acks.size() == 1; });
   task.join();
-  REQUIRE(c.jobs->log == std::vector<std::string>{"state 7", "ack 7 1"});
+  REQUIRE(c.jobs->log == std::vector<std::string>{"state 0", "ack 0 1"});
 
   // Now nothing is queued: the next one is sent by the task thread itself.
   const auto before = w1.counters();
   std::thread([&] {
-    listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(7), 2, {}, {}});
+    listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(0), 2, {}, {}});
   }).join();
   guard.run_until([&] { return c.jobs->acks.size() == 2; });
   CHECK(c.jobs->acks[1].id == 2);
@@ -554,24 +552,22 @@ TEST_CASE("an acknowledgement made on the endpoint's own thread goes out at once
           "of a report queued before it") {
   cluster c;
   io_guard guard(c.io, 20s);
-  auto& w1 = c.add_worker("w1");
-  guard.run_until([&] { return w1.registered(); });
-  c.jobs->owners[attempt_of(7)] = "w1";
+  auto& w1 = registered_owner(c, guard, 1);
   auto listener = w1.listener();
 
   // A task thread's report is queued (its flush posted, not run yet); an acknowledgement made on
   // this thread, which runs the endpoint's io_context, must wait behind it.
   std::thread([&] {
-    listener->task_state_changed(job, attempt_of(7), execution_state::running, "");
+    listener->task_state_changed(job, attempt_of(0), execution_state::running, "");
   }).join();
-  listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(7), 1, {}, {}});
+  listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(0), 1, {}, {}});
   guard.run_until([&] { return c.jobs->acks.size() == 1; });
-  REQUIRE(c.jobs->log == std::vector<std::string>{"state 7", "ack 7 1"});
+  REQUIRE(c.jobs->log == std::vector<std::string>{"state 0", "ack 0 1"});
 
   // Nothing queued now: the next one is on the socket before this call returns, sent from
   // here rather than by a task thread or a posted flush.
   const auto before = w1.counters();
-  listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(7), 2, {}, {}});
+  listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(0), 2, {}, {}});
   CHECK(w1.counters().frames_sent == before.frames_sent + 1);
   guard.run_until([&] { return c.jobs->acks.size() == 2; });
   CHECK(c.jobs->acks[1].id == 2);
