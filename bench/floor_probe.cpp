@@ -2,8 +2,12 @@
 // pipeline costs with nothing but raw ZeroMQ, msgpack and the disk, measured on this machine
 // in the same run as snapflow (bench/run-comparison reports snapflow / floor).
 //
-// One coordinator (ROUTER) and `workers` worker threads (DEALER to the coordinator, PULL for
-// data, PUSH to every other worker), all over TCP loopback as the real processes are. Subtask
+// One coordinator (ROUTER) and `workers` workers (DEALER to the coordinator, PULL for data,
+// PUSH to every other worker), all over TCP loopback as the real processes are. The workers
+// are processes of their own (forked, each with its own ZeroMQ context), as snapflow's
+// coordinator and snapflow-worker processes are; --threads runs them as threads of this
+// process instead, which spares every hand-off between a worker and the coordinator the
+// switch between address spaces that the real cluster pays. Subtask
 // (stage, index) lives on worker index % workers, as snapflow's slot sharing places it. A round:
 //   trigger -> each source subtask (one control frame each)
 //   barrier -> stage 1 by hash (every source subtask to every stage-1 subtask), then forward;
@@ -12,24 +16,29 @@
 //              a subtask of stage 1 first writes and fsyncs `state_bytes` of state
 //   durable -> the coordinator writes _metadata as checkpoint_storage does: create chk-<id>
 //              (fsync its parent), temp file, fsync, rename, fsync the folder
-//   notify  -> one control frame per subtask; "notified" = the last one received.
+//   notify  -> one control frame per subtask; "notified" = the last one received (each worker
+//              reports when it received its notifications, in steady-clock time, which is
+//              the same clock in every process).
 // Every frame is a msgpack map, encoded by the sender and decoded by the receiver.
 //
 // With --pin, worker w and the ZeroMQ I/O thread of its own context run on CPU w mod the CPUs
 // this process may use, as snapflow-worker processes placed with --cpus do; the coordinator
-// keeps its context and any CPU. Without it all threads share one context and any CPU.
+// keeps its context and any CPU. Without it, worker threads (--threads) share the
+// coordinator's context, and every thread may run on any CPU.
 //
 //   floor_probe --parallelism P --depth D [--workers W] [--rounds N] [--pause-ms M]
-//               [--state-bytes B] [--dir FOLDER] [--pin]        prints one JSON object
+//               [--state-bytes B] [--dir FOLDER] [--pin] [--threads]   prints one JSON object
 #include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +47,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -61,12 +69,13 @@ struct options {
   std::int64_t state_bytes = 0;
   std::string dir;
   bool pin = false;
+  bool threads = false;  // workers as threads of this process instead of processes
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "floor_probe: %s\nusage: floor_probe --parallelism P --depth D [--workers W] "
-               "[--rounds N] [--pause-ms M] [--state-bytes B] [--dir FOLDER] [--pin]\n",
+               "[--rounds N] [--pause-ms M] [--state-bytes B] [--dir FOLDER] [--pin] [--threads]\n",
                why.c_str());
   std::exit(2);
 }
@@ -86,8 +95,8 @@ options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--pin") {
-      o.pin = true;
+    if (flag == "--pin" || flag == "--threads") {
+      (flag == "--pin" ? o.pin : o.threads) = true;
       --i;  // a flag without a value
       continue;
     }
@@ -115,19 +124,26 @@ options parse(int argc, char** argv) {
 
 // ---- messages ------------------------------------------------------------------------------
 
-enum class kind : int { trigger = 1, barrier = 2, ack = 3, notify = 4, hello = 5, stop = 6 };
+enum class kind : int {
+  trigger = 1, barrier = 2, ack = 3, notify = 4, hello = 5, stop = 6,
+  peers = 7,     // coordinator -> worker at start: every worker's data endpoint
+  notified = 8,  // worker -> coordinator: when its notifications of round `id` arrived
+};
 
 struct message {
   kind type = kind::trigger;
   std::int64_t id = 0;
   int stage = 0;
   int index = 0;
+  std::string text;       // hello: the worker's data endpoint; peers: the endpoints, one per line
+  std::int64_t at_ns = 0; // notified: steady-clock time
 };
 
 std::string encode(const message& m) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
-  pk.pack_map(5);
+  // The checkpoint's own frames (trigger, barrier, ack, notify) are the five fields alone.
+  pk.pack_map(5 + (m.text.empty() ? 0 : 1) + (m.at_ns == 0 ? 0 : 1));
   pk.pack("v");
   pk.pack(1);
   pk.pack("t");
@@ -138,12 +154,20 @@ std::string encode(const message& m) {
   pk.pack(m.stage);
   pk.pack("index");
   pk.pack(m.index);
+  if (!m.text.empty()) {
+    pk.pack("text");
+    pk.pack(m.text);
+  }
+  if (m.at_ns != 0) {
+    pk.pack("at");
+    pk.pack(m.at_ns);
+  }
   return std::string(buffer.data(), buffer.size());
 }
 
 message decode(const zmq::message_t& frame) {
   message m;
-  msgpack::unpack_limit limit(16, 16, 64, 0, 0, 4);
+  msgpack::unpack_limit limit(16, 16, 1 << 16, 0, 0, 4);
   auto handle = msgpack::unpack(static_cast<const char*>(frame.data()), frame.size(), nullptr,
                                 nullptr, limit);
   const auto& map = handle.get().via.map;
@@ -153,8 +177,16 @@ message decode(const zmq::message_t& frame) {
     if (key == "id") m.id = map.ptr[i].val.as<std::int64_t>();
     if (key == "stage") m.stage = map.ptr[i].val.as<int>();
     if (key == "index") m.index = map.ptr[i].val.as<int>();
+    if (key == "text") m.text = map.ptr[i].val.as<std::string>();
+    if (key == "at") m.at_ns = map.ptr[i].val.as<std::int64_t>();
   }
   return m;
+}
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             clock_type::now().time_since_epoch())
+      .count();
 }
 
 // ---- disk ----------------------------------------------------------------------------------
@@ -191,40 +223,44 @@ void write_durably(const fs::path& file, const std::string& bytes, bool rename_i
 
 // ---- worker --------------------------------------------------------------------------------
 
-struct shared_state {
-  std::mutex mutex;
-  std::condition_variable changed;
-  int notified = 0;
-  clock_type::time_point last_notify;
-  std::vector<std::string> chk_dirs;  // per round, created by the coordinator at trigger time
-};
-
 class worker {
  public:
-  worker(const options& o, int self, zmq::context_t& context, shared_state& shared)
-      : o_(o), self_(self), shared_(shared), control_(context, zmq::socket_type::dealer),
-        data_in_(context, zmq::socket_type::pull) {
+  worker(const options& o, int self, const fs::path& root, zmq::context_t& context)
+      : o_(o), self_(self), root_(root), context_(context),
+        control_(context, zmq::socket_type::dealer), data_in_(context, zmq::socket_type::pull) {
     control_.set(zmq::sockopt::linger, 0);
     data_in_.set(zmq::sockopt::linger, 0);
     data_in_.bind("tcp://127.0.0.1:*");
-    data_endpoint_ = data_in_.get(zmq::sockopt::last_endpoint);
+    for (int i = self; i < o.parallelism; i += o.workers) notifications_ += o.depth;
   }
 
-  const std::string& data_endpoint() const { return data_endpoint_; }
-
-  void connect(zmq::context_t& context, const std::string& coordinator,
-               const std::vector<std::string>& peers) {
+  // Says hello with its data endpoint, learns every worker's, then serves until told to stop.
+  void run(const std::string& coordinator) {
     control_.set(zmq::sockopt::routing_id, "w" + std::to_string(self_));
     control_.connect(coordinator);
-    for (std::size_t w = 0; w < peers.size(); ++w) {
-      data_out_.emplace_back(context, zmq::socket_type::push);
-      data_out_.back().set(zmq::sockopt::linger, 0);
-      if (static_cast<int>(w) != self_) data_out_.back().connect(peers[w]);
+    message hello{kind::hello, 0, 0, self_};
+    hello.text = data_in_.get(zmq::sockopt::last_endpoint);
+    (void)control_.send(zmq::buffer(encode(hello)), zmq::send_flags::none);
+    zmq::message_t frame;
+    (void)control_.recv(frame);
+    const message peers = decode(frame);
+    if (peers.type != kind::peers) {
+      std::fprintf(stderr, "floor_probe: worker %d expected the peer list\n", self_);
+      std::exit(1);
     }
+    std::size_t from = 0;
+    for (int w = 0; w < o_.workers; ++w) {
+      const std::size_t to = std::min(peers.text.find('\n', from), peers.text.size());
+      data_out_.emplace_back(context_, zmq::socket_type::push);
+      data_out_.back().set(zmq::sockopt::linger, 0);
+      if (w != self_) data_out_.back().connect(peers.text.substr(from, to - from));
+      from = to + 1;
+    }
+    serve();
   }
 
-  void run() {
-    (void)control_.send(zmq::buffer(encode({kind::hello, 0, 0, self_})), zmq::send_flags::none);
+ private:
+  void serve() {
     zmq::pollitem_t items[] = {{control_.handle(), 0, ZMQ_POLLIN, 0},
                                {data_in_.handle(), 0, ZMQ_POLLIN, 0}};
     for (;;) {
@@ -235,11 +271,11 @@ class worker {
           const message m = decode(frame);
           if (m.type == kind::stop) return;
           if (m.type == kind::trigger) arrive(m.id, 0, m.index);
-          if (m.type == kind::notify) {
-            std::lock_guard lock(shared_.mutex);
-            ++shared_.notified;
-            shared_.last_notify = clock_type::now();
-            shared_.changed.notify_all();
+          if (m.type == kind::notify && ++notified_ == notifications_) {
+            notified_ = 0;
+            message done{kind::notified, m.id, 0, self_};
+            done.at_ns = steady_ns();
+            (void)control_.send(zmq::buffer(encode(done)), zmq::send_flags::none);
           }
           drain_local();
         }
@@ -255,7 +291,6 @@ class worker {
     }
   }
 
- private:
   int inputs_of(int stage) const {
     if (stage == 0) return 1;                  // the trigger
     if (stage == 1) return o_.parallelism;     // hash: every source subtask
@@ -268,14 +303,11 @@ class worker {
     if (n < inputs_of(stage)) return;
     pending_.erase({id, stage, index});
     if (stage == 1 && o_.state_bytes > 0) {
-      std::string dir;
-      {
-        std::lock_guard lock(shared_.mutex);
-        dir = shared_.chk_dirs.at(static_cast<std::size_t>(id));
-      }
       if (state_.size() != static_cast<std::size_t>(o_.state_bytes))
         state_.assign(static_cast<std::size_t>(o_.state_bytes), static_cast<char>(index));
-      write_durably(fs::path(dir) / ("state-" + std::to_string(index)), state_, false);
+      // The coordinator created the round's folder before it sent the triggers.
+      write_durably(root_ / ("chk-" + std::to_string(id)) / ("state-" + std::to_string(index)),
+                    state_, false);
     }
     (void)control_.send(zmq::buffer(encode({kind::ack, id, stage, index})),
                         zmq::send_flags::none);
@@ -307,14 +339,16 @@ class worker {
 
   const options& o_;
   int self_;
-  shared_state& shared_;
+  fs::path root_;
+  zmq::context_t& context_;
   zmq::socket_t control_;
   zmq::socket_t data_in_;
   std::vector<zmq::socket_t> data_out_;
-  std::string data_endpoint_;
   std::map<std::tuple<std::int64_t, int, int>, int> pending_;
   std::deque<message> local_;
   std::string state_;
+  int notifications_ = 0;  // one per subtask of this worker
+  int notified_ = 0;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -350,6 +384,41 @@ void pin_this_thread(int cpu) {
         std::to_string(cpu));
 }
 
+// Worker w as a process of its own: forked before this process starts any thread, it waits for
+// the coordinator's endpoint on `from_parent`, runs, and leaves without unwinding the parent's
+// objects it inherited.
+pid_t start_worker_process(const options& o, int w, const fs::path& root, int cpu,
+                           int& to_child) {
+  int fds[2];
+  check(::pipe(fds) == 0, "create a pipe for", "worker " + std::to_string(w));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  check(pid >= 0, "fork", "worker " + std::to_string(w));
+  if (pid > 0) {
+    ::close(fds[0]);
+    to_child = fds[1];
+    return pid;
+  }
+  ::close(fds[1]);
+  // A worker never outlives the probe, however the probe ends.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(1);
+  std::string endpoint;
+  char c = 0;
+  while (::read(fds[0], &c, 1) == 1 && c != '\n') endpoint.push_back(c);
+  ::close(fds[0]);
+  if (endpoint.empty()) ::_exit(1);  // the parent gave up before it bound
+  // Pinned before its context exists, so ZeroMQ's I/O thread inherits the CPU.
+  if (cpu >= 0) pin_this_thread(cpu);
+  {
+    zmq::context_t context(1);
+    worker self(o, w, root, context);
+    self.run(endpoint);
+  }
+  std::fflush(nullptr);
+  ::_exit(0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -360,6 +429,19 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::create_directories(root, ec);
   check(!ec, "create", root);
+  const std::vector<int> cpus = o.pin ? allowed_cpus() : std::vector<int>{};
+  auto cpu_of = [&](int w) {
+    return o.pin ? cpus[static_cast<std::size_t>(w) % cpus.size()] : -1;
+  };
+
+  // Processes first, while this one has no thread yet (fork copies only the caller).
+  std::vector<pid_t> children;
+  std::vector<int> to_children;
+  for (int w = 0; !o.threads && w < o.workers; ++w) {
+    int to_child = -1;
+    children.push_back(start_worker_process(o, w, root, cpu_of(w), to_child));
+    to_children.push_back(to_child);
+  }
 
   zmq::context_t context(1);
   zmq::socket_t router(context, zmq::socket_type::router);
@@ -367,55 +449,61 @@ int main(int argc, char** argv) {
   router.set(zmq::sockopt::router_mandatory, true);
   router.bind("tcp://127.0.0.1:*");
   const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  for (const int fd : to_children) {
+    const std::string line = endpoint + "\n";
+    check(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()),
+          "hand the endpoint to", "a worker");
+    ::close(fd);
+  }
 
-  shared_state shared;
-  const int warmup = std::min(20, o.rounds);
-  shared.chk_dirs.resize(static_cast<std::size_t>(o.rounds + warmup + 1));
-  // --pin: one context per worker, its I/O thread on the worker's CPU.
-  const std::vector<int> cpus = o.pin ? allowed_cpus() : std::vector<int>{};
-  auto cpu_of = [&](int w) { return cpus[static_cast<std::size_t>(w) % cpus.size()]; };
+  // --threads: worker threads; with --pin one context per worker, its I/O thread on the
+  // worker's CPU, without it the coordinator's context.
   std::vector<std::unique_ptr<zmq::context_t>> worker_contexts;
-  for (int w = 0; o.pin && w < o.workers; ++w) {
+  for (int w = 0; o.threads && o.pin && w < o.workers; ++w) {
     worker_contexts.push_back(std::make_unique<zmq::context_t>());
     check(zmq_ctx_set(worker_contexts.back()->handle(), ZMQ_THREAD_AFFINITY_CPU_ADD,
                       cpu_of(w)) == 0,
           "pin the I/O thread of", "worker " + std::to_string(w));
   }
-  auto context_of = [&](int w) -> zmq::context_t& {
-    return o.pin ? *worker_contexts[static_cast<std::size_t>(w)] : context;
-  };
-  std::vector<std::unique_ptr<worker>> workers;
-  std::vector<std::string> peers;
-  for (int w = 0; w < o.workers; ++w) {
-    workers.push_back(std::make_unique<worker>(o, w, context_of(w), shared));
-    peers.push_back(workers.back()->data_endpoint());
-  }
-  for (int w = 0; w < o.workers; ++w)
-    workers[static_cast<std::size_t>(w)]->connect(context_of(w), endpoint, peers);
   std::vector<std::thread> threads;
-  for (int w = 0; w < o.workers; ++w) {
-    threads.emplace_back([&, w] {
-      if (o.pin) pin_this_thread(cpu_of(w));
-      workers[static_cast<std::size_t>(w)]->run();
+  for (int w = 0; o.threads && w < o.workers; ++w) {
+    zmq::context_t& worker_context =
+        o.pin ? *worker_contexts[static_cast<std::size_t>(w)] : context;
+    threads.emplace_back([&, w, cpu = cpu_of(w)] {
+      if (cpu >= 0) pin_this_thread(cpu);
+      worker self(o, w, root, worker_context);
+      self.run(endpoint);
     });
   }
 
-  std::vector<std::string> ids;
-  for (int w = 0; w < o.workers; ++w) {
-    zmq::message_t id, hello;
+  // Every worker says hello with its data endpoint; each then gets the whole list.
+  std::vector<std::string> ids(static_cast<std::size_t>(o.workers));
+  std::vector<std::string> data_endpoints(static_cast<std::size_t>(o.workers));
+  for (int n = 0; n < o.workers; ++n) {
+    zmq::message_t id, payload;
     (void)router.recv(id);
-    (void)router.recv(hello);
-    ids.push_back(id.to_string());
+    (void)router.recv(payload);
+    const message hello = decode(payload);
+    if (hello.type != kind::hello || hello.index < 0 || hello.index >= o.workers) {
+      std::fprintf(stderr, "floor_probe: a worker's hello was not one\n");
+      return 1;
+    }
+    ids[static_cast<std::size_t>(hello.index)] = id.to_string();
+    data_endpoints[static_cast<std::size_t>(hello.index)] = hello.text;
   }
-  auto owner = [&](int index) {
-    return "w" + std::to_string(index % o.workers);
+  auto owner = [&](int index) -> const std::string& {
+    return ids[static_cast<std::size_t>(index % o.workers)];
   };
   auto send = [&](const std::string& to, const message& m) {
     (void)router.send(zmq::buffer(to), zmq::send_flags::sndmore);
     (void)router.send(zmq::buffer(encode(m)), zmq::send_flags::none);
   };
+  message peers{kind::peers};
+  for (const auto& e : data_endpoints) peers.text += e + "\n";
+  for (const auto& id : ids) send(id, peers);
 
   const int subtasks = o.parallelism * o.depth;
+  const int warmup = std::min(20, o.rounds);
   std::vector<double> e2e_us, notified_us, acked_us, metadata_us;
   std::string metadata(static_cast<std::size_t>(subtasks) * 96, 'm');
   for (int r = 1; r <= warmup + o.rounds; ++r) {
@@ -424,11 +512,6 @@ int main(int argc, char** argv) {
     // Created up front as snapflow's checkpoint location is, so state files can land in it.
     check(fs::create_directory(chk, ec) && !ec, "create", chk);
     fsync_dir(root);
-    {
-      std::lock_guard lock(shared.mutex);
-      shared.chk_dirs[static_cast<std::size_t>(r)] = chk.string();
-      shared.notified = 0;
-    }
     for (int i = 0; i < o.parallelism; ++i) send(owner(i), {kind::trigger, r, 0, i});
     for (int acks = 0; acks < subtasks; ++acks) {
       zmq::message_t id, payload;
@@ -441,18 +524,25 @@ int main(int argc, char** argv) {
     const auto durable = clock_type::now();
     for (int s = 0; s < o.depth; ++s)
       for (int i = 0; i < o.parallelism; ++i) send(owner(i), {kind::notify, r, s, i});
-    clock_type::time_point last;
-    {
-      std::unique_lock lock(shared.mutex);
-      const bool all = shared.changed.wait_for(lock, std::chrono::seconds(30),
-                                               [&] { return shared.notified == subtasks; });
-      if (!all) {
+    // Each worker reports once its last notification arrived; only those frames come now.
+    std::int64_t last_ns = 0;
+    for (int n = 0; n < o.workers; ++n) {
+      zmq::message_t id, payload;
+      router.set(zmq::sockopt::rcvtimeo, 30'000);
+      if (!router.recv(id) || !router.recv(payload)) {
         std::fprintf(stderr, "floor_probe: notifications lost in round %d\n", r);
         return 1;
       }
-      last = shared.last_notify;
+      const message done = decode(payload);
+      if (done.type != kind::notified || done.id != r) {
+        std::fprintf(stderr, "floor_probe: round %d: expected a worker's notified report\n", r);
+        return 1;
+      }
+      last_ns = std::max(last_ns, done.at_ns);
     }
+    router.set(zmq::sockopt::rcvtimeo, -1);
     if (r > warmup) {
+      const auto last = clock_type::time_point(std::chrono::nanoseconds(last_ns));
       e2e_us.push_back(std::chrono::duration<double, std::micro>(durable - start).count());
       notified_us.push_back(std::chrono::duration<double, std::micro>(last - start).count());
       acked_us.push_back(std::chrono::duration<double, std::micro>(acked - start).count());
@@ -464,14 +554,24 @@ int main(int argc, char** argv) {
   }
   for (const auto& id : ids) send(id, {kind::stop, 0, 0, 0});
   for (auto& t : threads) t.join();
+  int failed_children = 0;
+  for (const pid_t pid : children) {
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      ++failed_children;
+  }
   if (o.dir.empty()) fs::remove_all(root, ec);
+  if (failed_children > 0) {
+    std::fprintf(stderr, "floor_probe: %d worker process(es) failed\n", failed_children);
+    return 1;
+  }
 
   std::printf(
       "{\"system\":\"floor\",\"parallelism\":%d,\"depth\":%d,\"workers\":%d,\"state_bytes\":%lld,"
-      "\"rounds\":%d,\"end_to_end_us\":%s,\"notified_us\":%s,\"breakdown_us\":{\"last_ack\":%s,"
-      "\"metadata\":%s}}\n",
-      o.parallelism, o.depth, o.workers, static_cast<long long>(o.state_bytes), o.rounds,
-      summary(e2e_us).c_str(), summary(notified_us).c_str(), summary(acked_us).c_str(),
-      summary(metadata_us).c_str());
+      "\"layout\":\"%s\",\"rounds\":%d,\"end_to_end_us\":%s,\"notified_us\":%s,"
+      "\"breakdown_us\":{\"last_ack\":%s,\"metadata\":%s}}\n",
+      o.parallelism, o.depth, o.workers, static_cast<long long>(o.state_bytes),
+      o.threads ? "threads" : "processes", o.rounds, summary(e2e_us).c_str(),
+      summary(notified_us).c_str(), summary(acked_us).c_str(), summary(metadata_us).c_str());
   return 0;
 }
