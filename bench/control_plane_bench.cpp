@@ -252,35 +252,15 @@ void raw_round_trips(int workers, int rounds, run_stats& stats) {
 
 // ---- async_socket alone ------------------------------------------------------------------
 
-// Sends as the endpoints do: at once when ZeroMQ takes the frame, through a coroutine if not.
-asio::awaitable<std::error_code> quick_send(async_socket& s, const std::string& payload) {
-  const std::error_code quick = s.try_send(payload);
-  if (quick != std::errc::resource_unavailable_try_again) co_return quick;
-  co_return co_await s.send(payload);
+// The send of a frame ZeroMQ would not take at once (a DEALER not connected yet). The payload
+// is the coroutine's own copy: the caller's may be gone before it runs.
+asio::awaitable<void> send_later(async_socket& s, std::string payload) {
+  (void)co_await s.send(std::move(payload));
 }
 
-asio::awaitable<std::error_code> quick_send(async_socket& s, const std::string& id,
-                                            const std::string& payload) {
-  const std::error_code quick = s.try_send(id, payload);
-  if (quick != std::errc::resource_unavailable_try_again) co_return quick;
-  co_return co_await s.send(id, payload);
-}
-
-// An adapter worker: answers every frame with `reply` until "stop".
-asio::awaitable<void> adapter_worker(async_socket& dealer, std::string reply, int& exit_code) {
-  exit_code = 1;
-  if (co_await quick_send(dealer, "hello")) co_return;
-  for (;;) {
-    received_frame in = co_await dealer.receive();
-    if (in.error) co_return;
-    if (in.payload == "stop") {
-      exit_code = 0;
-      co_return;
-    }
-    if (co_await quick_send(dealer, reply)) co_return;
-  }
-}
-
+// An adapter worker: answers every frame with an ack frame until "stop", reading as the
+// endpoints do (async_socket::receive_each) and answering at once (try_send) unless ZeroMQ
+// would make the answer wait.
 int adapter_worker_main(const std::string& endpoint, const std::string& id) {
   zmq::context_t context(1);
   asio::io_context io{1};
@@ -289,26 +269,83 @@ int adapter_worker_main(const std::string& endpoint, const std::string& id) {
   async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer, o);
   if (dealer.connect(endpoint)) return 1;
   int exit_code = 1;
-  asio::co_spawn(io, adapter_worker(dealer, ack_frame(), exit_code), asio::detached);
+  const std::string reply = ack_frame();
+  auto answer = [&](const std::string& payload) {
+    if (dealer.try_send(payload) == std::errc::resource_unavailable_try_again)
+      asio::co_spawn(io, send_later(dealer, payload), asio::detached);  // not connected yet
+  };
+  asio::post(io, [&] {
+    answer("hello");
+    dealer.receive_each(
+        [&](received_frame& in) {
+          if (in.error) return;
+          if (in.payload == "stop") {
+            exit_code = 0;
+            dealer.close();
+            return;
+          }
+          answer(reply);
+        },
+        [](std::error_code) {});
+  });
   io.run();
   return exit_code;
 }
 
-asio::awaitable<void> adapter_coordinator(async_socket& router, int workers, int rounds,
-                                          run_stats& stats, cpu_window& cpu) {
-  std::vector<std::string> ids;
-  for (int i = 0; i < workers; ++i) ids.push_back((co_await router.receive()).routing_id);
-  const std::string trigger = trigger_frame();
-  cpu.begin();
-  for (int r = 0; r < warmup_rounds + rounds; ++r) {
-    const auto start = clock_type::now();
-    for (const auto& id : ids) (void)co_await quick_send(router, id, trigger);
-    for (int i = 0; i < workers; ++i) (void)co_await router.receive();
-    if (r >= warmup_rounds) stats.samples.push_back(micros(clock_type::now() - start));
+// The adapter run's coordinator: rounds of a trigger to every worker and an ack from each,
+// driven by the frames as they are read (async_socket::receive_each, as the coordinator
+// endpoint reads).
+class adapter_coordinator {
+ public:
+  adapter_coordinator(async_socket& router, int workers, int rounds, run_stats& stats,
+                      cpu_window& cpu)
+      : router_(router), workers_(workers), rounds_(rounds), stats_(stats), cpu_(cpu) {}
+
+  void start() {
+    router_.receive_each([this](received_frame& in) { on_frame(in); }, [](std::error_code) {});
   }
-  cpu.end(stats, warmup_rounds + rounds);
-  for (const auto& id : ids) (void)co_await quick_send(router, id, "stop");
-}
+
+ private:
+  void on_frame(const received_frame& in) {
+    if (in.error) fail("the adapter coordinator received a bad frame");
+    if (static_cast<int>(ids_.size()) < workers_) {  // hello
+      ids_.push_back(in.routing_id);
+      if (static_cast<int>(ids_.size()) == workers_) {
+        cpu_.begin();
+        start_round();
+      }
+      return;
+    }
+    if (++acks_ < workers_) return;
+    if (round_ >= warmup_rounds) stats_.samples.push_back(micros(clock_type::now() - start_));
+    if (++round_ < warmup_rounds + rounds_) return start_round();
+    cpu_.end(stats_, warmup_rounds + rounds_);
+    for (const auto& id : ids_) send(id, "stop");
+    router_.close();
+  }
+
+  void start_round() {
+    acks_ = 0;
+    start_ = clock_type::now();
+    for (const auto& id : ids_) send(id, trigger_);
+  }
+
+  // 16 frames never fill a peer's queue of 1000 in a ping-pong: a refusal is a fault here.
+  void send(const std::string& id, const std::string& payload) {
+    if (router_.try_send(id, payload)) fail("the adapter coordinator could not send at once");
+  }
+
+  async_socket& router_;
+  const int workers_;
+  const int rounds_;
+  run_stats& stats_;
+  cpu_window& cpu_;
+  const std::string trigger_ = trigger_frame();
+  std::vector<std::string> ids_;
+  int round_ = 0;
+  int acks_ = 0;
+  clock_type::time_point start_;
+};
 
 void adapter_round_trips(int workers, int rounds, run_stats& stats) {
   zmq::context_t context(1);
@@ -320,7 +357,8 @@ void adapter_round_trips(int workers, int rounds, run_stats& stats) {
     return std::vector<std::string>{self_path(), "--adapter-worker", endpoint, worker_name(i)};
   });
   cpu_window cpu(processes);
-  asio::co_spawn(io, adapter_coordinator(router, workers, rounds, stats, cpu), asio::detached);
+  adapter_coordinator coordinator(router, workers, rounds, stats, cpu);
+  asio::post(io, [&] { coordinator.start(); });
   // Bounded: a worker process that died would otherwise leave the coordinator waiting.
   io.run_for(std::chrono::minutes(5));
   if (!io.stopped()) fail("the adapter run did not finish");

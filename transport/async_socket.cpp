@@ -426,6 +426,90 @@ asio::awaitable<std::error_code> send_on(state_ptr s, std::string routing_id,
   co_return co_await drive(s, s->writer, attempt);
 }
 
+// async_socket::receive_each: drive()'s loop with plain completion handlers in place of
+// coroutines. The same rules hold: attempt_or_park tries first, drains or reads ZMQ_EVENTS
+// before a wait (rules 1 and 2) and wakes the parked send after a receive (rule 3).
+class receive_loop : public std::enable_shared_from_this<receive_loop> {
+ public:
+  receive_loop(state_ptr s, async_socket::frame_handler on_frame,
+               async_socket::end_handler on_end, int frames_per_turn)
+      : s_(std::move(s)), on_frame_(std::move(on_frame)), on_end_(std::move(on_end)),
+        frames_per_turn_(std::max(frames_per_turn, 1)) {}
+
+  void start() {
+    {
+      auto lock = s_->lock_if_shared();
+      assert(!s_->reader.busy && "one receive at a time per socket");
+      s_->reader.busy = true;
+    }
+    run();
+  }
+
+ private:
+  // Reads until the socket would block (then parks) or the turn is used up (then posts).
+  void run() {
+    for (int frames = 0;;) {
+      frame_.routing_id.clear();
+      frame_.payload.clear();
+      frame_.user_id.clear();
+      auto attempt = [this] { return receive_attempt(*s_, frame_); };
+      const drive_step step =
+          attempt_or_park(*s_, s_->reader, attempt, retried_while_ready_, counted_wait_);
+      if (step.what == drive_step::again) continue;
+      if (step.what == drive_step::park) {
+        s_->descriptor.async_wait(
+            asio::posix::descriptor_base::wait_read,
+            [self = shared_from_this(), ready = step.ready](const asio::error_code& error) {
+              self->woken(error, ready);
+            });
+        return;
+      }
+      retried_while_ready_ = false;
+      if (step.error && step.error != socket_errc::multipart_message) return finish(step.error);
+      frame_.error = step.error;
+      on_frame_(frame_);
+      if (!s_->open) return finish(asio::error::operation_aborted);
+      if (++frames == frames_per_turn_) {
+        asio::post(s_->descriptor.get_executor(), [self = shared_from_this()] { self->run(); });
+        return;
+      }
+    }
+  }
+
+  void woken(const asio::error_code& error, bool armed_retry_timer) {
+    {
+      auto lock = s_->lock_if_shared();
+      s_->reader.parked = false;
+    }
+    retried_while_ready_ = false;
+    if (armed_retry_timer) s_->retry_timer.cancel();
+    if (!s_->open) return finish(asio::error::operation_aborted);
+    // operation_aborted while open: the send side, another thread or the retry timer woke us.
+    if (error && error != asio::error::operation_aborted) return finish(error);
+    run();
+  }
+
+  void finish(std::error_code why) {
+    {
+      auto lock = s_->lock_if_shared();
+      s_->reader.busy = false;
+      s_->reader.parked = false;
+    }
+    on_frame_ = nullptr;  // what it holds may hold this socket
+    auto on_end = std::move(on_end_);
+    on_end_ = nullptr;
+    if (on_end) on_end(why);
+  }
+
+  state_ptr s_;
+  async_socket::frame_handler on_frame_;
+  async_socket::end_handler on_end_;
+  const int frames_per_turn_;
+  received_frame frame_;
+  bool retried_while_ready_ = false;
+  bool counted_wait_ = false;  // counts send waits only; attempt_or_park wants it
+};
+
 // One dontwait attempt, no waiting. A ROUTER refuses a full peer at its routing id frame
 // (ZMQ_ROUTER_MANDATORY), before anything is committed; once that frame is taken the payload
 // frame is too.
@@ -504,6 +588,15 @@ asio::awaitable<received_frame> async_socket::receive() {
 asio::awaitable<void> async_socket::receive(received_frame& into) {
   assert(state_);
   return receive_into(state_, into);
+}
+
+void async_socket::receive_each(frame_handler on_frame, end_handler on_end,
+                                int frames_per_turn) {
+  assert(state_);
+  assert(on_frame);
+  std::make_shared<receive_loop>(state_, std::move(on_frame), std::move(on_end),
+                                 frames_per_turn)
+      ->start();
 }
 
 asio::awaitable<std::error_code> async_socket::send(std::string payload) {

@@ -172,9 +172,7 @@ std::error_code coordinator_endpoint::start() {
   socket_ = std::move(socket);
   endpoint_ = socket_->last_endpoint();
   running_ = true;
-  asio::co_spawn(
-      executor_, [self = shared_from_this()] { return self->reader(); },
-      [](std::exception_ptr e) { log_coroutine_end("reader", e); });
+  asio::post(executor_, [self = shared_from_this()] { self->start_reading(); });
   asio::co_spawn(
       executor_, [self = shared_from_this()] { return self->writer(); },
       [](std::exception_ptr e) { log_coroutine_end("writer", e); });
@@ -202,35 +200,39 @@ std::shared_ptr<checkpoint_task_gateway> coordinator_endpoint::checkpoint_gatewa
 }
 
 // ---------------------------------------------------------------------------------------------
-// Coroutines.
+// The reader, the writer and the ticker.
 
-asio::awaitable<void> coordinator_endpoint::reader() {
-  int frames_this_turn = 0;
-  received_frame in;  // kept: its strings' room is reused for every frame
-  while (running_) {
-    co_await socket_->receive(in);
-    if (!running_) co_return;
-    if (in.error == socket_errc::multipart_message) {
-      ++counters_.frames_received;
-      on_bad_frame(in.routing_id, wire::decode_error{wire::decode_errc::not_msgpack,
-                                                     "a multipart message", 0});
-      publish_counters();
-      continue;
-    }
-    if (in.error) {
-      if (in.error != asio::error::operation_aborted)
-        spdlog::error("coordinator endpoint: receiving failed, no more messages will be read: {}",
-                      in.error.message());
-      co_return;
-    }
-    on_frame(in.routing_id, in.payload, in.user_id);
-    if (in.payload.capacity() > max_kept_scratch_bytes) in.payload = std::string();
-    publish_counters();
-    if (++frames_this_turn == frames_per_turn) {
-      frames_this_turn = 0;
-      co_await asio::post(executor_, asio::use_awaitable);
-    }
-  }
+// Runs on the executor (posted by start): the socket belongs to that thread.
+void coordinator_endpoint::start_reading() {
+  if (!running_) return;  // stopped before it got going
+  // Every frame through one callback, no coroutine per frame (async_socket::receive_each).
+  socket_->receive_each(
+      [this, self = shared_from_this()](received_frame& in) {
+        if (!running_) return;
+        if (in.error == socket_errc::multipart_message) {
+          ++counters_.frames_received;
+          on_bad_frame(in.routing_id, wire::decode_error{wire::decode_errc::not_msgpack,
+                                                         "a multipart message", 0});
+          publish_counters();
+          return;
+        }
+        try {
+          on_frame(in.routing_id, in.payload, in.user_id);
+        } catch (const std::exception& e) {
+          // Nothing in on_frame throws by design. One frame that did must not leave every
+          // worker unheard: it is logged and dropped, and reading goes on.
+          spdlog::critical("coordinator endpoint: handling a frame from {} failed: {}",
+                           printable_peer(in.routing_id), e.what());
+        }
+        if (in.payload.capacity() > max_kept_scratch_bytes) in.payload = std::string();
+        publish_counters();
+      },
+      [this, self = shared_from_this()](std::error_code why) {
+        if (why != asio::error::operation_aborted && running_)
+          spdlog::error("coordinator endpoint: receiving failed, no more messages will be read: {}",
+                        why.message());
+      },
+      frames_per_turn);
 }
 
 asio::awaitable<void> coordinator_endpoint::writer() {

@@ -72,11 +72,12 @@ struct coordinator_endpoint_counters {
 };
 
 // The coordinator's end of the control plane (docs/protocol.md): one ROUTER socket, served by a
-// reader, a writer and a ticker coroutine on the coordinator's executor, the same one the
-// dispatcher, job masters and checkpoint coordinators run on. It registers workers, tracks
-// their heartbeats, routes what they send to the job side (worker_event_handler), and carries
-// the job side's deployments, cancellations, triggers and notifications to them
-// (task_deployment_gateway here; checkpoint_task_gateway per job, see checkpoint_gateway()).
+// reader (async_socket::receive_each), a writer and a ticker coroutine on the coordinator's
+// executor, the same one the dispatcher, job masters and checkpoint coordinators run on. It
+// registers workers, tracks their heartbeats, routes what they send to the job side
+// (worker_event_handler), and carries the job side's deployments, cancellations, triggers and
+// notifications to them (task_deployment_gateway here; checkpoint_task_gateway per job, see
+// checkpoint_gateway()).
 //
 // Nothing here waits on a peer: sends go to a bounded queue per worker that one writer drains
 // in turn (outgoing_queues), so a worker that stops reading delays only itself, and is declared
@@ -143,7 +144,7 @@ class coordinator_endpoint : public task_deployment_gateway,
       std::variant<wire::trigger_checkpoint_batch, wire::notify_checkpoint_complete_batch,
                    wire::notify_checkpoint_aborted_batch>;
 
-  asio::awaitable<void> reader();
+  void start_reading();
   asio::awaitable<void> writer();
   asio::awaitable<void> ticker();
 

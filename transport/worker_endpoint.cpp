@@ -374,9 +374,8 @@ std::error_code worker_endpoint::open_connection() {
   registered_ = false;
   new_session();
   last_heard_us_ = now_us();
-  asio::co_spawn(
-      executor_, [self = shared_from_this(), c = connection_] { return self->reader(c); },
-      [](std::exception_ptr e) { log_coroutine_end("reader", e); });
+  asio::post(executor_,
+             [self = shared_from_this(), c = connection_] { self->start_reading(c); });
   asio::co_spawn(
       executor_, [self = shared_from_this(), c = connection_] { return self->writer(c); },
       [](std::exception_ptr e) { log_coroutine_end("writer", e); });
@@ -394,32 +393,39 @@ void worker_endpoint::reconnect() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Coroutines.
+// The reader, the writer and the ticker.
 
-asio::awaitable<void> worker_endpoint::reader(std::shared_ptr<connection> c) {
-  inbox_->set_owner_thread(std::this_thread::get_id());  // coroutines run on the executor
-  int frames_this_turn = 0;
-  received_frame in;  // kept: its payload's room is reused for every frame
-  while (!c->closed) {
-    co_await c->socket->receive(in);
-    if (c->closed) co_return;
-    if (in.error) {
-      if (in.error == socket_errc::multipart_message) {
-        ++counters_.frames_received;
-        ++counters_.bad_frames;
-        continue;
-      }
-      if (in.error != asio::error::operation_aborted)
-        spdlog::error("receiving from the coordinator failed: {}", in.error.message());
-      co_return;
-    }
-    on_frame(in.payload);
-    if (in.payload.capacity() > max_kept_scratch_bytes) in.payload = std::string();
-    if (++frames_this_turn == frames_per_turn) {
-      frames_this_turn = 0;
-      co_await asio::post(executor_, asio::use_awaitable);
-    }
-  }
+// Runs on the executor (posted by open_connection): the socket belongs to that thread.
+void worker_endpoint::start_reading(const std::shared_ptr<connection>& c) {
+  inbox_->set_owner_thread(std::this_thread::get_id());
+  if (c->closed) return;  // replaced before it got going
+  // Every frame through one callback, no coroutine per frame (async_socket::receive_each).
+  c->socket->receive_each(
+      [this, self = shared_from_this(), c](received_frame& in) {
+        if (c->closed) return;
+        if (in.error) {  // a multipart message: dropped, and reading goes on
+          ++counters_.frames_received;
+          ++counters_.bad_frames;
+          return;
+        }
+        try {
+          on_frame(in.payload);
+        } catch (const std::exception& e) {
+          // Nothing in on_frame throws by design; if something does, this connection's state
+          // is no longer known: start over on a fresh one, as after a silent coordinator.
+          spdlog::critical("worker endpoint: handling a frame from the coordinator failed: {}; "
+                           "reconnecting",
+                           e.what());
+          if (running_ && connection_ == c) reconnect();
+          return;
+        }
+        if (in.payload.capacity() > max_kept_scratch_bytes) in.payload = std::string();
+      },
+      [c](std::error_code why) {
+        if (why != asio::error::operation_aborted && !c->closed)
+          spdlog::error("receiving from the coordinator failed: {}", why.message());
+      },
+      frames_per_turn);
 }
 
 asio::awaitable<void> worker_endpoint::writer(std::shared_ptr<connection> c) {

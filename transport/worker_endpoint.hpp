@@ -99,7 +99,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   class task_inbox;
   class listener_proxy;
 
-  asio::awaitable<void> reader(std::shared_ptr<connection> c);
+  void start_reading(const std::shared_ptr<connection>& c);
   asio::awaitable<void> writer(std::shared_ptr<connection> c);
   asio::awaitable<void> ticker();
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -700,4 +701,188 @@ TEST_CASE("a send from another thread that eats the announcement of a frame wake
   CHECK_FALSE(from_thread);
   guard.run_until([&] { return at_dealer.size() == 1; });
   CHECK(at_dealer[0].payload == "ping");
+}
+
+// ---- receive_each: the reader without a coroutine per message -------------------------------
+
+TEST_CASE("receive_each answers 10000 strict ping-pong messages without a stall") {
+  // The router reads with receive_each and answers at once; the dealer is a coroutine. One
+  // message in flight at a time: a wake-up the loop missed would stall the run.
+  constexpr int count = 10'000;
+  zmq::context_t context;
+  asio::io_context io;
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
+  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer);
+  REQUIRE_FALSE(dealer.connect(bind_loopback(router)));
+
+  io_guard guard(io, 120s);
+  int echoed = 0;
+  int answered = 0;
+  router.receive_each(
+      [&](received_frame& in) {
+        REQUIRE_FALSE(in.error);
+        REQUIRE_FALSE(router.try_send(in.routing_id, in.payload));
+        ++echoed;
+      },
+      [](std::error_code) {});
+  asio::co_spawn(io, ping_pong(&dealer, count, &answered), rethrow);
+  guard.run_until([&] { return answered == count; });
+  CHECK(echoed == count);
+}
+
+TEST_CASE("receive_each on a router reads every message of 16 dealers in each one's order") {
+  constexpr int peers = 16;
+  constexpr int per_peer = 1000;
+  zmq::context_t context;
+  asio::io_context io;
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
+  const std::string endpoint = bind_loopback(router);
+  std::vector<std::unique_ptr<async_socket>> dealers;
+  std::vector<int> sent(peers, 0);
+  for (int p = 0; p < peers; ++p) {
+    dealers.push_back(std::make_unique<async_socket>(io.get_executor(), context,
+                                                     zmq::socket_type::dealer));
+    REQUIRE_FALSE(dealers.back()->connect(endpoint));
+  }
+  io_guard guard(io, 120s);
+  std::map<std::string, int> next;  // per peer: the number its next message must carry
+  int received = 0;
+  router.receive_each(
+      [&](received_frame& in) {
+        REQUIRE_FALSE(in.error);
+        const auto colon = in.payload.find(':');
+        REQUIRE(colon != std::string::npos);
+        const std::string prefix = in.payload.substr(0, colon + 1);
+        REQUIRE(in.payload == prefix + std::to_string(next[prefix]++));
+        ++received;
+      },
+      [](std::error_code) {});
+  for (int p = 0; p < peers; ++p)
+    asio::co_spawn(io,
+                   send_numbers_interleaved(dealers[static_cast<std::size_t>(p)].get(), per_peer,
+                                            "p" + std::to_string(p) + ":",
+                                            &sent[static_cast<std::size_t>(p)]),
+                   rethrow);
+  guard.run_until([&] { return received == peers * per_peer; });
+  CHECK(next.size() == static_cast<std::size_t>(peers));
+}
+
+TEST_CASE("receive_each ends once with operation_aborted when the socket closes") {
+  zmq::context_t context;
+  asio::io_context io;
+  async_socket pair_a(io.get_executor(), context, zmq::socket_type::pair);
+  async_socket pair_b(io.get_executor(), context, zmq::socket_type::pair);
+  REQUIRE_FALSE(pair_b.connect(bind_loopback(pair_a)));
+  io_guard guard(io, 60s);
+  int frames = 0;
+  std::vector<std::error_code> ends;
+
+  SECTION("closed while it waits") {
+    pair_a.receive_each([&](received_frame&) { ++frames; },
+                        [&](std::error_code why) { ends.push_back(why); });
+    io.poll();  // nothing queued: it parks on the descriptor
+    REQUIRE(ends.empty());
+    pair_a.close();
+    guard.run_until([&] { return !ends.empty(); });
+    io.poll();
+    CHECK(frames == 0);
+  }
+  SECTION("closed by its own frame handler: no frame after that one") {
+    REQUIRE_FALSE(pair_b.try_send("one"));
+    REQUIRE_FALSE(pair_b.try_send("two"));
+    pair_a.receive_each(
+        [&](received_frame&) {
+          ++frames;
+          pair_a.close();
+        },
+        [&](std::error_code why) { ends.push_back(why); });
+    guard.run_until([&] { return !ends.empty(); });
+    io.poll();
+    CHECK(frames == 1);
+  }
+  SECTION("started on a closed socket") {
+    pair_a.close();
+    pair_a.receive_each([&](received_frame&) { ++frames; },
+                        [&](std::error_code why) { ends.push_back(why); });
+    io.poll();
+    CHECK(frames == 0);
+  }
+  REQUIRE(ends.size() == 1);
+  CHECK(ends[0] == asio::error::operation_aborted);
+}
+
+TEST_CASE("receive_each reports a multipart message and reads on") {
+  zmq::context_t context;
+  asio::io_context io;
+  async_socket router(io.get_executor(), context, zmq::socket_type::router);
+  zmq::socket_t peer(context, zmq::socket_type::dealer);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.set(zmq::sockopt::routing_id, "peer");
+  peer.connect(bind_loopback(router));
+  REQUIRE(peer.send(zmq::str_buffer("part-1"), zmq::send_flags::sndmore));
+  REQUIRE(peer.send(zmq::str_buffer("part-2"), zmq::send_flags::none));
+  REQUIRE(peer.send(zmq::str_buffer("single"), zmq::send_flags::none));
+
+  io_guard guard(io, 60s);
+  std::vector<std::pair<std::error_code, std::string>> got;
+  router.receive_each([&](received_frame& in) { got.emplace_back(in.error, in.payload); },
+                      [](std::error_code) {});
+  guard.run_until([&] { return got.size() == 2; });
+  CHECK(got[0].first == socket_errc::multipart_message);
+  CHECK_FALSE(got[1].first);
+  CHECK(got[1].second == "single");
+}
+
+TEST_CASE("receive_each lets the executor's other work run after frames_per_turn frames") {
+  // inproc: each send lands in the receiver's queue before it returns, so all 100 frames are
+  // there before reading starts and only the turn limit can let the posted handler in early.
+  constexpr int turn = 10;
+  zmq::context_t context;
+  asio::io_context io;
+  async_socket pull(io.get_executor(), context, zmq::socket_type::pull);
+  async_socket push(io.get_executor(), context, zmq::socket_type::push);
+  REQUIRE_FALSE(pull.bind("inproc://turns"));
+  REQUIRE_FALSE(push.connect("inproc://turns"));
+  for (int i = 0; i < 100; ++i) REQUIRE_FALSE(push.try_send(std::to_string(i)));
+
+  io_guard guard(io, 60s);
+  int frames = 0;
+  int frames_when_other_work_ran = -1;
+  pull.receive_each(
+      [&](received_frame& in) {
+        REQUIRE(in.payload == std::to_string(frames));
+        if (++frames == 1)
+          asio::post(io, [&] { frames_when_other_work_ran = frames; });
+      },
+      [](std::error_code) {}, turn);
+  guard.run_until([&] { return frames == 100; });
+  CHECK(frames_when_other_work_ran == turn);
+}
+
+TEST_CASE("a send from another thread that eats the announcement of a frame wakes a parked "
+          "receive_each") {
+  shared_sends_pair pair("w1");
+  auto& io = pair.io;
+  auto& router = pair.router;
+  auto& dealer = pair.dealer;
+  REQUIRE_FALSE(router.bind("inproc://shared-sends-each"));
+  REQUIRE_FALSE(dealer.connect("inproc://shared-sends-each"));
+
+  io_guard guard(io, 10s);
+  std::vector<received_frame> at_router;
+  asio::co_spawn(io, receive_into(&router, &at_router, 1), rethrow);
+  REQUIRE_FALSE(dealer.try_send("hello"));
+  guard.run_until([&] { return at_router.size() == 1; });
+
+  std::vector<std::string> at_dealer;
+  dealer.receive_each([&](received_frame& in) { at_dealer.push_back(in.payload); },
+                      [](std::error_code) {});
+  io.poll();  // parked
+  REQUIRE(at_dealer.empty());
+  REQUIRE_FALSE(router.try_send("w1", "ping"));
+  std::error_code from_thread;
+  std::thread([&] { from_thread = dealer.try_send_from_any_thread("pong"); }).join();
+  CHECK_FALSE(from_thread);
+  guard.run_until([&] { return at_dealer.size() == 1; });
+  CHECK(at_dealer[0] == "ping");
 }
