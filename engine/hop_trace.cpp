@@ -38,17 +38,23 @@ std::FILE* open_in(const std::string& folder, std::string& why) {
 
 void start_from_environment() {
   std::call_once(from_environment, [] {
+    std::lock_guard lock(write_mutex);
     const char* folder = std::getenv("SNAPFLOW_HOP_TRACE");
-    if (folder == nullptr || *folder == '\0') return;
     std::string why;
-    if (std::FILE* f = open_in(folder, why))
+    std::FILE* f = folder == nullptr || *folder == '\0' ? nullptr : open_in(folder, why);
+    if (f != nullptr)
       trace_file.store(f, std::memory_order_release);
-    else
+    else if (!why.empty())
       std::fprintf(stderr, "SNAPFLOW_HOP_TRACE: %s; hop tracing is off\n", why.c_str());
+    // start() may have run first (it reads the environment first too, so not before this).
+    detail::may_trace.store(trace_file.load(std::memory_order_acquire) != nullptr,
+                            std::memory_order_relaxed);
   });
 }
 
 }  // namespace
+
+std::atomic<bool> detail::may_trace{true};
 
 bool enabled() {
   start_from_environment();
@@ -62,6 +68,7 @@ std::optional<std::string> start(const std::string& folder) {
   if (f == nullptr) return why;
   std::lock_guard lock(write_mutex);
   if (std::FILE* old = trace_file.exchange(f, std::memory_order_acq_rel)) std::fclose(old);
+  detail::may_trace.store(true, std::memory_order_relaxed);
   return std::nullopt;
 }
 
@@ -69,9 +76,10 @@ void stop() {
   start_from_environment();
   std::lock_guard lock(write_mutex);
   if (std::FILE* old = trace_file.exchange(nullptr, std::memory_order_acq_rel)) std::fclose(old);
+  detail::may_trace.store(false, std::memory_order_relaxed);
 }
 
-void record(const char* event, std::int64_t value) {
+void detail::record_traced(const char* event, std::int64_t value) {
   start_from_environment();
   if (trace_file.load(std::memory_order_acquire) == nullptr) return;
   const long tid = ::syscall(SYS_gettid);

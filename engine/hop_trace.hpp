@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,7 +39,18 @@ namespace snapflow::hop_trace {
 //                 t.snapshot [vertex]         a task starts its snapshot (barriers aligned)
 //                 t.ack [vertex]              a task hands its acknowledgement on
 bool enabled();
-void record(const char* event, std::int64_t value);
+
+namespace detail {
+// False once this process knows tracing is off (the environment read, no start()): then a
+// record is one relaxed load and a branch, inlined where it is called, with no call at all.
+// True until then, and while tracing.
+extern std::atomic<bool> may_trace;
+void record_traced(const char* event, std::int64_t value);
+}  // namespace detail
+
+inline void record(const char* event, std::int64_t value) {
+  if (detail::may_trace.load(std::memory_order_relaxed)) detail::record_traced(event, value);
+}
 
 // Tracing into `folder` from now on, whatever the environment said (tests, tools); the error
 // when the file cannot be opened. stop() ends tracing in this process.
