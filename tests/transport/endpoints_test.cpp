@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
@@ -53,6 +54,10 @@ class fake_jobs final : public worker_event_handler {
     return it->second;
   }
   void acknowledge_checkpoint(checkpoint_ack ack) override {
+    if (faulty_acks > 0) {
+      --faulty_acks;
+      throw std::runtime_error("a fault in the job side");
+    }
     log.push_back("ack " + std::to_string(ack.attempt.subtask.index) + " " +
                   std::to_string(ack.id));
     acks.push_back(std::move(ack));
@@ -68,6 +73,7 @@ class fake_jobs final : public worker_event_handler {
   std::vector<std::pair<execution_attempt_id, checkpoint_id>> exhausted;
   std::vector<task_io_counters> io;
   std::vector<std::string> log;  // state changes and acknowledgements, in arrival order
+  int faulty_acks = 0;            // this many acknowledgements throw instead
 };
 
 // The stub, plus a record of the finish calls the coordinator sends.
@@ -659,4 +665,86 @@ TEST_CASE("a worker endpoint stopped and destroyed while task threads acknowledg
     last[ack.attempt.subtask.index] = ack.id;
   }
   CHECK(c.coordinator->counters().refused_messages == 0);
+}
+
+// Nothing a frame's handling calls throws by design; if something does, neither endpoint may go
+// deaf while it looks alive.
+
+namespace {
+
+// The stub, except that its first trigger throws.
+class faulty_executor final : public task_executor {
+ public:
+  explicit faulty_executor(std::shared_ptr<task_executor_listener> listener)
+      : stub_(std::move(listener), "tcp://faulty") {}
+
+  void deploy(const task_deployment_descriptor& d) override { stub_.deploy(d); }
+  void cancel(const job_id& j, const execution_attempt_id& a) override { stub_.cancel(j, a); }
+  void trigger_checkpoint(const job_id& j, const execution_attempt_id& a, checkpoint_id id,
+                          std::int64_t ts, const checkpoint_options& o) override {
+    if (!thrown_) {
+      thrown_ = true;
+      throw std::runtime_error("a fault in the executor");
+    }
+    stub_.trigger_checkpoint(j, a, id, ts, o);
+  }
+  void notify_checkpoint_complete(const job_id& j, const execution_attempt_id& a,
+                                  checkpoint_id id) override {
+    stub_.notify_checkpoint_complete(j, a, id);
+  }
+  void notify_checkpoint_aborted(const job_id& j, const execution_attempt_id& a,
+                                 checkpoint_id id, checkpoint_id latest) override {
+    stub_.notify_checkpoint_aborted(j, a, id, latest);
+  }
+  void finish(const job_id& j, const execution_attempt_id& a) override { stub_.finish(j, a); }
+  void cancel_all() override { stub_.cancel_all(); }
+  std::string data_endpoint() const override { return stub_.data_endpoint(); }
+
+ private:
+  stub_task_executor stub_;
+  bool thrown_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("a worker whose handling of a frame throws starts over on a fresh connection and is "
+          "served again") {
+  cluster c;
+  io_guard guard(c.io, 20s);
+  worker_endpoint_options o;
+  o.coordinator_address = c.coordinator->endpoint();
+  o.worker_id = "w1";
+  auto w1 = std::make_shared<worker_endpoint>(c.io.get_executor(), c.context, o);
+  w1->set_executor(std::make_shared<faulty_executor>(w1->listener()));
+  REQUIRE_FALSE(w1->start({}));
+  c.workers.push_back(w1);
+  guard.run_until([&] { return w1->registered(); });
+  c.deploy("w1", attempt_of(0));
+  guard.run_until([&] { return c.jobs->states.size() == 1; });
+
+  auto gateway = c.coordinator->checkpoint_gateway(job);
+  gateway->trigger_checkpoint(attempt_of(0), 1, 0, {});  // throws in the worker
+  guard.run_until([&] { return w1->counters().reconnects == 1 && w1->registered(); });
+  CHECK(w1->counters().registrations == 2);
+  CHECK(c.jobs->acks.empty());
+
+  c.deploy("w1", attempt_of(0));  // whatever the worker kept, the attempt runs there now
+  guard.run_until([&] { return c.jobs->states.size() == 2; });
+  gateway->trigger_checkpoint(attempt_of(0), 2, 0, {});
+  guard.run_until([&] { return c.jobs->acks.size() == 1; });
+  CHECK(c.jobs->acks[0].id == 2);
+}
+
+TEST_CASE("a coordinator whose handling of a frame throws logs it and reads on") {
+  cluster c;
+  io_guard guard(c.io, 20s);
+  auto& w1 = registered_owner(c, guard, 1);
+  c.jobs->faulty_acks = 1;
+  auto listener = w1.listener();
+  listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(0), 1, {}, {}});  // throws
+  listener->acknowledge_checkpoint(checkpoint_ack{job, attempt_of(0), 2, {}, {}});
+  guard.run_until([&] { return c.jobs->acks.size() == 1; });
+  CHECK(c.jobs->acks[0].id == 2);
+  CHECK(c.jobs->faulty_acks == 0);
+  CHECK(w1.registered());
 }
