@@ -105,8 +105,8 @@ class async_socket {
   // the socket's one receive in flight. Call it on the owner thread.
   //
   // What a reader loop of co_await receive() costs in coroutine frames and resumptions per
-  // message, this does not (docs/benchmarks.md, session 15: 2-3 us of CPU per message on a
-  // busy 2-vCPU machine, as much as the endpoints' own work).
+  // message, this does not (bench/README.md, control_plane_bench session 15: 2-3 us of CPU per
+  // message on a busy 2-vCPU machine, as much as the endpoints' own work).
   using frame_handler = std::function<void(received_frame&)>;
   using end_handler = std::function<void(std::error_code)>;
   void receive_each(frame_handler on_frame, end_handler on_end, int frames_per_turn = 64);

@@ -16,6 +16,7 @@
 #include "engine/clock.hpp"
 #include "engine/hop_trace.hpp"
 #include "transport/envelope.hpp"
+#include "transport/exception_text.hpp"
 #include "transport/peer_names.hpp"
 #include "transport/wire_conversions.hpp"
 
@@ -70,14 +71,7 @@ std::string describe(const T& value) {
 }
 
 void log_coroutine_end(const char* name, std::exception_ptr error) {
-  if (!error) return;
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    spdlog::critical("coordinator endpoint: the {} stopped: {}", name, e.what());
-  } catch (...) {
-    spdlog::critical("coordinator endpoint: the {} stopped", name);
-  }
+  if (error) spdlog::critical("coordinator endpoint: the {} stopped: {}", name, exception_text(error));
 }
 
 // The checkpoint gateway of one job: adds the job id the engine's calls do not carry.
@@ -218,11 +212,11 @@ void coordinator_endpoint::start_reading() {
         }
         try {
           on_frame(in.routing_id, in.payload, in.user_id);
-        } catch (const std::exception& e) {
+        } catch (...) {
           // Nothing in on_frame throws by design. One frame that did must not leave every
           // worker unheard: it is logged and dropped, and reading goes on.
           spdlog::critical("coordinator endpoint: handling a frame from {} failed: {}",
-                           printable_peer(in.routing_id), e.what());
+                           printable_peer(in.routing_id), current_exception_text());
         }
         if (in.payload.capacity() > max_kept_scratch_bytes) in.payload = std::string();
         publish_counters();

@@ -21,6 +21,7 @@
 #include "engine/hop_trace.hpp"
 #include "transport/async_socket.hpp"
 #include "transport/envelope.hpp"
+#include "transport/exception_text.hpp"
 #include "transport/wire_conversions.hpp"
 
 namespace snapflow::transport {
@@ -61,14 +62,7 @@ std::int64_t wall_clock_ms() {
 }
 
 void log_coroutine_end(const char* name, std::exception_ptr error) {
-  if (!error) return;
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    spdlog::critical("worker endpoint: the {} stopped: {}", name, e.what());
-  } catch (...) {
-    spdlog::critical("worker endpoint: the {} stopped", name);
-  }
+  if (error) spdlog::critical("worker endpoint: the {} stopped: {}", name, exception_text(error));
 }
 
 template <typename T>
@@ -410,12 +404,12 @@ void worker_endpoint::start_reading(const std::shared_ptr<connection>& c) {
         }
         try {
           on_frame(in.payload);
-        } catch (const std::exception& e) {
+        } catch (...) {
           // Nothing in on_frame throws by design; if something does, this connection's state
           // is no longer known: start over on a fresh one, as after a silent coordinator.
           spdlog::critical("worker endpoint: handling a frame from the coordinator failed: {}; "
                            "reconnecting",
-                           e.what());
+                           current_exception_text());
           if (running_ && connection_ == c) reconnect();
           return;
         }
