@@ -447,8 +447,16 @@ int main(int argc, char** argv) {
   zmq::socket_t router(context, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
   router.set(zmq::sockopt::router_mandatory, true);
+  // A worker that died must end the probe with an error, not leave it waiting for ever.
+  router.set(zmq::sockopt::rcvtimeo, 30'000);
   router.bind("tcp://127.0.0.1:*");
   const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  auto receive = [&](zmq::message_t& id, zmq::message_t& payload, const char* what) {
+    if (!router.recv(id) || !router.recv(payload)) {
+      std::fprintf(stderr, "floor_probe: no %s from a worker in 30 s\n", what);
+      std::exit(1);
+    }
+  };
   for (const int fd : to_children) {
     const std::string line = endpoint + "\n";
     check(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()),
@@ -481,8 +489,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> data_endpoints(static_cast<std::size_t>(o.workers));
   for (int n = 0; n < o.workers; ++n) {
     zmq::message_t id, payload;
-    (void)router.recv(id);
-    (void)router.recv(payload);
+    receive(id, payload, "hello");
     const message hello = decode(payload);
     if (hello.type != kind::hello || hello.index < 0 || hello.index >= o.workers) {
       std::fprintf(stderr, "floor_probe: a worker's hello was not one\n");
@@ -495,8 +502,13 @@ int main(int argc, char** argv) {
     return ids[static_cast<std::size_t>(index % o.workers)];
   };
   auto send = [&](const std::string& to, const message& m) {
-    (void)router.send(zmq::buffer(to), zmq::send_flags::sndmore);
-    (void)router.send(zmq::buffer(encode(m)), zmq::send_flags::none);
+    try {
+      (void)router.send(zmq::buffer(to), zmq::send_flags::sndmore);
+      (void)router.send(zmq::buffer(encode(m)), zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {  // ROUTER_MANDATORY: the worker is gone
+      std::fprintf(stderr, "floor_probe: cannot send to worker %s: %s\n", to.c_str(), e.what());
+      std::exit(1);
+    }
   };
   message peers{kind::peers};
   for (const auto& e : data_endpoints) peers.text += e + "\n";
@@ -515,8 +527,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < o.parallelism; ++i) send(owner(i), {kind::trigger, r, 0, i});
     for (int acks = 0; acks < subtasks; ++acks) {
       zmq::message_t id, payload;
-      (void)router.recv(id);
-      (void)router.recv(payload);
+      receive(id, payload, "acknowledgement");
       (void)decode(payload);
     }
     const auto acked = clock_type::now();
@@ -528,11 +539,7 @@ int main(int argc, char** argv) {
     std::int64_t last_ns = 0;
     for (int n = 0; n < o.workers; ++n) {
       zmq::message_t id, payload;
-      router.set(zmq::sockopt::rcvtimeo, 30'000);
-      if (!router.recv(id) || !router.recv(payload)) {
-        std::fprintf(stderr, "floor_probe: notifications lost in round %d\n", r);
-        return 1;
-      }
+      receive(id, payload, "notification report");
       const message done = decode(payload);
       if (done.type != kind::notified || done.id != r) {
         std::fprintf(stderr, "floor_probe: round %d: expected a worker's notified report\n", r);
@@ -540,7 +547,6 @@ int main(int argc, char** argv) {
       }
       last_ns = std::max(last_ns, done.at_ns);
     }
-    router.set(zmq::sockopt::rcvtimeo, -1);
     if (r > warmup) {
       const auto last = clock_type::time_point(std::chrono::nanoseconds(last_ns));
       e2e_us.push_back(std::chrono::duration<double, std::micro>(durable - start).count());
