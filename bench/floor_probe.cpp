@@ -119,6 +119,8 @@ options parse(int argc, char** argv) {
     else
       usage("unknown option " + flag);
   }
+  // Subtask i lives on worker i % workers: a worker beyond the parallelism would hold none.
+  o.workers = std::min(o.workers, o.parallelism);
   return o;
 }
 
@@ -457,6 +459,8 @@ int main(int argc, char** argv) {
       std::exit(1);
     }
   };
+  // A child that died already closed its pipe: the write below then fails and says so.
+  ::signal(SIGPIPE, SIG_IGN);
   for (const int fd : to_children) {
     const std::string line = endpoint + "\n";
     check(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()),
@@ -493,7 +497,7 @@ int main(int argc, char** argv) {
     const message hello = decode(payload);
     if (hello.type != kind::hello || hello.index < 0 || hello.index >= o.workers) {
       std::fprintf(stderr, "floor_probe: a worker's hello was not one\n");
-      return 1;
+      std::exit(1);  // worker threads may still run: no unwinding past them
     }
     ids[static_cast<std::size_t>(hello.index)] = id.to_string();
     data_endpoints[static_cast<std::size_t>(hello.index)] = hello.text;
@@ -543,7 +547,7 @@ int main(int argc, char** argv) {
       const message done = decode(payload);
       if (done.type != kind::notified || done.id != r) {
         std::fprintf(stderr, "floor_probe: round %d: expected a worker's notified report\n", r);
-        return 1;
+        std::exit(1);
       }
       last_ns = std::max(last_ns, done.at_ns);
     }

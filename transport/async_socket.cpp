@@ -436,6 +436,12 @@ class receive_loop : public std::enable_shared_from_this<receive_loop> {
       : s_(std::move(s)), on_frame_(std::move(on_frame)), on_end_(std::move(on_end)),
         frames_per_turn_(std::max(frames_per_turn, 1)) {}
 
+  // A loop that never finished (its pending wait destroyed with the io_context, or left by an
+  // exception from on_frame) gives the socket's receive side back.
+  ~receive_loop() {
+    if (!finished_) release();
+  }
+
   void start() {
     {
       auto lock = s_->lock_if_shared();
@@ -467,7 +473,17 @@ class receive_loop : public std::enable_shared_from_this<receive_loop> {
       retried_while_ready_ = false;
       if (step.error && step.error != socket_errc::multipart_message) return finish(step.error);
       frame_.error = step.error;
-      on_frame_(frame_);
+      try {
+        on_frame_(frame_);
+      } catch (...) {
+        // Reading ends, without on_end: the exception is the caller's news, and leaves the
+        // executor's run() as any handler's does.
+        finished_ = true;
+        release();
+        on_frame_ = nullptr;
+        on_end_ = nullptr;
+        throw;
+      }
       if (!s_->open) return finish(asio::error::operation_aborted);
       if (++frames == frames_per_turn_) {
         asio::post(s_->descriptor.get_executor(), [self = shared_from_this()] { self->run(); });
@@ -489,12 +505,15 @@ class receive_loop : public std::enable_shared_from_this<receive_loop> {
     run();
   }
 
+  void release() {
+    auto lock = s_->lock_if_shared();
+    s_->reader.busy = false;
+    s_->reader.parked = false;
+  }
+
   void finish(std::error_code why) {
-    {
-      auto lock = s_->lock_if_shared();
-      s_->reader.busy = false;
-      s_->reader.parked = false;
-    }
+    finished_ = true;
+    release();
     on_frame_ = nullptr;  // what it holds may hold this socket
     auto on_end = std::move(on_end_);
     on_end_ = nullptr;
@@ -508,6 +527,7 @@ class receive_loop : public std::enable_shared_from_this<receive_loop> {
   received_frame frame_;
   bool retried_while_ready_ = false;
   bool counted_wait_ = false;  // counts send waits only; attempt_or_park wants it
+  bool finished_ = false;
 };
 
 // One dontwait attempt, no waiting. A ROUTER refuses a full peer at its routing id frame

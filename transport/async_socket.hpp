@@ -102,7 +102,9 @@ class async_socket {
   // when the socket is closed (also from inside `on_frame`) or a receive fails: `on_end` then
   // runs once, with operation_aborted after close(). After `frames_per_turn` messages in a row
   // it lets the executor run its other work before it goes on. For as long as it reads it is
-  // the socket's one receive in flight. Call it on the owner thread.
+  // the socket's one receive in flight. Call it on the owner thread. An exception from
+  // `on_frame` ends reading without `on_end` and leaves the executor's run() as any handler's
+  // does; a caller that must read on catches inside `on_frame`.
   //
   // What a reader loop of co_await receive() costs in coroutine frames and resumptions per
   // message, this does not (bench/README.md, control_plane_bench session 15: 2-3 us of CPU per

@@ -203,23 +203,23 @@ void coordinator_endpoint::start_reading() {
   socket_->receive_each(
       [this, self = shared_from_this()](received_frame& in) {
         if (!running_) return;
-        if (in.error == socket_errc::multipart_message) {
-          ++counters_.frames_received;
-          on_bad_frame(in.routing_id, wire::decode_error{wire::decode_errc::not_msgpack,
-                                                         "a multipart message", 0});
-          publish_counters();
-          return;
-        }
         try {
-          on_frame(in.routing_id, in.payload, in.user_id);
+          if (in.error == socket_errc::multipart_message) {
+            ++counters_.frames_received;
+            on_bad_frame(in.routing_id, wire::decode_error{wire::decode_errc::not_msgpack,
+                                                           "a multipart message", 0});
+          } else {
+            on_frame(in.routing_id, in.payload, in.user_id);
+          }
+          publish_counters();
         } catch (...) {
-          // Nothing in on_frame throws by design. One frame that did must not leave every
-          // worker unheard: it is logged and dropped, and reading goes on.
+          // Nothing here throws by design (the job side and the counters' observer included).
+          // One frame that did must not leave every worker unheard: it is logged and dropped,
+          // and reading goes on.
           spdlog::critical("coordinator endpoint: handling a frame from {} failed: {}",
                            printable_peer(in.routing_id), current_exception_text());
         }
         if (in.payload.capacity() > max_kept_scratch_bytes) in.payload = std::string();
-        publish_counters();
       },
       [this, self = shared_from_this()](std::error_code why) {
         if (why != asio::error::operation_aborted && running_)

@@ -405,12 +405,10 @@ void worker_endpoint::start_reading(const std::shared_ptr<connection>& c) {
         try {
           on_frame(in.payload);
         } catch (...) {
-          // Nothing in on_frame throws by design; if something does, this connection's state
-          // is no longer known: start over on a fresh one, as after a silent coordinator.
           spdlog::critical("worker endpoint: handling a frame from the coordinator failed: {}; "
-                           "reconnecting",
+                           "cancelling every task and reconnecting",
                            current_exception_text());
-          if (running_ && connection_ == c) reconnect();
+          start_over_after_fault(c);
           return;
         }
         if (in.payload.capacity() > max_kept_scratch_bytes) in.payload = std::string();
@@ -420,6 +418,21 @@ void worker_endpoint::start_reading(const std::shared_ptr<connection>& c) {
           spdlog::error("receiving from the coordinator failed: {}", why.message());
       },
       frames_per_turn);
+}
+
+// Nothing in on_frame throws by design; if something does, what this session holds is no longer
+// known, so it ends as after a silent coordinator: every task cancelled, what they reported
+// dropped (not sent on the next session), a fresh connection.
+void worker_endpoint::start_over_after_fault(const std::shared_ptr<connection>& c) {
+  if (!running_ || connection_ != c) return;
+  try {
+    drop_tasks("handling a frame from the coordinator failed");
+    flush_task_reports();  // not registered now: dropped and counted
+    reconnect();
+  } catch (...) {
+    spdlog::critical("worker endpoint: cannot start over: {}; the heartbeat timeout will try again",
+                     current_exception_text());
+  }
 }
 
 asio::awaitable<void> worker_endpoint::writer(std::shared_ptr<connection> c) {
@@ -524,8 +537,14 @@ void worker_endpoint::on_frame(std::string_view payload) {
   // What the tasks report while this message is handled (a stub executor acknowledging a
   // batch of triggers at once) goes out right after it, acknowledgements in one frame.
   inbox_->hold(true);
-  on_message(std::move(decoded).value());
-  inbox_->hold(false);
+  {
+    // Released however on_message ends (an exception is survived: start_over_after_fault).
+    struct release_hold {
+      task_inbox& inbox;
+      ~release_hold() { inbox.hold(false); }
+    } const held{*inbox_};
+    on_message(std::move(decoded).value());
+  }
   flush_task_reports();
 }
 

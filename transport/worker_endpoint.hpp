@@ -100,6 +100,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   class listener_proxy;
 
   void start_reading(const std::shared_ptr<connection>& c);
+  void start_over_after_fault(const std::shared_ptr<connection>& c);
   asio::awaitable<void> writer(std::shared_ptr<connection> c);
   asio::awaitable<void> ticker();
 

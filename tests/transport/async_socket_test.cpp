@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -885,4 +886,29 @@ TEST_CASE("a send from another thread that eats the announcement of a frame wake
   CHECK_FALSE(from_thread);
   guard.run_until([&] { return at_dealer.size() == 1; });
   CHECK(at_dealer[0] == "ping");
+}
+
+TEST_CASE("an exception from receive_each's handler leaves run() and frees the socket's receive") {
+  zmq::context_t context;
+  asio::io_context io;
+  async_socket pull(io.get_executor(), context, zmq::socket_type::pull);
+  async_socket push(io.get_executor(), context, zmq::socket_type::push);
+  REQUIRE_FALSE(pull.bind("inproc://throwing-handler"));
+  REQUIRE_FALSE(push.connect("inproc://throwing-handler"));
+  REQUIRE_FALSE(push.try_send("first"));
+  REQUIRE_FALSE(push.try_send("second"));
+
+  bool ended = false;
+  // The first frame is read within the call, on this thread, so the exception leaves it.
+  CHECK_THROWS_WITH(
+      pull.receive_each([](received_frame&) { throw std::runtime_error("handler fault"); },
+                        [&](std::error_code) { ended = true; }),
+      "handler fault");
+  CHECK_FALSE(ended);
+  io_guard guard(io, 10s);
+  std::vector<received_frame> got;
+  asio::co_spawn(io, receive_into(&pull, &got, 1), rethrow);  // would assert if still busy
+  guard.run_until([&] { return got.size() == 1; });
+  CHECK(got[0].payload == "second");
+  CHECK_FALSE(ended);
 }

@@ -672,20 +672,18 @@ TEST_CASE("a worker endpoint stopped and destroyed while task threads acknowledg
 
 namespace {
 
-// The stub, except that its first trigger throws.
+// The stub, except that its `faulty_trigger`-th trigger (counting from 1) throws.
 class faulty_executor final : public task_executor {
  public:
-  explicit faulty_executor(std::shared_ptr<task_executor_listener> listener)
-      : stub_(std::move(listener), "tcp://faulty") {}
+  explicit faulty_executor(std::shared_ptr<task_executor_listener> listener,
+                           int faulty_trigger = 1)
+      : stub_(std::move(listener), "tcp://faulty"), faulty_trigger_(faulty_trigger) {}
 
   void deploy(const task_deployment_descriptor& d) override { stub_.deploy(d); }
   void cancel(const job_id& j, const execution_attempt_id& a) override { stub_.cancel(j, a); }
   void trigger_checkpoint(const job_id& j, const execution_attempt_id& a, checkpoint_id id,
                           std::int64_t ts, const checkpoint_options& o) override {
-    if (!thrown_) {
-      thrown_ = true;
-      throw std::runtime_error("a fault in the executor");
-    }
+    if (++triggers_ == faulty_trigger_) throw std::runtime_error("a fault in the executor");
     stub_.trigger_checkpoint(j, a, id, ts, o);
   }
   void notify_checkpoint_complete(const job_id& j, const execution_attempt_id& a,
@@ -702,8 +700,22 @@ class faulty_executor final : public task_executor {
 
  private:
   stub_task_executor stub_;
-  bool thrown_ = false;
+  const int faulty_trigger_;
+  int triggers_ = 0;
 };
+
+// Worker w1 with a faulty_executor, registered.
+std::shared_ptr<worker_endpoint> faulty_worker(cluster& c, io_guard& guard, int faulty_trigger) {
+  worker_endpoint_options o;
+  o.coordinator_address = c.coordinator->endpoint();
+  o.worker_id = "w1";
+  auto w = std::make_shared<worker_endpoint>(c.io.get_executor(), c.context, o);
+  w->set_executor(std::make_shared<faulty_executor>(w->listener(), faulty_trigger));
+  REQUIRE_FALSE(w->start({}));
+  c.workers.push_back(w);
+  guard.run_until([&] { return w->registered(); });
+  return w;
+}
 
 }  // namespace
 
@@ -711,14 +723,7 @@ TEST_CASE("a worker whose handling of a frame throws starts over on a fresh conn
           "served again") {
   cluster c;
   io_guard guard(c.io, 20s);
-  worker_endpoint_options o;
-  o.coordinator_address = c.coordinator->endpoint();
-  o.worker_id = "w1";
-  auto w1 = std::make_shared<worker_endpoint>(c.io.get_executor(), c.context, o);
-  w1->set_executor(std::make_shared<faulty_executor>(w1->listener()));
-  REQUIRE_FALSE(w1->start({}));
-  c.workers.push_back(w1);
-  guard.run_until([&] { return w1->registered(); });
+  auto w1 = faulty_worker(c, guard, 1);
   c.deploy("w1", attempt_of(0));
   guard.run_until([&] { return c.jobs->states.size() == 1; });
 
@@ -728,11 +733,40 @@ TEST_CASE("a worker whose handling of a frame throws starts over on a fresh conn
   CHECK(w1->counters().registrations == 2);
   CHECK(c.jobs->acks.empty());
 
-  c.deploy("w1", attempt_of(0));  // whatever the worker kept, the attempt runs there now
+  c.deploy("w1", attempt_of(0));  // its tasks were cancelled: the attempt runs there again
   guard.run_until([&] { return c.jobs->states.size() == 2; });
   gateway->trigger_checkpoint(attempt_of(0), 2, 0, {});
   guard.run_until([&] { return c.jobs->acks.size() == 1; });
   CHECK(c.jobs->acks[0].id == 2);
+}
+
+TEST_CASE("a worker whose handling of a trigger batch throws midway sends nothing of it on its "
+          "next session") {
+  cluster c;
+  io_guard guard(c.io, 20s);
+  auto w1 = faulty_worker(c, guard, 2);  // the batch's first attempt acknowledges, then a fault
+  c.deploy("w1", attempt_of(0));
+  c.deploy("w1", attempt_of(1));
+  guard.run_until([&] { return c.jobs->states.size() == 2; });
+
+  auto gateway = c.coordinator->checkpoint_gateway(job);
+  gateway->hold();
+  gateway->trigger_checkpoint(attempt_of(0), 1, 0, {});
+  gateway->trigger_checkpoint(attempt_of(1), 1, 0, {});
+  gateway->flush();  // one trigger_checkpoint_batch frame
+  guard.run_until([&] { return w1->counters().reconnects == 1 && w1->registered(); });
+  CHECK(w1->dropped_task_reports() >= 1);  // attempt 0's acknowledgement, made before the fault
+
+  // The next session works, and checkpoint 1's acknowledgement never turns up in it.
+  c.deploy("w1", attempt_of(0));
+  c.deploy("w1", attempt_of(1));
+  guard.run_until([&] { return c.jobs->states.size() == 4; });
+  gateway->hold();
+  gateway->trigger_checkpoint(attempt_of(0), 2, 0, {});
+  gateway->trigger_checkpoint(attempt_of(1), 2, 0, {});
+  gateway->flush();
+  guard.run_until([&] { return c.jobs->acks.size() == 2; });
+  for (const auto& ack : c.jobs->acks) CHECK(ack.id == 2);
 }
 
 TEST_CASE("a coordinator whose handling of a frame throws logs it and reads on") {
