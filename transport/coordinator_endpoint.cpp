@@ -325,8 +325,9 @@ void coordinator_endpoint::on_frame(const std::string& peer, std::string_view pa
   // An acknowledgement, the message of every checkpoint from every subtask, is read into a
   // kept struct when it is canonical (what a snapflow worker sends): no message variant.
   if (payload.size() <= options_.max_frame_bytes && wire::decode_canonical(payload, ack_)) {
-    if (admit(peer, curve_key, wire::acknowledge_checkpoint::wire_type, false))
-      on_ack(peer, std::move(ack_));
+    if (const auto registered =
+            admit(peer, curve_key, wire::acknowledge_checkpoint::wire_type, false))
+      on_ack(peer, *registered, std::move(ack_));
     return;
   }
   wire::decode_result decoded = wire::decode(payload, options_.max_frame_bytes);
@@ -357,28 +358,29 @@ void coordinator_endpoint::on_bad_frame(const std::string& peer, const wire::dec
 
 void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m,
                                       const std::string& curve_key) {
-  if (!admit(peer, curve_key, wire::type_name(m),
-             std::holds_alternative<wire::register_worker>(m)))
-    return;
+  const auto admitted =
+      admit(peer, curve_key, wire::type_name(m), std::holds_alternative<wire::register_worker>(m));
+  if (!admitted) return;
+  const bool registered = *admitted;
   std::visit(
       [&](auto& body) {
         using T = std::decay_t<decltype(body)>;
         if constexpr (std::is_same_v<T, wire::register_worker>) {
           on_register(peer, body, curve_key);
         } else if constexpr (std::is_same_v<T, wire::heartbeat>) {
-          on_heartbeat(peer, body);
+          on_heartbeat(peer, registered, body);
         } else if constexpr (std::is_same_v<T, wire::task_state_update>) {
-          on_task_state(peer, body);
+          on_task_state(peer, registered, body);
         } else if constexpr (std::is_same_v<T, wire::acknowledge_checkpoint>) {
-          on_ack(peer, std::move(body));
+          on_ack(peer, registered, std::move(body));
         } else if constexpr (std::is_same_v<T, wire::acknowledge_checkpoint_batch>) {
           // Each entry on its own, as if it had come alone: one for another worker's attempt
           // or an unknown job is refused or dropped and counted, the rest still count.
-          for (auto& ack : body.acks) on_ack(peer, std::move(ack));
+          for (auto& ack : body.acks) on_ack(peer, registered, std::move(ack));
         } else if constexpr (std::is_same_v<T, wire::decline_checkpoint>) {
-          on_decline(peer, body);
+          on_decline(peer, registered, body);
         } else if constexpr (std::is_same_v<T, wire::source_exhausted>) {
-          if (owns(peer, body.job, body.attempt, "a source_exhausted"))
+          if (owns(peer, registered, body.job, body.attempt, "a source_exhausted"))
             handler_->source_exhausted(body.job, body.attempt, body.last_barrier);
         } else {
           refuse(peer, "a " + std::string(T::wire_type) + ", which only the coordinator sends");
@@ -387,20 +389,22 @@ void coordinator_endpoint::on_message(const std::string& peer, wire::message&& m
       m);
 }
 
-bool coordinator_endpoint::admit(const std::string& peer, const std::string& curve_key,
-                                 std::string_view type, bool registering) {
+std::optional<bool> coordinator_endpoint::admit(const std::string& peer,
+                                                const std::string& curve_key,
+                                                std::string_view type, bool registering) {
   if (options_.curve && !registering) {
     // ROUTER_HANDOVER lets any connection take over a routing id; with CURVE a message only
     // speaks for a registered worker when it comes with the key that worker registered with.
     if (auto it = sessions_.find(peer); it != sessions_.end() && it->second.curve_key != curve_key) {
       refuse(peer, "a " + std::string(type) +
                        " sent with a CURVE key other than the one this worker registered with");
-      return false;
+      return std::nullopt;
     }
   }
-  if (!registering && is_registered(peer))
-    handler_->workers().heartbeat(peer, now_us());  // any message counts as a sign of life
-  return true;
+  if (registering) return false;
+  // is_registered(), with the registry's lookup and the heartbeat in one: any message counts as
+  // a sign of life.
+  return sessions_.contains(peer) && handler_->workers().heartbeat(peer, now_us());
 }
 
 bool coordinator_endpoint::is_registered(const std::string& peer) const {
@@ -494,8 +498,9 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
   handler_->worker_registered(peer, registered->replaced);
 }
 
-void coordinator_endpoint::on_heartbeat(const std::string& peer, const wire::heartbeat& m) {
-  if (!is_registered(peer)) {
+void coordinator_endpoint::on_heartbeat(const std::string& peer, bool registered,
+                                        const wire::heartbeat& m) {
+  if (!registered) {
     refuse(peer, "a heartbeat from a worker that is not registered");
     tell_not_registered(peer);
     return;
@@ -511,9 +516,9 @@ void coordinator_endpoint::on_heartbeat(const std::string& peer, const wire::hea
   send_to_worker(peer, wire::heartbeat{"coordinator", wall_clock_ms()});
 }
 
-bool coordinator_endpoint::owns(const std::string& peer, const job_id& job,
+bool coordinator_endpoint::owns(const std::string& peer, bool registered, const job_id& job,
                                 const execution_attempt_id& attempt, std::string_view what) {
-  if (!is_registered(peer)) {
+  if (!registered) {
     refuse(peer, std::string(what) + " from a worker that is not registered");
     tell_not_registered(peer);
     return false;
@@ -534,19 +539,21 @@ bool coordinator_endpoint::owns(const std::string& peer, const job_id& job,
   return true;
 }
 
-void coordinator_endpoint::on_task_state(const std::string& peer,
+void coordinator_endpoint::on_task_state(const std::string& peer, bool registered,
                                          const wire::task_state_update& m) {
-  if (!owns(peer, m.job, m.attempt, "a task state update")) return;
+  if (!owns(peer, registered, m.job, m.attempt, "a task state update")) return;
   handler_->task_state_changed(m.job, m.attempt, from_wire(m.state), m.failure_message);
 }
 
-void coordinator_endpoint::on_ack(const std::string& peer, wire::acknowledge_checkpoint&& m) {
-  if (!owns(peer, m.job, m.attempt, "an acknowledgement")) return;
+void coordinator_endpoint::on_ack(const std::string& peer, bool registered,
+                                  wire::acknowledge_checkpoint&& m) {
+  if (!owns(peer, registered, m.job, m.attempt, "an acknowledgement")) return;
   handler_->acknowledge_checkpoint(from_wire(std::move(m)));
 }
 
-void coordinator_endpoint::on_decline(const std::string& peer, const wire::decline_checkpoint& m) {
-  if (!owns(peer, m.job, m.attempt, "a decline")) return;
+void coordinator_endpoint::on_decline(const std::string& peer, bool registered,
+                                      const wire::decline_checkpoint& m) {
+  if (!owns(peer, registered, m.job, m.attempt, "a decline")) return;
   handler_->decline_checkpoint(from_wire(m));
 }
 

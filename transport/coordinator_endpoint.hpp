@@ -158,19 +158,22 @@ class coordinator_endpoint : public task_deployment_gateway,
   // another worker id, or the worker is registered with another key); nothing otherwise.
   std::optional<std::string> curve_binding_refusal(const worker_id& worker,
                                                    const std::string& curve_key) const;
-  void on_heartbeat(const std::string& peer, const wire::heartbeat& m);
-  void on_task_state(const std::string& peer, const wire::task_state_update& m);
-  void on_ack(const std::string& peer, wire::acknowledge_checkpoint&& m);
-  void on_decline(const std::string& peer, const wire::decline_checkpoint& m);
+  // `registered`: what admit() found for the frame's sender, as of the frame's arrival.
+  void on_heartbeat(const std::string& peer, bool registered, const wire::heartbeat& m);
+  void on_task_state(const std::string& peer, bool registered, const wire::task_state_update& m);
+  void on_ack(const std::string& peer, bool registered, wire::acknowledge_checkpoint&& m);
+  void on_decline(const std::string& peer, bool registered, const wire::decline_checkpoint& m);
 
   // What every message from `peer` passes first: with CURVE, the key the worker registered
-  // with; then any message counts as a heartbeat. False: refused (counted and logged).
-  bool admit(const std::string& peer, const std::string& curve_key, std::string_view type,
-             bool registering);
+  // with; then any message from a registered worker counts as a heartbeat. Nothing: refused
+  // (counted and logged); else whether `peer` is registered (false for a registration), looked
+  // up once per frame rather than once per check.
+  std::optional<bool> admit(const std::string& peer, const std::string& curve_key,
+                            std::string_view type, bool registering);
   bool is_registered(const std::string& peer) const;
   // Whether `peer` may speak for `attempt`: counts the refusal or staleness when not.
-  bool owns(const std::string& peer, const job_id& job, const execution_attempt_id& attempt,
-            std::string_view what);
+  bool owns(const std::string& peer, bool registered, const job_id& job,
+            const execution_attempt_id& attempt, std::string_view what);
   void refuse(const std::string& peer, std::string_view why);
   void refuse_registration(const std::string& peer, std::string reason);
   void tell_not_registered(const std::string& peer);
