@@ -154,6 +154,18 @@ int next_monitor_event(zmq::socket_t& monitor) {
 }
 
 
+// A raw DEALER "peer" connected to `router` that has sent a two-part message, then "single".
+zmq::socket_t send_multipart_then_single(zmq::context_t& context, async_socket& router) {
+  zmq::socket_t peer(context, zmq::socket_type::dealer);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.set(zmq::sockopt::routing_id, "peer");
+  peer.connect(bind_loopback(router));
+  REQUIRE(peer.send(zmq::str_buffer("part-1"), zmq::send_flags::sndmore));
+  REQUIRE(peer.send(zmq::str_buffer("part-2"), zmq::send_flags::none));
+  REQUIRE(peer.send(zmq::str_buffer("single"), zmq::send_flags::none));
+  return peer;
+}
+
 // A ROUTER and a DEALER made with shared_sends (so other threads may send on the DEALER), not
 // connected yet. Declared in this order so the sockets close before the context ends.
 struct shared_sends_pair {
@@ -430,13 +442,7 @@ TEST_CASE("a multipart message is reported and dropped, and the next message is 
   zmq::context_t context;
   asio::io_context io;
   async_socket router(io.get_executor(), context, zmq::socket_type::router);
-  zmq::socket_t peer(context, zmq::socket_type::dealer);
-  peer.set(zmq::sockopt::linger, 0);
-  peer.set(zmq::sockopt::routing_id, "peer");
-  peer.connect(bind_loopback(router));
-  REQUIRE(peer.send(zmq::str_buffer("part-1"), zmq::send_flags::sndmore));
-  REQUIRE(peer.send(zmq::str_buffer("part-2"), zmq::send_flags::none));
-  REQUIRE(peer.send(zmq::str_buffer("single"), zmq::send_flags::none));
+  zmq::socket_t peer = send_multipart_then_single(context, router);
 
   io_guard guard(io, 60s);
   std::vector<received_frame> got;
@@ -816,13 +822,7 @@ TEST_CASE("receive_each reports a multipart message and reads on") {
   zmq::context_t context;
   asio::io_context io;
   async_socket router(io.get_executor(), context, zmq::socket_type::router);
-  zmq::socket_t peer(context, zmq::socket_type::dealer);
-  peer.set(zmq::sockopt::linger, 0);
-  peer.set(zmq::sockopt::routing_id, "peer");
-  peer.connect(bind_loopback(router));
-  REQUIRE(peer.send(zmq::str_buffer("part-1"), zmq::send_flags::sndmore));
-  REQUIRE(peer.send(zmq::str_buffer("part-2"), zmq::send_flags::none));
-  REQUIRE(peer.send(zmq::str_buffer("single"), zmq::send_flags::none));
+  zmq::socket_t peer = send_multipart_then_single(context, router);
 
   io_guard guard(io, 60s);
   std::vector<std::pair<std::error_code, std::string>> got;

@@ -76,16 +76,19 @@ class fake_jobs final : public worker_event_handler {
   int faulty_acks = 0;            // this many acknowledgements throw instead
 };
 
-// The stub, plus a record of the finish calls the coordinator sends.
+// The stub, plus a record of the finish calls the coordinator sends; with `faulty_trigger` > 0
+// its trigger of that number (counting from 1) throws instead, a fault an endpoint must survive.
 class finishing_executor final : public task_executor {
  public:
-  explicit finishing_executor(std::shared_ptr<task_executor_listener> listener)
-      : stub_(std::move(listener), "tcp://finishing") {}
+  explicit finishing_executor(std::shared_ptr<task_executor_listener> listener,
+                              int faulty_trigger = 0)
+      : stub_(std::move(listener), "tcp://finishing"), faulty_trigger_(faulty_trigger) {}
 
   void deploy(const task_deployment_descriptor& d) override { stub_.deploy(d); }
   void cancel(const job_id& j, const execution_attempt_id& a) override { stub_.cancel(j, a); }
   void trigger_checkpoint(const job_id& j, const execution_attempt_id& a, checkpoint_id id,
                           std::int64_t ts, const checkpoint_options& o) override {
+    if (++triggers_ == faulty_trigger_) throw std::runtime_error("a fault in the executor");
     stub_.trigger_checkpoint(j, a, id, ts, o);
   }
   void notify_checkpoint_complete(const job_id& j, const execution_attempt_id& a,
@@ -106,6 +109,8 @@ class finishing_executor final : public task_executor {
 
  private:
   stub_task_executor stub_;
+  const int faulty_trigger_;
+  int triggers_ = 0;
 };
 
 struct cluster {
@@ -127,14 +132,16 @@ struct cluster {
     io.restart();
     io.poll();
   }
+  // With `executor`, a finishing_executor (with `faulty_trigger`) instead of the stub.
   worker_endpoint& add_worker(const std::string& id,
-                              std::shared_ptr<finishing_executor>* executor = nullptr) {
+                              std::shared_ptr<finishing_executor>* executor = nullptr,
+                              int faulty_trigger = 0) {
     worker_endpoint_options o;
     o.coordinator_address = coordinator->endpoint();
     o.worker_id = id;
     auto w = std::make_shared<worker_endpoint>(io.get_executor(), context, o);
     if (executor) {
-      *executor = std::make_shared<finishing_executor>(w->listener());
+      *executor = std::make_shared<finishing_executor>(w->listener(), faulty_trigger);
       w->set_executor(*executor);
     } else {
       w->set_executor(std::make_shared<stub_task_executor>(w->listener(), "tcp://" + id));
@@ -672,49 +679,12 @@ TEST_CASE("a worker endpoint stopped and destroyed while task threads acknowledg
 
 namespace {
 
-// The stub, except that its `faulty_trigger`-th trigger (counting from 1) throws.
-class faulty_executor final : public task_executor {
- public:
-  explicit faulty_executor(std::shared_ptr<task_executor_listener> listener,
-                           int faulty_trigger = 1)
-      : stub_(std::move(listener), "tcp://faulty"), faulty_trigger_(faulty_trigger) {}
-
-  void deploy(const task_deployment_descriptor& d) override { stub_.deploy(d); }
-  void cancel(const job_id& j, const execution_attempt_id& a) override { stub_.cancel(j, a); }
-  void trigger_checkpoint(const job_id& j, const execution_attempt_id& a, checkpoint_id id,
-                          std::int64_t ts, const checkpoint_options& o) override {
-    if (++triggers_ == faulty_trigger_) throw std::runtime_error("a fault in the executor");
-    stub_.trigger_checkpoint(j, a, id, ts, o);
-  }
-  void notify_checkpoint_complete(const job_id& j, const execution_attempt_id& a,
-                                  checkpoint_id id) override {
-    stub_.notify_checkpoint_complete(j, a, id);
-  }
-  void notify_checkpoint_aborted(const job_id& j, const execution_attempt_id& a,
-                                 checkpoint_id id, checkpoint_id latest) override {
-    stub_.notify_checkpoint_aborted(j, a, id, latest);
-  }
-  void finish(const job_id& j, const execution_attempt_id& a) override { stub_.finish(j, a); }
-  void cancel_all() override { stub_.cancel_all(); }
-  std::string data_endpoint() const override { return stub_.data_endpoint(); }
-
- private:
-  stub_task_executor stub_;
-  const int faulty_trigger_;
-  int triggers_ = 0;
-};
-
-// Worker w1 with a faulty_executor, registered.
-std::shared_ptr<worker_endpoint> faulty_worker(cluster& c, io_guard& guard, int faulty_trigger) {
-  worker_endpoint_options o;
-  o.coordinator_address = c.coordinator->endpoint();
-  o.worker_id = "w1";
-  auto w = std::make_shared<worker_endpoint>(c.io.get_executor(), c.context, o);
-  w->set_executor(std::make_shared<faulty_executor>(w->listener(), faulty_trigger));
-  REQUIRE_FALSE(w->start({}));
-  c.workers.push_back(w);
-  guard.run_until([&] { return w->registered(); });
-  return w;
+// Worker w1, registered, whose `faulty_trigger`-th trigger throws.
+worker_endpoint* faulty_worker(cluster& c, io_guard& guard, int faulty_trigger) {
+  std::shared_ptr<finishing_executor> executor;
+  auto& w = c.add_worker("w1", &executor, faulty_trigger);
+  guard.run_until([&] { return w.registered(); });
+  return &w;
 }
 
 }  // namespace
