@@ -330,10 +330,13 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             // parent's fsync. (Entries of checkpoints that ended otherwise are purged when the
             // next creation ends.)
             const bool prepared = prepared_.erase(a.checkpoint.id) == 1;
+            // A prepared folder is durable already: the write does not look at it again.
+            const auto folder = prepared ? checkpoint_storage::folder::prepared
+                                         : checkpoint_storage::folder::create_if_missing;
             hop_trace::record("c.all_acked", a.checkpoint.id);
             if (prepared && metadata_placement_.write_inline(a.checkpoint)) {
               const auto started = std::chrono::steady_clock::now();
-              auto written = storage_->write_metadata(a.checkpoint);
+              auto written = storage_->write_metadata(a.checkpoint, folder);
               hop_trace::record("c.durable", a.checkpoint.id);
               metadata_placement_.record(elapsed_since(started));
               metadata_placement_.count_inline_write();
@@ -345,9 +348,9 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             }
             // Holds the coordinator until the write's result is in: an aborted checkpoint's
             // folder is discarded only once its write has ended (the core's rule).
-            auto write = [self, checkpoint = std::move(a.checkpoint)] {
+            auto write = [self, checkpoint = std::move(a.checkpoint), folder] {
               const auto started = std::chrono::steady_clock::now();
-              auto written = self->storage_->write_metadata(checkpoint);
+              auto written = self->storage_->write_metadata(checkpoint, folder);
               const auto took = elapsed_since(started);
               asio::post(self->executor_, [self, id = checkpoint.id, written, took]() mutable {
                 self->metadata_placement_.record(took);

@@ -70,8 +70,16 @@ class checkpoint_storage {
   static std::filesystem::path savepoint_dir(const std::filesystem::path& base, const job_id& job,
                                              checkpoint_id id);
 
-  // Durably writes the metadata into `checkpoint.location`, creating folders as needed.
-  result<void> write_metadata(const completed_checkpoint& checkpoint);
+  // Whether a durable write may find its folder missing.
+  enum class folder : std::uint8_t {
+    create_if_missing,  // checked (two stats), created and fsynced into its parent if missing
+    prepared,           // made durable before (prepare_location): not looked at again
+  };
+  // Durably writes the metadata into `checkpoint.location`. With folder::prepared (the
+  // coordinator's path from the last ack to "complete") the folder is taken as there; a folder
+  // removed meanwhile fails the write, as any other disk error does.
+  result<void> write_metadata(const completed_checkpoint& checkpoint,
+                              folder location = folder::create_if_missing);
   // Verifies magic, version, length and checksum; never throws; bounded unpack limits. The
   // returned checkpoint's location is `dir` (so a moved savepoint folder still reads right).
   static result<completed_checkpoint> read_metadata(const std::filesystem::path& dir);
@@ -102,8 +110,10 @@ class checkpoint_storage {
   static result<completed_checkpoint> decode_metadata(std::string_view bytes);
 
   // write temp, fsync, rename, fsync the folder; missing folders are created (and their parents
-  // fsynced). Shared with file_checkpoint_id_counter.
-  static result<void> write_file_durably(const std::filesystem::path& file, std::string_view bytes);
+  // fsynced) unless `location` says the folder is prepared. Shared with
+  // file_checkpoint_id_counter.
+  static result<void> write_file_durably(const std::filesystem::path& file, std::string_view bytes,
+                                         folder location = folder::create_if_missing);
   // The whole file, refusing files larger than max_bytes.
   static result<std::string> read_file(const std::filesystem::path& file, std::uint64_t max_bytes);
 

@@ -95,6 +95,31 @@ TEST_CASE("checkpoint storage writes metadata durably and reads it back unchange
   CHECK(sp_read->is_savepoint());
 }
 
+TEST_CASE("checkpoint storage writes into a prepared folder without looking for it again") {
+  temp_folder tmp;
+  checkpoint_storage storage(tmp.path() / "state" / "job");
+  const completed_checkpoint c = sample(storage, 5);
+  REQUIRE(checkpoint_storage::prepare_location(c.location).ok());
+  REQUIRE(storage.write_metadata(c, checkpoint_storage::folder::prepared).ok());
+  auto read = checkpoint_storage::read_metadata(c.location);
+  REQUIRE(read.ok());
+  CHECK(*read == c);
+  CHECK_FALSE(fs::exists(fs::path(c.location) / "_metadata.tmp"));
+
+  // Taken as there: a folder removed after its preparation fails the write with the path
+  // named, and nothing is created in its place.
+  const completed_checkpoint gone = sample(storage, 6);
+  REQUIRE(checkpoint_storage::prepare_location(gone.location).ok());
+  fs::remove_all(gone.location);
+  auto failed = storage.write_metadata(gone, checkpoint_storage::folder::prepared);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.err().message.find("_metadata.tmp") != std::string::npos);
+  CHECK_FALSE(fs::exists(gone.location));
+  // The default still creates what is missing.
+  REQUIRE(storage.write_metadata(gone).ok());
+  CHECK(fs::exists(fs::path(gone.location) / "_metadata"));
+}
+
 TEST_CASE("checkpoint storage keeps inline states in _metadata and verifies them") {
   temp_folder tmp;
   checkpoint_storage storage(tmp.path() / "state" / "job");
