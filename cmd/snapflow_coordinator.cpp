@@ -18,6 +18,7 @@
 
 #include "cmd/cpu_affinity.hpp"
 #include "cmd/process_logging.hpp"
+#include "cmd/thread_scheduling.hpp"
 #include "engine/jobmaster/dispatcher.hpp"
 #include "transport/coordinator_endpoint.hpp"
 #include "transport/curve_keys.hpp"
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
   std::string curve_allowlist;
   std::string key_prefix;
   std::optional<std::string> cpus;  // set, even empty, when --cpus was given
+  std::string io_thread_scheduling = "batch";
 
   app.add_option("--bind", o.bind_address,
                  "control endpoint the workers connect to (tcp://HOST:* picks a free port)")
@@ -109,6 +111,12 @@ int main(int argc, char** argv) {
   app.add_option("--cpus", cpus,
                  "run the coordinator's threads on these CPUs only, a list like 0-3,6 "
                  "(default: any)");
+  app.add_option("--io-thread-scheduling", io_thread_scheduling,
+                 "scheduling policy of the coordinator's ZeroMQ threads: batch (SCHED_BATCH: "
+                 "woken by a send, it waits for the coordinator thread instead of taking its "
+                 "CPU in the middle of a trigger's fan-out) or normal")
+      ->check(scheduling_policy_check, "batch or normal")
+      ->capture_default_str();
   auto* keygen_command = app.add_subcommand(
       "keygen", "generate a CURVE key pair (Z85) and exit; prints it without --out");
   keygen_command->add_option("--out", key_prefix, "write PREFIX.public and PREFIX.secret");
@@ -166,6 +174,15 @@ int main(int argc, char** argv) {
   // Destroyed in reverse: the ZeroMQ context (and the ZAP handler's socket in it) outlives the
   // io_context whose coroutines own the sockets.
   zmq::context_t zmq_context(1);
+  // Taken by ZeroMQ's threads (the I/O thread, and the reaper that closes sockets) when they
+  // start, with the first socket. Under SCHED_BATCH the frame
+  // the coordinator thread hands over wakes it without preempting that thread, so a trigger's
+  // frames to every worker leave together; under the default policy it often took the CPU at
+  // the first frame, and the others waited behind it and the first worker's own work
+  // (docs/benchmarks.md, session 16: the second frame over 100 us late in 4-9% of checkpoints,
+  // then almost never). Needs no privilege.
+  const scheduling_policy io_policy = parse_scheduling_policy(io_thread_scheduling).value();
+  zmq_context.set(zmq::ctxopt::thread_sched_policy, linux_policy(io_policy));
   std::unique_ptr<transport::zap_handler> zap;
   if (o.curve) {
     zap = std::make_unique<transport::zap_handler>(zmq_context, o.curve->allowed_clients);

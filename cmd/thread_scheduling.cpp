@@ -41,6 +41,8 @@ result<scheduling_policy> parse_scheduling_policy(std::string_view text) {
 
 std::string_view to_string(scheduling_policy policy) { return entry_of(policy).name; }
 
+int linux_policy(scheduling_policy policy) { return entry_of(policy).linux_policy; }
+
 std::string scheduling_policy_check(const std::string& text) {
   auto parsed = parse_scheduling_policy(text);
   return parsed ? std::string() : parsed.err().message;

@@ -27,6 +27,9 @@ enum class scheduling_policy {
 
 // "normal" or "batch".
 result<scheduling_policy> parse_scheduling_policy(std::string_view text);
+// SCHED_OTHER or SCHED_BATCH (for ZeroMQ's ZMQ_THREAD_SCHED_POLICY, which sets it on the I/O
+// threads of one context).
+int linux_policy(scheduling_policy policy);
 std::string_view to_string(scheduling_policy policy);
 // For an option parser's check (CLI11's ->check): empty when `text` names a policy, else why not.
 std::string scheduling_policy_check(const std::string& text);

@@ -1,9 +1,11 @@
 // --scheduling of snapflow-worker: the policy names, the policy set on every thread of this
 // process (and inherited by threads started later), and real workers whose every thread runs
-// under the policy asked for, whatever their parent ran under.
+// under the policy asked for, whatever their parent ran under. --io-thread-scheduling of
+// snapflow-coordinator: its ZeroMQ I/O thread alone under the policy asked for.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +25,25 @@ std::vector<std::optional<scheduling_policy>> thread_policies(pid_t pid) {
   const auto tasks = std::filesystem::path("/proc") / std::to_string(pid) / "task";
   for (const auto& task : std::filesystem::directory_iterator(tasks))
     out.push_back(thread_scheduling_policy(std::stoi(task.path().filename().string())));
+  return out;
+}
+
+// The policy of every thread of `pid` whose name (/proc's comm, which ZeroMQ sets on its own
+// threads) starts with `prefix`, and of every other thread.
+struct policies_by_name {
+  std::vector<std::optional<scheduling_policy>> named, others;
+};
+policies_by_name thread_policies_by_name(pid_t pid, const std::string& prefix) {
+  policies_by_name out;
+  const auto tasks = std::filesystem::path("/proc") / std::to_string(pid) / "task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    const auto policy = thread_scheduling_policy(std::stoi(task.path().filename().string()));
+    // A short-lived thread that ended after the listing has no policy left to read.
+    if (!policy && !std::filesystem::exists(task.path())) continue;
+    (comm.rfind(prefix, 0) == 0 ? out.named : out.others).push_back(policy);
+  }
   return out;
 }
 
@@ -100,4 +121,35 @@ TEST_CASE("a bad --scheduling stops a worker with exit code 2 and the reason") {
   CHECK(*code == 2);
   CHECK_THAT(worker.stderr_text(), Catch::Contains("--scheduling"));
   CHECK_THAT(worker.stderr_text(), Catch::Contains("fifo"));
+}
+
+TEST_CASE("coordinator: its ZeroMQ threads under SCHED_BATCH by default, normal when asked") {
+  restore_normal_policy restore;
+  REQUIRE(apply_scheduling_policy(scheduling_policy::normal));
+  for (const auto policy : {scheduling_policy::batch, scheduling_policy::normal}) {
+    temp_dir dir;
+    std::vector<std::string> extra;
+    if (policy == scheduling_policy::normal) extra = {"--io-thread-scheduling", "normal"};
+    coordinator_process coordinator(dir.path(), extra);
+    // Bound and answering: its I/O thread and the reaper that closes sockets run.
+    const auto threads = thread_policies_by_name(coordinator.process().pid(), "ZMQbg/");
+    INFO("expected " << to_string(policy));
+    REQUIRE(threads.named.size() == 2);
+    for (const auto& p : threads.named) CHECK(p == policy);
+    // Every other thread keeps the policy it started under.
+    CHECK(threads.others.size() >= 2);
+    for (const auto& p : threads.others) CHECK(p == scheduling_policy::normal);
+  }
+}
+
+TEST_CASE("a bad --io-thread-scheduling stops a coordinator with exit code 2 and the reason") {
+  temp_dir dir;
+  child_process coordinator({SNAPFLOW_COORDINATOR_BIN, "--state-dir",
+                             (dir.path() / "state").string(), "--rest-port", "0",
+                             "--io-thread-scheduling", "fifo"});
+  auto code = coordinator.wait_exit(std::chrono::seconds(30));
+  REQUIRE(code);
+  CHECK(*code == 2);
+  CHECK_THAT(coordinator.stderr_text(), Catch::Contains("--io-thread-scheduling"));
+  CHECK_THAT(coordinator.stderr_text(), Catch::Contains("fifo"));
 }
