@@ -11,6 +11,7 @@
 #include "engine/hop_trace.hpp"
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
+#include "engine/runtime/thread_name.hpp"
 
 namespace snapflow {
 
@@ -204,6 +205,9 @@ void stream_task::report(execution_state state, const std::string& message) {
 }
 
 void stream_task::run() {
+  name_this_thread((config_.role == operator_role::source ? "source " : "task ") +
+                   std::to_string(config_.vertex.id) + "." +
+                   std::to_string(config_.attempt.subtask.index));
   // The task thread's turn, from the start: a source gives it up only while it waits idle, so
   // whoever takes it after RUNNING was reported finds the source idle or ended.
   std::unique_lock turn(turn_mutex_);

@@ -25,6 +25,7 @@
 
 #include "engine/hop_trace.hpp"
 #include "engine/runtime/local_channel.hpp"
+#include "engine/runtime/thread_name.hpp"
 #include "transport/data/data_frame.hpp"
 
 namespace snapflow::data {
@@ -703,6 +704,7 @@ result<std::shared_ptr<network_data_plane>> network_data_plane::create(
   // The sockets move to the I/O thread, which alone uses them from now on.
   plane->io_thread_ =
       std::thread([p = plane.get(), r = std::move(router), m = std::move(monitor)]() mutable {
+        name_this_thread("data plane");
         p->run(std::move(r), std::move(m));
       });
   return plane;
