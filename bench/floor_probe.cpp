@@ -22,9 +22,10 @@
 // Every frame is a msgpack map, encoded by the sender and decoded by the receiver.
 //
 // With --pin, worker w and the ZeroMQ I/O thread of its own context run on CPU w mod the CPUs
-// this process may use, as snapflow-worker processes placed with --cpus do; the coordinator
-// keeps its context and any CPU. Without it, worker threads (--threads) share the
-// coordinator's context, and every thread may run on any CPU.
+// this process may use, as snapflow-worker processes placed with --cpus do; with workers as
+// processes, the coordinator and its I/O thread (under SCHED_BATCH) run on the last of those
+// CPUs, as `snapflow local --pin-workers` places snapflow-coordinator. Without --pin, worker
+// threads (--threads) share the coordinator's context, and every thread may run on any CPU.
 //
 //   floor_probe --parallelism P --depth D [--workers W] [--rounds N] [--pause-ms M]
 //               [--state-bytes B] [--dir FOLDER] [--pin] [--threads]   prints one JSON object
@@ -382,8 +383,7 @@ void pin_this_thread(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  check(::sched_setaffinity(0, sizeof set, &set) == 0, "pin a worker thread to CPU",
-        std::to_string(cpu));
+  check(::sched_setaffinity(0, sizeof set, &set) == 0, "pin a thread to CPU", std::to_string(cpu));
 }
 
 // Worker w as a process of its own: forked before this process starts any thread, it waits for
@@ -445,7 +445,11 @@ int main(int argc, char** argv) {
     to_children.push_back(to_child);
   }
 
+  // The coordinator's layout as snapflow's with --pin-workers: one CPU, the I/O thread waiting
+  // for the coordinator thread (which blocks in its receive right after a round's triggers).
+  if (o.pin && !o.threads) pin_this_thread(cpus.back());
   zmq::context_t context(1);
+  if (o.pin && !o.threads) context.set(zmq::ctxopt::thread_sched_policy, SCHED_BATCH);
   zmq::socket_t router(context, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
   router.set(zmq::sockopt::router_mandatory, true);

@@ -145,6 +145,15 @@ int main(int argc, char** argv) {
     }
     spdlog::info("running on CPU {}", format_cpu_list(*placed));
   }
+  const scheduling_policy io_policy = parse_scheduling_policy(io_thread_scheduling).value();
+  // On one CPU (--cpus, or a CPU set inherited from the parent) ZeroMQ's I/O thread shares the
+  // coordinator thread's, and under SCHED_BATCH waits for it: the coordinator gives the CPU up
+  // right after a trigger's frames are handed over (coordinator_endpoint_options).
+  if (const auto allowed = allowed_cpus();
+      allowed && allowed->size() == 1 && io_policy == scheduling_policy::batch) {
+    o.yield_after_send = true;
+    spdlog::info("one CPU: the coordinator thread yields to the ZeroMQ I/O thread after sends");
+  }
   o.heartbeat_interval = std::chrono::milliseconds(interval_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(timeout_ms);
   if (!curve_secret.empty()) {
@@ -181,7 +190,6 @@ int main(int argc, char** argv) {
   // the first frame, and the others waited behind it and the first worker's own work
   // (docs/benchmarks.md, session 16: the second frame over 100 us late in 4-9% of checkpoints,
   // then almost never). Needs no privilege.
-  const scheduling_policy io_policy = parse_scheduling_policy(io_thread_scheduling).value();
   zmq_context.set(zmq::ctxopt::thread_sched_policy, linux_policy(io_policy));
   std::unique_ptr<transport::zap_handler> zap;
   if (o.curve) {

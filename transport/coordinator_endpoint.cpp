@@ -4,6 +4,7 @@
 #include <cassert>
 #include <exception>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include <asio/co_spawn.hpp>
@@ -676,7 +677,9 @@ void coordinator_endpoint::hold() { ++hold_depth_; }
 void coordinator_endpoint::flush_held() {
   assert(hold_depth_ > 0);
   if (hold_depth_ > 0) --hold_depth_;
-  if (hold_depth_ == 0) release_all_held();
+  if (hold_depth_ != 0 || held_.empty()) return;
+  release_all_held();
+  if (options_.yield_after_send) std::this_thread::yield();
 }
 
 void coordinator_endpoint::release_all_held() {

@@ -51,6 +51,13 @@ struct coordinator_endpoint_options {
   // With a value, the socket requires CURVE; the ZAP handler (zap_handler) must be running in
   // the same ZeroMQ context before start().
   std::optional<curve_server_config> curve;
+  // Give up the CPU once after a flush handed frames to ZeroMQ (a trigger's fan-out), so that
+  // ZeroMQ's I/O thread puts them on the wire before this thread's next work. For when that
+  // thread can only run on this one's CPU (snapflow-coordinator pinned to one CPU, its I/O
+  // thread under SCHED_BATCH): woken there, it would otherwise wait for this thread to block,
+  // after the folder creation and whatever else the turn holds; on another CPU it runs at once
+  // and the yield would only delay this thread.
+  bool yield_after_send = false;
 };
 
 // What the endpoint counts. Every frame that arrives is in frames_received, then in at most
