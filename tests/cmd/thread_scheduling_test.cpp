@@ -4,6 +4,8 @@
 // snapflow-coordinator: its ZeroMQ I/O thread alone under the policy asked for.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -131,8 +133,18 @@ TEST_CASE("coordinator: its ZeroMQ threads under SCHED_BATCH by default, normal 
     std::vector<std::string> extra;
     if (policy == scheduling_policy::normal) extra = {"--io-thread-scheduling", "normal"};
     coordinator_process coordinator(dir.path(), extra);
-    // Bound and answering: its I/O thread and the reaper that closes sockets run.
-    const auto threads = thread_policies_by_name(coordinator.process().pid(), "ZMQbg/");
+    // Bound and answering: its I/O thread and the reaper that closes sockets exist, though
+    // each names itself and takes its policy only once it runs: wait for both, boundedly.
+    policies_by_name threads;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    do {
+      threads = thread_policies_by_name(coordinator.process().pid(), "ZMQbg/");
+      if (threads.named.size() == 2 &&
+          std::all_of(threads.named.begin(), threads.named.end(),
+                      [&](const auto& p) { return p == policy; }))
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } while (std::chrono::steady_clock::now() < deadline);
     INFO("expected " << to_string(policy));
     REQUIRE(threads.named.size() == 2);
     for (const auto& p : threads.named) CHECK(p == policy);
