@@ -184,9 +184,9 @@ int main(int argc, char** argv) {
   // io_context whose coroutines own the sockets.
   zmq::context_t zmq_context(1);
   // Taken by ZeroMQ's threads (the I/O thread, and the reaper that closes sockets) when they
-  // start, with the first socket. Under SCHED_BATCH the frame
-  // the coordinator thread hands over wakes it without preempting that thread, so a trigger's
-  // frames to every worker leave together; under the default policy it often took the CPU at
+  // start, with the first socket. Under SCHED_BATCH a frame the coordinator thread hands over
+  // wakes the I/O thread without preempting the coordinator thread, so a trigger's frames to
+  // every worker are handed over together; under the default policy it often took the CPU at
   // the first frame, and the others waited behind it and the first worker's own work
   // (docs/benchmarks.md, session 16: the second frame over 100 us late in 4-9% of checkpoints,
   // then almost never). Needs no privilege.
