@@ -22,10 +22,10 @@
 // Every frame is a msgpack map, encoded by the sender and decoded by the receiver.
 //
 // With --pin, worker w and the ZeroMQ I/O thread of its own context run on CPU w mod the CPUs
-// this process may use, as snapflow-worker processes placed with --cpus do; with workers as
-// processes, the coordinator and its I/O thread (under SCHED_BATCH) run on the last of those
-// CPUs, as `snapflow local --pin-workers` places snapflow-coordinator. Without --pin, worker
-// threads (--threads) share the coordinator's context, and every thread may run on any CPU.
+// this process may use, as snapflow-worker processes placed with --cpus do; the coordinator
+// keeps any CPU, and with workers as processes its I/O thread runs under SCHED_BATCH, as
+// snapflow-coordinator's does. Without --pin, worker threads (--threads) share the
+// coordinator's context, and every thread may run on any CPU.
 //
 //   floor_probe --parallelism P --depth D [--workers W] [--rounds N] [--pause-ms M]
 //               [--state-bytes B] [--dir FOLDER] [--pin] [--threads]   prints one JSON object
@@ -445,9 +445,8 @@ int main(int argc, char** argv) {
     to_children.push_back(to_child);
   }
 
-  // The coordinator's layout as snapflow's with --pin-workers: one CPU, the I/O thread waiting
-  // for the coordinator thread (which blocks in its receive right after a round's triggers).
-  if (o.pin && !o.threads) pin_this_thread(cpus.back());
+  // The coordinator's I/O thread as snapflow-coordinator's: woken by a trigger frame, it waits
+  // for the coordinator thread, which blocks in its receive right after a round's triggers.
   zmq::context_t context(1);
   if (o.pin && !o.threads) context.set(zmq::ctxopt::thread_sched_policy, SCHED_BATCH);
   zmq::socket_t router(context, zmq::socket_type::router);

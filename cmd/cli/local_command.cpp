@@ -128,13 +128,6 @@ int run_local(const local_options& o) {
   std::vector<std::string> coordinator_args{
       "--bind",      "tcp://127.0.0.1:*", "--state-dir", state_dir.string(),
       "--rest-host", "127.0.0.1",         "--rest-port", std::to_string(o.rest_port)};
-  if (o.pin_workers) {
-    // The coordinator on one CPU (the last worker's last): its thread and ZeroMQ's I/O thread
-    // then hand frames over on that CPU instead of waking an idle one (snapflow-coordinator
-    // yields after a trigger's sends when it has one CPU).
-    coordinator_args.push_back("--cpus");
-    coordinator_args.push_back(std::to_string(cpus.back()));
-  }
   coordinator_args.insert(coordinator_args.end(), log_args.begin(), log_args.end());
   auto coordinator = children.spawn("coordinator", (bin / "snapflow-coordinator").string(),
                                     coordinator_args, true);
@@ -180,9 +173,7 @@ int run_local(const local_options& o) {
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   std::cout << "snapflow local: coordinator " << control << ", REST and web page at http://" << rest
             << "/, " << o.workers << " workers x " << o.slots << " slots"
-            << (o.pin_workers ? " (each on CPUs of its own, the coordinator on CPU " +
-                                   std::to_string(cpus.back()) + ")"
-                             : std::string()) << ", state in "
+            << (o.pin_workers ? " (each on CPUs of its own)" : "") << ", state in "
             << state_dir.string() << "\n";
 
   rest_client client(rest);

@@ -44,8 +44,7 @@ int main(int argc, char** argv) {
   l->add_option("--timeout", local.timeout_s, "cancel after this many seconds (0 = never)");
   l->add_flag("--pin-workers", local.pin_workers,
               "give each worker a share of this machine's CPUs of its own (snapflow-worker "
-              "--cpus), and the coordinator the last CPU: lower checkpoint latency when "
-              "nothing else needs those CPUs");
+              "--cpus): lower checkpoint latency when nothing else needs those CPUs");
   l->add_option("--worker-scheduling", local.worker_scheduling,
                 "scheduling policy of the workers' threads (snapflow-worker --scheduling): "
                 "batch, their default, or normal")

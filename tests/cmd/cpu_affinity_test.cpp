@@ -121,6 +121,27 @@ TEST_CASE("cpus option: every thread of a coordinator and a worker placed, and t
     INFO("pid " << pid);
     CHECK(threads.size() >= 3);
     for (const auto& list : threads) CHECK(list == cpu);
+  }  // On one CPU, with its ZeroMQ I/O thread under SCHED_BATCH (the default), the coordinator
+  // gives the CPU up after a flush of frames, and says so.
+  CHECK(coordinator.process().wait_for_stderr(
+      "one CPU: the coordinator thread yields to the ZeroMQ I/O thread after sends",
+      std::chrono::seconds(10)));
+}
+
+TEST_CASE("a coordinator on more CPUs, or with a normal I/O thread, does not yield after sends") {
+  auto allowed = allowed_cpus();
+  REQUIRE(allowed);
+  const std::string one = std::to_string(allowed->front());
+  std::vector<std::vector<std::string>> cases{{"--cpus", one, "--io-thread-scheduling", "normal"}};
+  if (allowed->size() >= 2) cases.push_back({"--cpus", format_cpu_list(*allowed)});
+  for (const auto& args : cases) {
+    temp_dir dir;
+    coordinator_process coordinator(dir.path(), args);
+    // Started and listening: the decision is logged before the socket is bound.
+    INFO(args[1] << (args.size() > 2 ? " " + args[3] : std::string()));
+    CHECK(coordinator.process().wait_for_stderr("coordinator started", std::chrono::seconds(10)));
+    CHECK(coordinator.process().stderr_text().find("yields to the ZeroMQ I/O thread") ==
+          std::string::npos);
   }
 }
 
