@@ -53,8 +53,8 @@ struct coordinator_endpoint_options {
   std::optional<curve_server_config> curve;
   // Give up the CPU once after a flush handed frames to ZeroMQ (a trigger's fan-out), so that
   // ZeroMQ's I/O thread puts them on the wire before this thread's next work. For when that
-  // thread can only run on this one's CPU (snapflow-coordinator pinned to one CPU, its I/O
-  // thread under SCHED_BATCH): woken there, it would otherwise wait for this thread to block,
+  // thread can only run on this one's CPU (snapflow-coordinator given one CPU, its I/O thread
+  // under SCHED_BATCH): woken there, it would otherwise wait for this thread to block,
   // after the folder creation and whatever else the turn holds; on another CPU it runs at once
   // and the yield would only delay this thread.
   bool yield_after_send = false;
