@@ -1,6 +1,7 @@
-# Runs bench/hop-report on TRACE (with ARGS, a ;-list, when given) and compares its output
-# with EXPECTED; SKIPPED is the message its malformed lines must produce on stderr.
-execute_process(COMMAND ${PYTHON} ${SCRIPT} ${TRACE} ${ARGS} OUTPUT_VARIABLE actual
+# Runs bench/hop-report on TRACE (with ARGS, space-separated, when given) and compares its
+# output with EXPECTED; SKIPPED is the message its malformed lines must produce on stderr.
+separate_arguments(args UNIX_COMMAND "${ARGS}")
+execute_process(COMMAND ${PYTHON} ${SCRIPT} ${TRACE} ${args} OUTPUT_VARIABLE actual
                 ERROR_VARIABLE errors RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "hop-report exited with ${rc}: ${errors}")

@@ -185,17 +185,38 @@ struct shared_sends_pair {
   async_socket router{io.get_executor(), context, zmq::socket_type::router};
   async_socket dealer;
 };
+
+// Two sockets of one context, the second connected to the first: bound on loopback TCP, or on
+// inproc://`inproc_name` when one is given. Declared in this order so the sockets close before
+// the context ends.
+struct connected_sockets {
+  connected_sockets(zmq::socket_type bound_type, zmq::socket_type connecting_type,
+                    const std::string& inproc_name = {})
+      : bound(io.get_executor(), context, bound_type),
+        connecting(io.get_executor(), context, connecting_type) {
+    std::string endpoint = "inproc://" + inproc_name;
+    if (inproc_name.empty())
+      endpoint = bind_loopback(bound);
+    else
+      REQUIRE_FALSE(bound.bind(endpoint));
+    REQUIRE_FALSE(connecting.connect(endpoint));
+  }
+
+  zmq::context_t context;
+  asio::io_context io;
+  async_socket bound;
+  async_socket connecting;
+};
 }  // namespace
 
 TEST_CASE("a dealer and a router exchange 10000 strict ping-pong messages without a stall") {
   // Strict ping-pong is where a missed wake-up shows: each side waits on the descriptor after
   // every message, with exactly one message in flight.
   constexpr int count = 10'000;
-  zmq::context_t context;
-  asio::io_context io;
-  async_socket router(io.get_executor(), context, zmq::socket_type::router);
-  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer);
-  REQUIRE_FALSE(dealer.connect(bind_loopback(router)));
+  connected_sockets sockets(zmq::socket_type::router, zmq::socket_type::dealer);
+  auto& io = sockets.io;
+  auto& router = sockets.bound;
+  auto& dealer = sockets.connecting;
 
   io_guard guard(io, 120s);
   int answered = 0;
@@ -504,11 +525,10 @@ asio::awaitable<void> give_up_then_receive(async_socket* socket, async_socket* p
 }  // namespace
 
 TEST_CASE("a receive cancelled by its caller leaves the socket usable") {
-  zmq::context_t context;
-  asio::io_context io;
-  async_socket a(io.get_executor(), context, zmq::socket_type::pair);
-  async_socket b(io.get_executor(), context, zmq::socket_type::pair);
-  REQUIRE_FALSE(b.connect(bind_loopback(a)));
+  connected_sockets sockets(zmq::socket_type::pair, zmq::socket_type::pair);
+  auto& io = sockets.io;
+  auto& a = sockets.bound;
+  auto& b = sockets.connecting;
   io_guard guard(io, 60s);
   std::vector<received_frame> got;
   bool lost_race = false;
@@ -716,11 +736,10 @@ TEST_CASE("receive_each answers 10000 strict ping-pong messages without a stall"
   // The router reads with receive_each and answers at once; the dealer is a coroutine. One
   // message in flight at a time: a wake-up the loop missed would stall the run.
   constexpr int count = 10'000;
-  zmq::context_t context;
-  asio::io_context io;
-  async_socket router(io.get_executor(), context, zmq::socket_type::router);
-  async_socket dealer(io.get_executor(), context, zmq::socket_type::dealer);
-  REQUIRE_FALSE(dealer.connect(bind_loopback(router)));
+  connected_sockets sockets(zmq::socket_type::router, zmq::socket_type::dealer);
+  auto& io = sockets.io;
+  auto& router = sockets.bound;
+  auto& dealer = sockets.connecting;
 
   io_guard guard(io, 120s);
   int echoed = 0;
@@ -775,11 +794,10 @@ TEST_CASE("receive_each on a router reads every message of 16 dealers in each on
 }
 
 TEST_CASE("receive_each ends once with operation_aborted when the socket closes") {
-  zmq::context_t context;
-  asio::io_context io;
-  async_socket pair_a(io.get_executor(), context, zmq::socket_type::pair);
-  async_socket pair_b(io.get_executor(), context, zmq::socket_type::pair);
-  REQUIRE_FALSE(pair_b.connect(bind_loopback(pair_a)));
+  connected_sockets sockets(zmq::socket_type::pair, zmq::socket_type::pair);
+  auto& io = sockets.io;
+  auto& pair_a = sockets.bound;
+  auto& pair_b = sockets.connecting;
   io_guard guard(io, 60s);
   int frames = 0;
   std::vector<std::error_code> ends;
@@ -838,12 +856,10 @@ TEST_CASE("receive_each lets the executor's other work run after frames_per_turn
   // inproc: each send lands in the receiver's queue before it returns, so all 100 frames are
   // there before reading starts and only the turn limit can let the posted handler in early.
   constexpr int turn = 10;
-  zmq::context_t context;
-  asio::io_context io;
-  async_socket pull(io.get_executor(), context, zmq::socket_type::pull);
-  async_socket push(io.get_executor(), context, zmq::socket_type::push);
-  REQUIRE_FALSE(pull.bind("inproc://turns"));
-  REQUIRE_FALSE(push.connect("inproc://turns"));
+  connected_sockets sockets(zmq::socket_type::pull, zmq::socket_type::push, "turns");
+  auto& io = sockets.io;
+  auto& pull = sockets.bound;
+  auto& push = sockets.connecting;
   for (int i = 0; i < 100; ++i) REQUIRE_FALSE(push.try_send(std::to_string(i)));
 
   io_guard guard(io, 60s);
@@ -889,12 +905,10 @@ TEST_CASE("a send from another thread that eats the announcement of a frame wake
 }
 
 TEST_CASE("an exception from receive_each's handler leaves run() and frees the socket's receive") {
-  zmq::context_t context;
-  asio::io_context io;
-  async_socket pull(io.get_executor(), context, zmq::socket_type::pull);
-  async_socket push(io.get_executor(), context, zmq::socket_type::push);
-  REQUIRE_FALSE(pull.bind("inproc://throwing-handler"));
-  REQUIRE_FALSE(push.connect("inproc://throwing-handler"));
+  connected_sockets sockets(zmq::socket_type::pull, zmq::socket_type::push, "throwing-handler");
+  auto& io = sockets.io;
+  auto& pull = sockets.bound;
+  auto& push = sockets.connecting;
   REQUIRE_FALSE(push.try_send("first"));
   REQUIRE_FALSE(push.try_send("second"));
 
