@@ -183,11 +183,12 @@ void checkpoint_coordinator::post_after_flush(std::function<void()> post) {
     post();
 }
 
-void checkpoint_coordinator::location_prepared(checkpoint_id id, const std::string& dir, bool ok) {
+void checkpoint_coordinator::location_prepared(checkpoint_id id, const std::string& dir,
+                                               std::optional<prepared_metadata> file) {
   preparing_.erase(dir);
-  // Only pending checkpoints are kept, so aborted ones cannot pile up.
-  std::erase_if(prepared_, [&](checkpoint_id c) { return core_.find_pending(c) == nullptr; });
-  if (ok && core_.find_pending(id) != nullptr) prepared_.insert(id);
+  // Only pending checkpoints are kept, so aborted ones cannot pile up (nor their open files).
+  std::erase_if(prepared_, [&](const auto& entry) { return core_.find_pending(entry.first) == nullptr; });
+  if (file && core_.find_pending(id) != nullptr) prepared_.emplace(id, std::move(*file));
 }
 
 namespace {
@@ -203,24 +204,27 @@ void checkpoint_coordinator::prepare_location(checkpoint_id id, const std::strin
   auto create = [id, dir] {
     const auto started = std::chrono::steady_clock::now();
     auto prepared = checkpoint_storage::prepare_location(dir);
-    if (!prepared)  // the metadata write tries again and fails the checkpoint
+    std::optional<prepared_metadata> file;
+    if (prepared)
+      file = std::move(prepared).value();
+    else  // the metadata write tries again and fails the checkpoint
       spdlog::warn("creating the folder of checkpoint {}: {}", id, prepared.err().message);
-    return std::pair{prepared.ok(), elapsed_since(started)};
+    return std::pair{std::move(file), elapsed_since(started)};
   };
   // Savepoints may go to another disk: always the pool, as their metadata.
   if (location_placement_.recent_writes_fast() && !savepoint) {
     post_after_flush([this, create, id, dir] {
-      const auto [ok, took] = create();
+      auto [file, took] = create();
       location_placement_.record(took);
       location_placement_.count_inline_write();
-      location_prepared(id, dir, ok);
+      location_prepared(id, dir, std::move(file));
     });
   } else {
     post_location_work([self = shared_from_this(), create, id, dir] {
-      const auto [ok, took] = create();
-      asio::post(self->executor_, [self, id, dir, ok, took] {
+      auto [file, took] = create();
+      asio::post(self->executor_, [self, id, dir, file = std::move(file), took]() mutable {
         self->location_placement_.record(took);
-        self->location_prepared(id, dir, ok);
+        self->location_prepared(id, dir, std::move(file));
       });
     });
   }
@@ -329,14 +333,12 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             // on the pool, and a write that found the folder there would not wait for the
             // parent's fsync. (Entries of checkpoints that ended otherwise are purged when the
             // next creation ends.)
-            const bool prepared = prepared_.erase(a.checkpoint.id) == 1;
-            // A prepared folder is durable already: the write does not look at it again.
-            const auto folder = prepared ? checkpoint_storage::folder::prepared
-                                         : checkpoint_storage::folder::create_if_missing;
+            auto entry = prepared_.extract(a.checkpoint.id);
+            const bool prepared = !entry.empty();
             hop_trace::record("c.all_acked", a.checkpoint.id);
             if (prepared && metadata_placement_.write_inline(a.checkpoint)) {
               const auto started = std::chrono::steady_clock::now();
-              auto written = storage_->write_metadata(a.checkpoint, folder);
+              auto written = storage_->write_metadata(a.checkpoint, std::move(entry.mapped()));
               hop_trace::record("c.durable", a.checkpoint.id);
               metadata_placement_.record(elapsed_since(started));
               metadata_placement_.count_inline_write();
@@ -347,10 +349,14 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
               return;
             }
             // Holds the coordinator until the write's result is in: an aborted checkpoint's
-            // folder is discarded only once its write has ended (the core's rule).
-            auto write = [self, checkpoint = std::move(a.checkpoint), folder] {
+            // folder is discarded only once its write has ended (the core's rule). Shared only
+            // so the work fits a std::function (post_location_work).
+            std::shared_ptr<prepared_metadata> file;
+            if (prepared) file = std::make_shared<prepared_metadata>(std::move(entry.mapped()));
+            auto write = [self, checkpoint = std::move(a.checkpoint), file] {
               const auto started = std::chrono::steady_clock::now();
-              auto written = self->storage_->write_metadata(checkpoint, folder);
+              auto written = file ? self->storage_->write_metadata(checkpoint, std::move(*file))
+                                  : self->storage_->write_metadata(checkpoint);
               const auto took = elapsed_since(started);
               asio::post(self->executor_, [self, id = checkpoint.id, written, took]() mutable {
                 self->metadata_placement_.record(took);

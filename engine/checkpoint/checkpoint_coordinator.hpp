@@ -85,8 +85,10 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // flush inside (post_location_work: through location_work_).
   void post_after_flush(std::function<void()> post);
   void post_location_work(std::function<void()> work);
-  // A checkpoint's folder creation ended (on this thread, wherever it ran).
-  void location_prepared(checkpoint_id id, const std::string& dir, bool ok);
+  // A checkpoint's folder creation ended (on this thread, wherever it ran): its open
+  // `_metadata.tmp`, or nothing when the creation failed (the metadata write then tries again).
+  void location_prepared(checkpoint_id id, const std::string& dir,
+                         std::optional<prepared_metadata> file);
   // Creates checkpoint `id`'s folder `dir` (marked in preparing_ already): on this thread when
   // recent writes were fast, else on the pool; either way after the current run's frames.
   void prepare_location(checkpoint_id id, const std::string& dir, bool savepoint);
@@ -115,8 +117,9 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   checkpoint_id last_prepared_ = 0;  // the last checkpoint whose folder creation was posted
   std::set<std::string> preparing_;  // folders whose creation was posted and has not ended
   // Checkpoints whose folder is known to be durable (its creation ended before this thread
-  // looked): only those may write their metadata inline or outside location_work_.
-  std::set<checkpoint_id> prepared_;
+  // looked), with their open `_metadata.tmp`: only those may write their metadata inline or
+  // outside location_work_.
+  std::map<checkpoint_id, prepared_metadata> prepared_;
   // Posts to the pool made while performing actions, in order; run_actions() makes them after
   // its flush.
   std::vector<std::function<void()>> after_flush_;

@@ -60,6 +60,10 @@ class fd_guard {
   fd_guard(const fd_guard&) = delete;
   fd_guard& operator=(const fd_guard&) = delete;
   int get() const { return fd_; }
+  // Closes now; the result of close(2) (a close after a successful fsync loses nothing).
+  void reset() {
+    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  }
 
  private:
   int fd_;
@@ -75,6 +79,12 @@ result<void> fsync_dir(const fs::path& dir) {
 fs::path parent_or_dot(const fs::path& p) {
   fs::path parent = p.parent_path();
   return parent.empty() ? fs::path(".") : parent;
+}
+
+fs::path temp_path(const fs::path& file) {
+  fs::path tmp = file;
+  tmp += ".tmp";
+  return tmp;
 }
 
 // Creates `dir` and any missing ancestors, fsyncing each new folder's parent so the new entries
@@ -117,6 +127,38 @@ result<void> write_all(int fd, std::string_view bytes, const fs::path& path) {
   return success();
 }
 
+// The rest of a durable write once `<file>.tmp` is open on `fd`: write, fsync, close, rename
+// over `file`, fsync the folder. Removes the temp file when a step fails.
+result<void> commit_temp_file(fd_guard& fd, const fs::path& file, std::string_view bytes) {
+  using step = checkpoint_storage::write_step;
+  const fs::path tmp = temp_path(file);
+  // Two halves only so a durability test can stop between them (a torn temp file); one
+  // write otherwise, a system call less on the way to "complete".
+  const std::string_view first =
+      fault_injector_set.load(std::memory_order_acquire) ? bytes.substr(0, bytes.size() / 2)
+                                                         : bytes;
+  if (injected_crash(file, step::write_first_half)) return crash_error(file, step::write_first_half);
+  auto r = write_all(fd.get(), first, tmp);
+  if (r && injected_crash(file, step::write_rest)) return crash_error(file, step::write_rest);
+  if (r) r = write_all(fd.get(), bytes.substr(first.size()), tmp);
+  if (r && injected_crash(file, step::fsync_temp)) return crash_error(file, step::fsync_temp);
+  if (r && ::fsync(fd.get()) != 0) r = os_error("fsync", tmp, errno);
+  fd.reset();
+  if (!r) {
+    ::unlink(tmp.c_str());
+    return r;
+  }
+  if (injected_crash(file, step::rename)) return crash_error(file, step::rename);
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return os_error("rename " + tmp.filename().string() + " into", file, e);
+  }
+  if (injected_crash(file, step::fsync_folder)) return crash_error(file, step::fsync_folder);
+  // The rename is only durable once the folder's entry is.
+  return fsync_dir(parent_or_dot(file));
+}
+
 // ---- little-endian fixed-width fields of the metadata frame.
 
 void put_u32(std::string& out, std::uint32_t v) {
@@ -145,7 +187,12 @@ constexpr std::size_t max_body_depth = 6;
 
 // ---- msgpack body.
 
-using packer = msgpack::packer<msgpack::sbuffer>;
+// Packs straight into the metadata frame's string: one buffer for header, body and trailer.
+struct string_sink {
+  std::string& out;
+  void write(const char* data, std::size_t size) { out.append(data, size); }
+};
+using packer = msgpack::packer<string_sink>;
 
 void pack_str(packer& pk, std::string_view s) {
   assert(s.size() <= std::numeric_limits<std::uint32_t>::max());
@@ -159,9 +206,9 @@ void pack_bin(packer& pk, std::string_view s) {
   pk.pack_bin_body(s.data(), static_cast<std::uint32_t>(s.size()));
 }
 
-std::string encode_body(const completed_checkpoint& c) {
-  msgpack::sbuffer buffer;
-  packer pk(buffer);
+void encode_body(const completed_checkpoint& c, std::string& out) {
+  string_sink sink{out};
+  packer pk(sink);
   pk.pack_map(8);
   pack_str(pk, "job");
   pack_str(pk, c.job);
@@ -209,7 +256,6 @@ std::string encode_body(const completed_checkpoint& c) {
     pack_str(pk, name);
     pack_bin(pk, bytes);
   }
-  return std::string(buffer.data(), buffer.size());
 }
 
 // Readers over an unpacked object. They check every type themselves (msgpack's convert throws),
@@ -378,13 +424,16 @@ fs::path checkpoint_storage::savepoint_dir(const fs::path& base, const job_id& j
 }
 
 std::string checkpoint_storage::encode_metadata(const completed_checkpoint& checkpoint) {
-  const std::string body = encode_body(checkpoint);
   std::string out;
-  out.reserve(header_bytes + body.size() + trailer_bytes);
+  // Room for a small job's metadata in one allocation; larger ones grow as they pack.
+  out.reserve(4096);
   out.append(metadata_magic);
   put_u32(out, metadata_version);
-  put_u64(out, body.size());
-  out.append(body);
+  put_u64(out, 0);  // the body's length, filled in below
+  encode_body(checkpoint, out);
+  std::string length;
+  put_u64(length, out.size() - header_bytes);
+  out.replace(header_bytes - length.size(), length.size(), length);
   put_u32(out, crc32c(out));
   return out;
 }
@@ -425,12 +474,22 @@ result<completed_checkpoint> checkpoint_storage::decode_metadata(std::string_vie
   }
 }
 
-result<void> checkpoint_storage::write_metadata(const completed_checkpoint& checkpoint,
-                                               folder location) {
+result<void> checkpoint_storage::write_metadata(const completed_checkpoint& checkpoint) {
   assert(!checkpoint.location.empty());
   assert(checkpoint.id >= 1);
   return write_file_durably(fs::path(checkpoint.location) / metadata_file_name,
-                            encode_metadata(checkpoint), location);
+                            encode_metadata(checkpoint));
+}
+
+result<void> checkpoint_storage::write_metadata(const completed_checkpoint& checkpoint,
+                                               prepared_metadata file) {
+  assert(!checkpoint.location.empty());
+  assert(checkpoint.id >= 1);
+  assert(file.is_open());
+  assert(file.folder() == fs::path(checkpoint.location));
+  const fs::path target = file.folder() / metadata_file_name;
+  fd_guard fd(file.release());
+  return commit_temp_file(fd, target, encode_metadata(checkpoint));
 }
 
 result<completed_checkpoint> checkpoint_storage::read_metadata(const fs::path& dir) {
@@ -492,9 +551,18 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
   return out;
 }
 
-result<void> checkpoint_storage::prepare_location(const fs::path& dir) {
+result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& dir) {
   assert(!dir.empty());
-  return create_directories_durably(dir);
+  const fs::path file = dir / metadata_file_name;
+  if (injected_crash(file, write_step::create_folders))
+    return crash_error(file, write_step::create_folders);
+  if (auto r = create_directories_durably(dir); !r) return r.err();
+  if (injected_crash(file, write_step::create_temp))
+    return crash_error(file, write_step::create_temp);
+  const fs::path tmp = temp_path(file);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return os_error("create", tmp, errno);
+  return prepared_metadata(dir, fd);
 }
 
 result<void> checkpoint_storage::discard_location(const fs::path& dir) {
@@ -563,53 +631,18 @@ void checkpoint_storage::set_write_fault_injector(write_fault_injector injector)
   fault_injector = std::move(injector);
 }
 
-result<void> checkpoint_storage::write_file_durably(const fs::path& file, std::string_view bytes,
-                                                    folder location) {
+result<void> checkpoint_storage::write_file_durably(const fs::path& file, std::string_view bytes) {
   assert(!file.empty());
   assert(file.has_filename());
-  const fs::path dir = parent_or_dot(file);
   if (injected_crash(file, write_step::create_folders))
     return crash_error(file, write_step::create_folders);
-  if (location == folder::create_if_missing) {
-    if (auto r = create_directories_durably(dir); !r) return r;
-  }
-
-  fs::path tmp = file;
-  tmp += ".tmp";
-  {
-    if (injected_crash(file, write_step::create_temp))
-      return crash_error(file, write_step::create_temp);
-    fd_guard fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return os_error("create", tmp, errno);
-    // Two halves only so a durability test can stop between them (a torn temp file); one
-    // write otherwise, a system call less on the way to "complete".
-    const std::string_view first =
-        fault_injector_set.load(std::memory_order_acquire) ? bytes.substr(0, bytes.size() / 2)
-                                                           : bytes;
-    if (injected_crash(file, write_step::write_first_half))
-      return crash_error(file, write_step::write_first_half);
-    auto r = write_all(fd.get(), first, tmp);
-    if (r && injected_crash(file, write_step::write_rest))
-      return crash_error(file, write_step::write_rest);
-    if (r) r = write_all(fd.get(), bytes.substr(first.size()), tmp);
-    if (r && injected_crash(file, write_step::fsync_temp))
-      return crash_error(file, write_step::fsync_temp);
-    if (r && ::fsync(fd.get()) != 0) r = os_error("fsync", tmp, errno);
-    if (!r) {
-      ::unlink(tmp.c_str());
-      return r;
-    }
-  }
-  if (injected_crash(file, write_step::rename)) return crash_error(file, write_step::rename);
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return os_error("rename into", file, e);
-  }
-  if (injected_crash(file, write_step::fsync_folder))
-    return crash_error(file, write_step::fsync_folder);
-  // The rename is only durable once the folder's entry is.
-  return fsync_dir(dir);
+  if (auto r = create_directories_durably(parent_or_dot(file)); !r) return r;
+  if (injected_crash(file, write_step::create_temp))
+    return crash_error(file, write_step::create_temp);
+  const fs::path tmp = temp_path(file);
+  fd_guard fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return os_error("create", tmp, errno);
+  return commit_temp_file(fd, file, bytes);
 }
 
 result<std::string> checkpoint_storage::read_file(const fs::path& file, std::uint64_t max_bytes) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/checkpoint/completed_checkpoint.hpp"
+#include "engine/checkpoint/prepared_metadata.hpp"
 #include "graph/ids.hpp"
 #include "graph/result.hpp"
 
@@ -70,16 +71,12 @@ class checkpoint_storage {
   static std::filesystem::path savepoint_dir(const std::filesystem::path& base, const job_id& job,
                                              checkpoint_id id);
 
-  // Whether a durable write may find its folder missing.
-  enum class folder : std::uint8_t {
-    create_if_missing,  // checked (two stats), created and fsynced into its parent if missing
-    prepared,           // made durable before (prepare_location): not looked at again
-  };
-  // Durably writes the metadata into `checkpoint.location`. With folder::prepared (the
-  // coordinator's path from the last ack to "complete") the folder is taken as there; a folder
-  // removed meanwhile fails the write, as any other disk error does.
-  result<void> write_metadata(const completed_checkpoint& checkpoint,
-                              folder location = folder::create_if_missing);
+  // Durably writes the metadata into `checkpoint.location`, creating the folder if missing.
+  result<void> write_metadata(const completed_checkpoint& checkpoint);
+  // The coordinator's path from the last ack to "complete": into the temp file that
+  // prepare_location created and opened (its folder must be `checkpoint.location`). Nothing is
+  // looked up or created: a folder removed meanwhile fails the rename, with the path named.
+  result<void> write_metadata(const completed_checkpoint& checkpoint, prepared_metadata file);
   // Verifies magic, version, length and checksum; never throws; bounded unpack limits. The
   // returned checkpoint's location is `dir` (so a moved savepoint folder still reads right).
   static result<completed_checkpoint> read_metadata(const std::filesystem::path& dir);
@@ -96,10 +93,11 @@ class checkpoint_storage {
   // Removes the folder and everything in it; a missing folder is fine.
   static result<void> discard_location(const std::filesystem::path& dir);
   // Creates a checkpoint's folder (and missing ancestors), each new entry fsynced into its
-  // parent: what write_metadata would do first, done at trigger time so that the mkdir and
-  // the parent's fsync are off the path from the last ack to "complete" (Flink creates the
-  // location when it triggers, too). Idempotent.
-  static result<void> prepare_location(const std::filesystem::path& dir);
+  // parent, and opens `_metadata.tmp` in it: the first steps of write_metadata, done at trigger
+  // time so that the mkdir, the parent's fsync and the file's creation are off the path from
+  // the last ack to "complete" (Flink creates the location when it triggers, too). A folder
+  // already there is fine.
+  static result<prepared_metadata> prepare_location(const std::filesystem::path& dir);
   // Removes the files; missing files are fine. Tries every file before reporting a failure.
   static result<void> discard_state(const std::vector<state_handle>& handles);
   // The file's size and CRC-32C match the handle's.
@@ -110,10 +108,8 @@ class checkpoint_storage {
   static result<completed_checkpoint> decode_metadata(std::string_view bytes);
 
   // write temp, fsync, rename, fsync the folder; missing folders are created (and their parents
-  // fsynced) unless `location` says the folder is prepared. Shared with
-  // file_checkpoint_id_counter.
-  static result<void> write_file_durably(const std::filesystem::path& file, std::string_view bytes,
-                                         folder location = folder::create_if_missing);
+  // fsynced). Shared with file_checkpoint_id_counter and the tasks' state files.
+  static result<void> write_file_durably(const std::filesystem::path& file, std::string_view bytes);
   // The whole file, refusing files larger than max_bytes.
   static result<std::string> read_file(const std::filesystem::path& file, std::uint64_t max_bytes);
 

@@ -87,6 +87,24 @@ struct restart_view {
   checkpoint_id next_id = 0;
 };
 
+// The coordinator's part of one checkpoint after its id: prepared, the way the coordinator
+// does it (the folder and `_metadata.tmp` at trigger time, then the tasks' state, then the
+// metadata into the open file), or written in one go.
+result<completed_checkpoint> complete_checkpoint(checkpoint_storage& storage,
+                                                 const job_id& job, checkpoint_id id,
+                                                 bool prepared) {
+  if (!prepared) {
+    completed_checkpoint c = make_checkpoint(storage, job, id);
+    if (auto r = storage.write_metadata(c); !r) return r.err();
+    return c;
+  }
+  auto file = checkpoint_storage::prepare_location(storage.checkpoint_dir(id));
+  if (!file) return file.err();
+  completed_checkpoint c = make_checkpoint(storage, job, id);
+  if (auto r = storage.write_metadata(c, std::move(file).value()); !r) return r.err();
+  return c;
+}
+
 restart_view restart(const fs::path& state_dir, const job_graph& graph) {
   auto state = job_master::load_durable_state(state_dir, graph, std::nullopt);
   INFO((state ? std::string() : state.err().message));
@@ -104,6 +122,8 @@ TEST_CASE(
     "that never repeat") {
   injector_guard guard;
   const job_graph graph = small_job();
+  const bool prepared = GENERATE(false, true);
+  INFO((prepared ? "metadata into a prepared folder" : "metadata written in one go"));
   constexpr checkpoint_id checkpoints = 5;
   // A small reservation block, so the counter's own writes fall between the checkpoints'.
   constexpr std::int64_t block = 2;
@@ -120,7 +140,7 @@ TEST_CASE(
     for (checkpoint_id i = 1; i <= checkpoints; ++i) {
       auto id = (*counter)->get_and_increment();
       REQUIRE(id);
-      REQUIRE(storage.write_metadata(make_checkpoint(storage, graph.id, *id)));
+      REQUIRE(complete_checkpoint(storage, graph.id, *id, prepared));
     }
     total_steps = counting.steps_seen;
     checkpoint_storage::set_write_fault_injector(nullptr);
@@ -149,9 +169,9 @@ TEST_CASE(
         auto id = (*counter)->get_and_increment();
         if (!id) break;
         handed_out.insert(*id);
-        const completed_checkpoint c = make_checkpoint(storage, graph.id, *id);
-        if (!storage.write_metadata(c)) break;
-        completed.emplace(c.id, c);
+        auto c = complete_checkpoint(storage, graph.id, *id, prepared);
+        if (!c) break;
+        completed.emplace(c->id, *c);
       }
     }
     checkpoint_storage::set_write_fault_injector(nullptr);
@@ -193,7 +213,7 @@ TEST_CASE(
       auto id = (*counter)->get_and_increment();
       REQUIRE(id);
       CHECK(handed_out.insert(*id).second);
-      REQUIRE(storage.write_metadata(make_checkpoint(storage, graph.id, *id)));
+      REQUIRE(complete_checkpoint(storage, graph.id, *id, prepared));
     }
     const restart_view after = restart(state_dir, graph);
     REQUIRE(after.latest);

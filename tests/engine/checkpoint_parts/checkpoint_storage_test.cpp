@@ -95,29 +95,56 @@ TEST_CASE("checkpoint storage writes metadata durably and reads it back unchange
   CHECK(sp_read->is_savepoint());
 }
 
-TEST_CASE("checkpoint storage writes into a prepared folder without looking for it again") {
+TEST_CASE("checkpoint storage writes the metadata into the temp file its preparation opened") {
   temp_folder tmp;
   checkpoint_storage storage(tmp.path() / "state" / "job");
   const completed_checkpoint c = sample(storage, 5);
-  REQUIRE(checkpoint_storage::prepare_location(c.location).ok());
-  REQUIRE(storage.write_metadata(c, checkpoint_storage::folder::prepared).ok());
+  auto prepared = checkpoint_storage::prepare_location(c.location);
+  REQUIRE(prepared.ok());
+  CHECK(prepared->is_open());
+  CHECK(prepared->folder() == fs::path(c.location));
+  // Prepared: the folder and an empty temp file, which is not metadata.
+  CHECK(fs::is_directory(c.location));
+  CHECK(fs::file_size(fs::path(c.location) / "_metadata.tmp") == 0);
+  CHECK_FALSE(checkpoint_storage::read_metadata(c.location).ok());
+  CHECK(storage.recover().checkpoints.empty());
+
+  REQUIRE(storage.write_metadata(c, std::move(prepared).value()).ok());
   auto read = checkpoint_storage::read_metadata(c.location);
   REQUIRE(read.ok());
   CHECK(*read == c);
   CHECK_FALSE(fs::exists(fs::path(c.location) / "_metadata.tmp"));
+  REQUIRE(storage.recover().checkpoints.size() == 1);
 
-  // Taken as there: a folder removed after its preparation fails the write with the path
-  // named, and nothing is created in its place.
+  // A folder removed after its preparation fails the write with the files named, and nothing
+  // is created in its place.
   const completed_checkpoint gone = sample(storage, 6);
-  REQUIRE(checkpoint_storage::prepare_location(gone.location).ok());
+  auto gone_prepared = checkpoint_storage::prepare_location(gone.location);
+  REQUIRE(gone_prepared.ok());
   fs::remove_all(gone.location);
-  auto failed = storage.write_metadata(gone, checkpoint_storage::folder::prepared);
+  auto failed = storage.write_metadata(gone, std::move(gone_prepared).value());
   REQUIRE_FALSE(failed.ok());
   CHECK(failed.err().message.find("_metadata.tmp") != std::string::npos);
+  CHECK(failed.err().message.find(gone.location) != std::string::npos);
   CHECK_FALSE(fs::exists(gone.location));
-  // The default still creates what is missing.
+  // The other way still creates what is missing.
   REQUIRE(storage.write_metadata(gone).ok());
   CHECK(fs::exists(fs::path(gone.location) / "_metadata"));
+
+  // A checkpoint that ends otherwise drops its prepared file; the discard removes the folder.
+  const completed_checkpoint dropped = sample(storage, 7);
+  {
+    auto unused = checkpoint_storage::prepare_location(dropped.location);
+    REQUIRE(unused.ok());
+  }
+  REQUIRE(checkpoint_storage::discard_location(dropped.location).ok());
+  CHECK_FALSE(fs::exists(dropped.location));
+
+  // A path where the folder cannot be: the preparation fails with it named.
+  std::ofstream(tmp.path() / "state" / "job" / "not-a-folder") << "x";
+  auto refused = checkpoint_storage::prepare_location(tmp.path() / "state" / "job" / "not-a-folder");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.err().message.find("not-a-folder") != std::string::npos);
 }
 
 TEST_CASE("checkpoint storage keeps inline states in _metadata and verifies them") {
