@@ -15,6 +15,14 @@
 
 namespace snapflow {
 
+namespace {
+// A cost, not logic time: measured on the real clock even under a manual coordinator clock.
+std::chrono::microseconds elapsed_since(std::chrono::steady_clock::time_point started) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               started);
+}
+}  // namespace
+
 checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
                                                asio::any_io_executor io_executor,
                                                checkpoint_coordinator_setup setup,
@@ -36,7 +44,15 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
   assert(gateway_);
 }
 
-checkpoint_coordinator::~checkpoint_coordinator() = default;
+checkpoint_coordinator::~checkpoint_coordinator() {
+  // Normally gone with shutdown() or the scheduler's stop; a coordinator dropped without
+  // either still leaves no empty folder behind.
+  if (ahead_) {
+    const std::string dir = std::move(ahead_->dir);
+    ahead_.reset();
+    (void)checkpoint_storage::discard_location(dir);
+  }
+}
 
 std::int64_t checkpoint_coordinator::initial_delay_us() {
   const auto& c = core_.config();
@@ -66,6 +82,7 @@ void checkpoint_coordinator::stop_checkpoint_scheduler() {
   periodic_timer_.cancel();
   core_.stop_periodic_scheduling(coordinator_clock::now_us());
   run_actions();
+  discard_ahead();
 }
 
 asio::awaitable<void> checkpoint_coordinator::periodic_trigger_loop(std::uint64_t generation) {
@@ -138,6 +155,7 @@ void checkpoint_coordinator::shutdown(job_status status) {
   periodic_timer_.cancel();
   core_.shutdown(status, coordinator_clock::now_us());
   run_actions();
+  discard_ahead();
   for (auto& [_, timer] : timeouts_) timer->cancel();
   timeouts_.clear();
 }
@@ -174,6 +192,40 @@ void checkpoint_coordinator::end_run() {
   auto work = std::move(after_flush_);
   after_flush_.clear();
   for (auto& post : work) post();
+  // The gap between two periodic checkpoints: the next one's folder now, off its path.
+  if (!ahead_ && last_triggered_ > 0 && core_.periodic_scheduling() && !core_.is_shutdown() &&
+      core_.num_pending() == 0 && location_placement_.recent_writes_fast())
+    prepare_ahead();
+}
+
+void checkpoint_coordinator::prepare_ahead() {
+  assert(!ahead_);
+  const checkpoint_id id = last_triggered_ + 1;
+  std::string dir = core_.checkpoint_location(id);
+  const auto started = std::chrono::steady_clock::now();
+  auto prepared = checkpoint_storage::prepare_location(dir);
+  location_placement_.record(elapsed_since(started));
+  if (!prepared) {
+    // The trigger prepares it again and reports what fails then; a folder made before the
+    // failure is not left behind if that trigger never comes.
+    spdlog::debug("preparing the folder of checkpoint {} ahead: {}", id, prepared.err().message);
+    ahead_.emplace(ahead_location{id, std::move(dir), prepared_metadata()});
+    discard_ahead();
+    return;
+  }
+  ahead_.emplace(ahead_location{id, std::move(dir), std::move(prepared).value()});
+}
+
+void checkpoint_coordinator::discard_ahead() {
+  if (!ahead_) return;
+  std::string dir = std::move(ahead_->dir);
+  ahead_.reset();  // closes its temp file
+  post_after_flush([this, dir = std::move(dir)] {
+    asio::post(io_executor_, [dir] {
+      if (auto r = checkpoint_storage::discard_location(dir); !r)
+        spdlog::warn("removing the unused checkpoint folder {}: {}", dir, r.err().message);
+    });
+  });
 }
 
 void checkpoint_coordinator::post_after_flush(std::function<void()> post) {
@@ -186,18 +238,15 @@ void checkpoint_coordinator::post_after_flush(std::function<void()> post) {
 void checkpoint_coordinator::location_prepared(checkpoint_id id, const std::string& dir,
                                                std::optional<prepared_metadata> file) {
   preparing_.erase(dir);
-  // Only pending checkpoints are kept, so aborted ones cannot pile up (nor their open files).
-  std::erase_if(prepared_, [&](const auto& entry) { return core_.find_pending(entry.first) == nullptr; });
+  forget_ended_preparations();
   if (file && core_.find_pending(id) != nullptr) prepared_.emplace(id, std::move(*file));
 }
 
-namespace {
-// A cost, not logic time: measured on the real clock even under a manual coordinator clock.
-std::chrono::microseconds elapsed_since(std::chrono::steady_clock::time_point started) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                               started);
+void checkpoint_coordinator::forget_ended_preparations() {
+  // Only pending checkpoints are kept, so aborted ones cannot pile up (nor their open files).
+  std::erase_if(prepared_,
+                [&](const auto& entry) { return core_.find_pending(entry.first) == nullptr; });
 }
-}  // namespace
 
 void checkpoint_coordinator::prepare_location(checkpoint_id id, const std::string& dir,
                                               bool savepoint) {
@@ -313,7 +362,17 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
           },
           [&](send_trigger& a) {
             hop_trace::record("c.trigger", a.id);
-            if (a.id != last_prepared_ && !a.options.target_location.empty()) {
+            last_triggered_ = std::max(last_triggered_, a.id);
+            if (a.id != last_prepared_ && ahead_ && ahead_->id == a.id &&
+                ahead_->dir == a.options.target_location) {
+              // Prepared while the job waited for this tick: nothing to create now.
+              last_prepared_ = a.id;
+              forget_ended_preparations();
+              prepared_.emplace(a.id, std::move(ahead_->file));
+              ahead_.reset();
+              ++ahead_used_;
+            } else if (a.id != last_prepared_ && !a.options.target_location.empty()) {
+              discard_ahead();  // a guess this trigger did not take
               // Once per checkpoint, with its first trigger: its folder, while the tasks work.
               // Marked as being created now (a discard in this same run must queue behind
               // it), but the rest waits until the triggers are out: building and posting the

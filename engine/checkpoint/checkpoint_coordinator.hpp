@@ -73,6 +73,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::uint64_t inline_metadata_writes() const { return metadata_placement_.inline_writes(); }
   // Checkpoint folders created on the event thread instead of the I/O pool.
   std::uint64_t inline_location_creations() const { return location_placement_.inline_writes(); }
+  // Periodic checkpoints whose folder was prepared ahead, while the job waited for their tick.
+  std::uint64_t locations_prepared_ahead() const { return ahead_used_; }
   const asio::any_io_executor& executor() const { return executor_; }
 
  private:
@@ -89,9 +91,19 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // `_metadata.tmp`, or nothing when the creation failed (the metadata write then tries again).
   void location_prepared(checkpoint_id id, const std::string& dir,
                          std::optional<prepared_metadata> file);
+  // Drops the prepared folders of checkpoints no longer pending.
+  void forget_ended_preparations();
   // Creates checkpoint `id`'s folder `dir` (marked in preparing_ already): on this thread when
   // recent writes were fast, else on the pool; either way after the current run's frames.
   void prepare_location(checkpoint_id id, const std::string& dir, bool savepoint);
+  // Between two periodic checkpoints (nothing pending, the last run's frames flushed): the
+  // folder and open `_metadata.tmp` of the next one, for the id it will most likely get (the
+  // last triggered + 1), so that none of that work competes with the tasks while a checkpoint
+  // is in flight. Only while recent creations were fast, on this thread.
+  void prepare_ahead();
+  // A folder prepared ahead that the next trigger did not take (another id, a savepoint, the
+  // scheduler stopped): removed on the pool. Ids never repeat, so nothing else will use it.
+  void discard_ahead();
   std::int64_t initial_delay_us();
 
   asio::any_io_executor executor_;
@@ -120,6 +132,14 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // looked), with their open `_metadata.tmp`: only those may write their metadata inline or
   // outside location_work_.
   std::map<checkpoint_id, prepared_metadata> prepared_;
+  struct ahead_location {
+    checkpoint_id id = 0;
+    std::string dir;
+    prepared_metadata file;
+  };
+  std::optional<ahead_location> ahead_;  // see prepare_ahead()
+  checkpoint_id last_triggered_ = 0;
+  std::uint64_t ahead_used_ = 0;
   // Posts to the pool made while performing actions, in order; run_actions() makes them after
   // its flush.
   std::vector<std::function<void()>> after_flush_;

@@ -182,6 +182,10 @@ std::string checkpoint_coordinator_core::location_for(const checkpoint_request& 
                                    : std::filesystem::path(request.target_dir);
     return checkpoint_storage::savepoint_dir(base, job_, id).string();
   }
+  return checkpoint_location(id);
+}
+
+std::string checkpoint_coordinator_core::checkpoint_location(checkpoint_id id) const {
   return checkpoint_storage(job_dir_).checkpoint_dir(id).string();
 }
 

@@ -106,6 +106,8 @@ class checkpoint_coordinator_core {
   const checkpoint_config& config() const { return config_; }
   const job_id& job() const { return job_; }
   std::size_t num_pending() const { return pending_.size(); }
+  // Where checkpoint `id` (periodic or manual, not a savepoint) keeps its state and metadata.
+  std::string checkpoint_location(checkpoint_id id) const;
   const pending_checkpoint* find_pending(checkpoint_id id) const;
   std::vector<checkpoint_id> pending_ids() const;
   bool is_triggering() const { return triggering_.has_value(); }

@@ -337,6 +337,98 @@ TEST_CASE("driver: after a run of fast folder creations, the next folder is crea
   CHECK(meta->id == 3);
 }
 
+namespace {
+// Fast creations count from the first one, so a folder may be prepared ahead at once.
+metadata_write_placement::options fast_placement() {
+  metadata_write_placement::options placement;
+  placement.inline_max = std::chrono::hours(1);
+  placement.window = 1;
+  return placement;
+}
+
+bool temp_only(const std::string& dir) {
+  const std::filesystem::path p(dir);
+  return std::filesystem::is_directory(p) && std::filesystem::exists(p / "_metadata.tmp") &&
+         std::filesystem::file_size(p / "_metadata.tmp") == 0 &&
+         !std::filesystem::exists(p / "_metadata");
+}
+}  // namespace
+
+TEST_CASE("driver: between periodic checkpoints the next one's folder is prepared, and its "
+          "trigger takes it") {
+  driver_fixture f(periodic(10ms), {}, fast_placement());
+  f.coordinator->start_checkpoint_scheduler();
+  // The first checkpoint prepares its own folder; once it completed, the second's is made.
+  while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
+  const std::string second = f.coordinator->core().checkpoint_location(2);
+  CHECK(temp_only(second));
+  CHECK(f.coordinator->locations_prepared_ahead() == 0);
+  // Nothing of it is a checkpoint yet.
+  CHECK(checkpoint_storage(f.dir.path / f.job).recover().checkpoints.size() == 1);
+
+  while (f.coordinator->core().latest_completed_id() < 3) f.advance(1ms);
+  CHECK(f.coordinator->locations_prepared_ahead() == 2);
+  auto meta = checkpoint_storage::read_metadata(f.coordinator->core().checkpoint_location(3));
+  REQUIRE(meta);
+  CHECK(meta->id == 3);
+  CHECK(meta->subtask_states.size() == 4);
+  const std::string fourth = f.coordinator->core().checkpoint_location(4);
+  CHECK(temp_only(fourth));
+  // Stopped, the guess goes.
+  f.coordinator->stop_checkpoint_scheduler();
+  f.poll();
+  CHECK_FALSE(std::filesystem::exists(fourth));
+  CHECK(f.coordinator->core().latest_completed_id() == 3);
+}
+
+TEST_CASE("driver: a folder prepared ahead that another checkpoint's id took is removed") {
+  driver_fixture f(periodic(10ms), {}, fast_placement());
+  f.coordinator->start_checkpoint_scheduler();
+  while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
+  const std::string guessed = f.coordinator->core().checkpoint_location(2);
+  REQUIRE(temp_only(guessed));
+  // A savepoint takes id 2 (its folder is elsewhere): the guess was wrong.
+  std::optional<request_finished> savepoint;
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::savepoint,
+                                    (f.dir.path / "savepoints").string(),
+                                    [&](const request_finished& r) { savepoint = r; });
+  f.poll();
+  REQUIRE(savepoint);
+  REQUIRE(savepoint->id);
+  CHECK(*savepoint->id == 2);
+  CHECK_FALSE(std::filesystem::exists(guessed));
+  // The periodic checkpoints go on with the next ids, and their folders are prepared again.
+  while (f.coordinator->core().latest_completed_id() < 4) f.advance(1ms);
+  CHECK(f.coordinator->locations_prepared_ahead() >= 1);
+  auto meta = checkpoint_storage::read_metadata(f.coordinator->core().checkpoint_location(4));
+  REQUIRE(meta);
+  CHECK(meta->id == 4);
+  f.coordinator->shutdown(job_status::canceled);
+  f.poll();
+  CHECK_FALSE(std::filesystem::exists(f.coordinator->core().checkpoint_location(5)));
+}
+
+TEST_CASE("driver: a checkpoint whose folder was prepared ahead and that expires leaves no "
+          "folder") {
+  driver_fixture f(periodic(10ms), {}, fast_placement());
+  f.coordinator->start_checkpoint_scheduler();
+  while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
+  const std::string second = f.coordinator->core().checkpoint_location(2);
+  REQUIRE(temp_only(second));
+  f.auto_ack = false;
+  while (f.gateway->triggers.empty() || f.gateway->triggers.back().id < 2) f.advance(1ms);
+  CHECK(f.coordinator->locations_prepared_ahead() == 1);
+  CHECK(f.coordinator->prepared_locations() == 1);
+  f.advance(1s);  // expires
+  CHECK(f.coordinator->core().stats().counts().failed >= 1);
+  f.poll();
+  CHECK_FALSE(std::filesystem::exists(second));
+  f.coordinator->shutdown(job_status::canceled);
+  f.poll();
+  for (checkpoint_id id = 2; id <= f.coordinator->core().stats().counts().failed + 2; ++id)
+    CHECK_FALSE(std::filesystem::exists(f.coordinator->core().checkpoint_location(id)));
+}
+
 TEST_CASE("driver: a metadata write never goes inline before its folder's creation ended") {
   metadata_write_placement::options placement;
   placement.inline_max = std::chrono::hours(1);
