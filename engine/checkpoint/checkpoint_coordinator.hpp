@@ -88,7 +88,7 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   void post_after_flush(std::function<void()> post);
   void post_location_work(std::function<void()> work);
   // A checkpoint's folder creation ended (on this thread, wherever it ran): its open
-  // `_metadata.tmp`, or nothing when the creation failed (the metadata write then tries again).
+  // empty `_metadata`, or nothing when the creation failed (the metadata write then tries again).
   void location_prepared(checkpoint_id id, const std::string& dir,
                          std::optional<prepared_metadata> file);
   // Drops the prepared folders of checkpoints no longer pending.
@@ -97,7 +97,7 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // recent writes were fast, else on the pool; either way after the current run's frames.
   void prepare_location(checkpoint_id id, const std::string& dir, bool savepoint);
   // Between two periodic checkpoints (nothing pending, the last run's frames flushed): the
-  // folder and open `_metadata.tmp` of the next one, for the id it will most likely get (the
+  // folder and open, empty `_metadata` of the next one, for the id it will most likely get (the
   // last triggered + 1), so that none of that work competes with the tasks while a checkpoint
   // is in flight. Only while recent creations were fast, on this thread.
   void prepare_ahead();
@@ -129,7 +129,7 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   checkpoint_id last_prepared_ = 0;  // the last checkpoint whose folder creation was posted
   std::set<std::string> preparing_;  // folders whose creation was posted and has not ended
   // Checkpoints whose folder is known to be durable (its creation ended before this thread
-  // looked), with their open `_metadata.tmp`: only those may write their metadata inline or
+  // looked), with their open, empty `_metadata`: only those may write their metadata inline or
   // outside location_work_.
   std::map<checkpoint_id, prepared_metadata> prepared_;
   struct ahead_location {

@@ -60,6 +60,7 @@ class fd_guard {
   fd_guard(const fd_guard&) = delete;
   fd_guard& operator=(const fd_guard&) = delete;
   int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
   // Closes now; the result of close(2) (a close after a successful fsync loses nothing).
   void reset() {
     if (fd_ >= 0) ::close(std::exchange(fd_, -1));
@@ -489,12 +490,40 @@ result<void> checkpoint_storage::write_metadata(const completed_checkpoint& chec
   assert(file.folder() == fs::path(checkpoint.location));
   const fs::path target = file.folder() / metadata_file_name;
   fd_guard fd(file.release());
-  return commit_temp_file(fd, target, encode_metadata(checkpoint));
+  const std::string bytes = encode_metadata(checkpoint);
+  // Into the empty `_metadata` whose entry prepare_location made durable: no path is looked
+  // up, nothing renamed. Whole once fsynced; until then a crash leaves it short, which its
+  // length and checksum reject.
+  const std::string_view first =
+      fault_injector_set.load(std::memory_order_acquire) ? std::string_view(bytes).substr(0, bytes.size() / 2)
+                                                         : std::string_view(bytes);
+  if (injected_crash(target, write_step::write_first_half))
+    return crash_error(target, write_step::write_first_half);
+  auto r = write_all(fd.get(), first, target);
+  if (r && injected_crash(target, write_step::write_rest))
+    return crash_error(target, write_step::write_rest);
+  if (r) r = write_all(fd.get(), std::string_view(bytes).substr(first.size()), target);
+  if (r && injected_crash(target, write_step::fsync_temp))
+    return crash_error(target, write_step::fsync_temp);
+  if (r && ::fsync(fd.get()) != 0) r = os_error("fsync", target, errno);
+  // Written through a descriptor, so a file removed meanwhile (its folder discarded) would
+  // take the bytes and vanish: only a file still in its folder is a checkpoint.
+  struct stat st {};
+  if (r && ::fstat(fd.get(), &st) != 0) r = os_error("stat", target, errno);
+  if (r && st.st_nlink == 0)
+    r = error{"the metadata file " + target.string() +
+              " was removed before its checkpoint completed"};
+  fd.reset();
+  // A failed checkpoint leaves no metadata, not even a torn one.
+  if (!r) ::unlink(target.c_str());
+  return r;
 }
 
 result<completed_checkpoint> checkpoint_storage::read_metadata(const fs::path& dir) {
   auto bytes = read_file(dir / metadata_file_name, max_metadata_bytes);
   if (!bytes) return bytes.err();
+  if (bytes->empty())  // prepared (prepare_location), never written
+    return error{"no metadata written in " + dir.string() + " (the checkpoint did not complete)"};
   auto checkpoint = decode_metadata(*bytes);
   if (!checkpoint) return error{checkpoint.err().message + " in " + dir.string()};
   checkpoint->location = dir.string();
@@ -559,13 +588,22 @@ result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& d
   if (auto r = create_directories_durably(dir); !r) return r.err();
   if (injected_crash(file, write_step::create_temp))
     return crash_error(file, write_step::create_temp);
-  const fs::path tmp = temp_path(file);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return os_error("create", tmp, errno);
+  // Never over a metadata file already there: ids do not repeat, so one would be another
+  // run's, and is left alone (the caller then writes in one go, which replaces atomically).
+  fd_guard fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return os_error("create", file, errno);
   // Room for a small job's metadata, allocated now rather than by the write at completion
   // (the size stays 0 until then). Only a hint: a file system without fallocate still works.
-  (void)::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096);
-  return prepared_metadata(dir, fd);
+  (void)::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, 4096);
+  // The new entry durable now, so that completing needs the file's own fsync only.
+  if (injected_crash(file, write_step::fsync_folder))
+    return crash_error(file, write_step::fsync_folder);
+  if (auto r = fsync_dir(dir); !r) {
+    fd.reset();
+    ::unlink(file.c_str());
+    return r.err();
+  }
+  return prepared_metadata(dir, fd.release());
 }
 
 result<void> checkpoint_storage::discard_location(const fs::path& dir) {

@@ -18,10 +18,15 @@ namespace snapflow {
 // the tasks write into the same folder; savepoints in
 // `<savepoint base>/savepoint-<first 6 characters of the job id>-<id>/_metadata`.
 //
-// A checkpoint exists on disk only once its `_metadata` is durable: it is written to
-// `_metadata.tmp`, fsynced, renamed and the folder fsynced, so a crash leaves either no
-// metadata or a whole one. A torn or corrupt file (which the rename rules out on a sane file
-// system, but disks lie) fails its length or checksum and is skipped by recover().
+// A checkpoint exists on disk only once its `_metadata` is whole and durable. Two ways:
+// - the coordinator's: prepare_location creates the folder and an empty `_metadata` (the
+//   folder fsynced) ahead of completion; at completion the metadata is written into that open
+//   file and fsynced, nothing else. A crash in between leaves an empty or short file, which
+//   its length and checksum reject; a failed write removes it.
+// - in one go (write_metadata without a prepared file): `_metadata.tmp`, fsynced, renamed,
+//   the folder fsynced, so a crash leaves either no metadata or a whole one.
+// Either way a torn or corrupt file (disks lie) fails its length or checksum and is skipped
+// by recover().
 //
 // Metadata format (integers little-endian):
 //   magic "SNAPFLOW-CHK" (12 bytes) | u32 format version (1) | u64 body length |
@@ -40,7 +45,10 @@ namespace snapflow {
 class checkpoint_storage {
  public:
   // The steps of write_file_durably, in order; a crash between any two must leave either the
-  // old file or the new one whole.
+  // old file or the new one whole. A prepared metadata write has no temp file: prepare_location
+  // takes create_folders, create_temp (`_metadata` itself) and fsync_folder, and
+  // write_metadata then the writes and fsync_temp (of `_metadata`); a crash leaves no metadata,
+  // an empty or torn one (rejected), or a whole one.
   enum class write_step : std::uint8_t {
     create_folders,    // missing folders created, each parent fsynced
     create_temp,       // <file>.tmp opened
@@ -73,9 +81,9 @@ class checkpoint_storage {
 
   // Durably writes the metadata into `checkpoint.location`, creating the folder if missing.
   result<void> write_metadata(const completed_checkpoint& checkpoint);
-  // The coordinator's path from the last ack to "complete": into the temp file that
-  // prepare_location created and opened (its folder must be `checkpoint.location`). Nothing is
-  // looked up or created: a folder removed meanwhile fails the rename, with the path named.
+  // The coordinator's path from the last ack to "complete": into the empty `_metadata` that
+  // prepare_location created and opened (its folder must be `checkpoint.location`), then
+  // fsynced. Nothing is looked up, created or renamed. A failed write removes the file.
   result<void> write_metadata(const completed_checkpoint& checkpoint, prepared_metadata file);
   // Verifies magic, version, length and checksum; never throws; bounded unpack limits. The
   // returned checkpoint's location is `dir` (so a moved savepoint folder still reads right).
@@ -93,10 +101,11 @@ class checkpoint_storage {
   // Removes the folder and everything in it; a missing folder is fine.
   static result<void> discard_location(const std::filesystem::path& dir);
   // Creates a checkpoint's folder (and missing ancestors), each new entry fsynced into its
-  // parent, and opens `_metadata.tmp` in it: the first steps of write_metadata, done at trigger
-  // time so that the mkdir, the parent's fsync and the file's creation are off the path from
-  // the last ack to "complete" (Flink creates the location when it triggers, too). A folder
-  // already there is fine.
+  // parent, and an empty `_metadata` in it, open for writing, the folder fsynced again: all of
+  // write_metadata but the write itself, done before completion (the coordinator: between two
+  // checkpoints, or at trigger time) so that it is off the path from the last ack to
+  // "complete". A folder already there is fine; a `_metadata` already there is an error, and is
+  // left as it is.
   static result<prepared_metadata> prepare_location(const std::filesystem::path& dir);
   // Removes the files; missing files are fine. Tries every file before reporting a failure.
   static result<void> discard_state(const std::vector<state_handle>& handles);

@@ -4,19 +4,20 @@
 
 namespace snapflow {
 
-// A checkpoint's `_metadata.tmp`, created with its folder at trigger time
+// A checkpoint's `_metadata`, created empty with its folder before completion
 // (checkpoint_storage::prepare_location) and held open for writing until the metadata goes into
-// it (checkpoint_storage::write_metadata). Creating a file is the dearest step of the durable
-// write on tmpfs and ext4 alike (a new inode and folder entry): done at trigger time, while the
-// tasks work, it is off the path from the last acknowledgement to "complete".
+// it (checkpoint_storage::write_metadata). Creating a file, allocating its first page and the
+// folder's fsync are the dearest steps of a durable write, and every path lookup is slow on a
+// coordinator thread that was just woken: done while the job waits for the checkpoint, what is
+// left at completion is one write and one fsync on a descriptor.
 //
 // A checkpoint that ends otherwise just drops it: the destructor closes the file, and the
-// discard of the folder removes it. An empty temp file is never mistaken for metadata (only
-// `_metadata` is read, and only whole: checkpoint_storage::recover).
+// discard of the folder removes it. An empty `_metadata` is never read as a checkpoint
+// (checkpoint_storage::read_metadata refuses it).
 class prepared_metadata {
  public:
   prepared_metadata() = default;
-  // Takes ownership of `fd`, open for writing on `folder`/_metadata.tmp.
+  // Takes ownership of `fd`, open for writing on `folder`/_metadata.
   prepared_metadata(std::filesystem::path folder, int fd);
   ~prepared_metadata();
   prepared_metadata(prepared_metadata&& other) noexcept;

@@ -95,7 +95,7 @@ TEST_CASE("checkpoint storage writes metadata durably and reads it back unchange
   CHECK(sp_read->is_savepoint());
 }
 
-TEST_CASE("checkpoint storage writes the metadata into the temp file its preparation opened") {
+TEST_CASE("checkpoint storage writes the metadata into the file its preparation opened") {
   temp_folder tmp;
   checkpoint_storage storage(tmp.path() / "state" / "job");
   const completed_checkpoint c = sample(storage, 5);
@@ -103,11 +103,15 @@ TEST_CASE("checkpoint storage writes the metadata into the temp file its prepara
   REQUIRE(prepared.ok());
   CHECK(prepared->is_open());
   CHECK(prepared->folder() == fs::path(c.location));
-  // Prepared: the folder and an empty temp file, which is not metadata.
+  // Prepared: the folder and an empty `_metadata`, which is not a checkpoint.
   CHECK(fs::is_directory(c.location));
-  CHECK(fs::file_size(fs::path(c.location) / "_metadata.tmp") == 0);
-  CHECK_FALSE(checkpoint_storage::read_metadata(c.location).ok());
+  CHECK(fs::file_size(fs::path(c.location) / "_metadata") == 0);
+  auto empty = checkpoint_storage::read_metadata(c.location);
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.err().message.find("no metadata written") != std::string::npos);
   CHECK(storage.recover().checkpoints.empty());
+  // A second preparation of the same folder never truncates what is there.
+  CHECK_FALSE(checkpoint_storage::prepare_location(c.location).ok());
 
   REQUIRE(storage.write_metadata(c, std::move(prepared).value()).ok());
   auto read = checkpoint_storage::read_metadata(c.location);
@@ -115,8 +119,10 @@ TEST_CASE("checkpoint storage writes the metadata into the temp file its prepara
   CHECK(*read == c);
   CHECK_FALSE(fs::exists(fs::path(c.location) / "_metadata.tmp"));
   REQUIRE(storage.recover().checkpoints.size() == 1);
+  CHECK_FALSE(checkpoint_storage::prepare_location(c.location).ok());
+  CHECK(checkpoint_storage::read_metadata(c.location).ok());  // left as it was
 
-  // A folder removed after its preparation fails the write with the files named, and nothing
+  // A folder removed after its preparation fails the write with the file named, and nothing
   // is created in its place.
   const completed_checkpoint gone = sample(storage, 6);
   auto gone_prepared = checkpoint_storage::prepare_location(gone.location);
@@ -124,15 +130,24 @@ TEST_CASE("checkpoint storage writes the metadata into the temp file its prepara
   fs::remove_all(gone.location);
   auto failed = storage.write_metadata(gone, std::move(gone_prepared).value());
   REQUIRE_FALSE(failed.ok());
-  CHECK(failed.err().message.find("_metadata.tmp") != std::string::npos);
   CHECK(failed.err().message.find(gone.location) != std::string::npos);
+  CHECK(failed.err().message.find("removed") != std::string::npos);
   CHECK_FALSE(fs::exists(gone.location));
   // The other way still creates what is missing.
   REQUIRE(storage.write_metadata(gone).ok());
   CHECK(fs::exists(fs::path(gone.location) / "_metadata"));
 
+  // The write in one go replaces an empty prepared file (a preparation whose file the
+  // coordinator dropped): atomically, by its rename.
+  const completed_checkpoint replaced = sample(storage, 7);
+  { REQUIRE(checkpoint_storage::prepare_location(replaced.location).ok()); }
+  REQUIRE(storage.write_metadata(replaced).ok());
+  auto replaced_read = checkpoint_storage::read_metadata(replaced.location);
+  REQUIRE(replaced_read.ok());
+  CHECK(*replaced_read == replaced);
+
   // A checkpoint that ends otherwise drops its prepared file; the discard removes the folder.
-  const completed_checkpoint dropped = sample(storage, 7);
+  const completed_checkpoint dropped = sample(storage, 8);
   {
     auto unused = checkpoint_storage::prepare_location(dropped.location);
     REQUIRE(unused.ok());

@@ -346,11 +346,12 @@ metadata_write_placement::options fast_placement() {
   return placement;
 }
 
-bool temp_only(const std::string& dir) {
+// A prepared folder: an empty `_metadata`, which is not a checkpoint.
+bool prepared_only(const std::string& dir) {
   const std::filesystem::path p(dir);
-  return std::filesystem::is_directory(p) && std::filesystem::exists(p / "_metadata.tmp") &&
-         std::filesystem::file_size(p / "_metadata.tmp") == 0 &&
-         !std::filesystem::exists(p / "_metadata");
+  return std::filesystem::is_directory(p) && std::filesystem::exists(p / "_metadata") &&
+         std::filesystem::file_size(p / "_metadata") == 0 &&
+         !checkpoint_storage::read_metadata(p).ok();
 }
 }  // namespace
 
@@ -361,7 +362,7 @@ TEST_CASE("driver: between periodic checkpoints the next one's folder is prepare
   // The first checkpoint prepares its own folder; once it completed, the second's is made.
   while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
   const std::string second = f.coordinator->core().checkpoint_location(2);
-  CHECK(temp_only(second));
+  CHECK(prepared_only(second));
   CHECK(f.coordinator->locations_prepared_ahead() == 0);
   // Nothing of it is a checkpoint yet.
   CHECK(checkpoint_storage(f.dir.path / f.job).recover().checkpoints.size() == 1);
@@ -373,7 +374,7 @@ TEST_CASE("driver: between periodic checkpoints the next one's folder is prepare
   CHECK(meta->id == 3);
   CHECK(meta->subtask_states.size() == 4);
   const std::string fourth = f.coordinator->core().checkpoint_location(4);
-  CHECK(temp_only(fourth));
+  CHECK(prepared_only(fourth));
   // Stopped, the guess goes.
   f.coordinator->stop_checkpoint_scheduler();
   f.poll();
@@ -386,7 +387,7 @@ TEST_CASE("driver: a folder prepared ahead that another checkpoint's id took is 
   f.coordinator->start_checkpoint_scheduler();
   while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
   const std::string guessed = f.coordinator->core().checkpoint_location(2);
-  REQUIRE(temp_only(guessed));
+  REQUIRE(prepared_only(guessed));
   // A savepoint takes id 2 (its folder is elsewhere): the guess was wrong.
   std::optional<request_finished> savepoint;
   f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::savepoint,
@@ -414,7 +415,7 @@ TEST_CASE("driver: a checkpoint whose folder was prepared ahead and that expires
   f.coordinator->start_checkpoint_scheduler();
   while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
   const std::string second = f.coordinator->core().checkpoint_location(2);
-  REQUIRE(temp_only(second));
+  REQUIRE(prepared_only(second));
   f.auto_ack = false;
   while (f.gateway->triggers.empty() || f.gateway->triggers.back().id < 2) f.advance(1ms);
   CHECK(f.coordinator->locations_prepared_ahead() == 1);
