@@ -14,10 +14,10 @@
 //              a frame between workers, an in-memory hand-off within one (no serialisation)
 //   ack     -> every subtask acks once it has all its input barriers (P * depth control frames);
 //              a subtask of stage 1 first writes and fsyncs `state_bytes` of state
-//   durable -> the coordinator writes _metadata as checkpoint_storage does: chk-<id> (its
-//              parent fsynced) and `_metadata.tmp` (first 4 KiB allocated) are made right after
-//              the triggers went out, while the subtasks work; after the last ack only the
-//              write, fsync, rename and the folder's fsync are left
+//   durable -> the coordinator writes _metadata as snapflow's does: chk-<id> (its parent
+//              fsynced) and an empty `_metadata` (first 4 KiB allocated, the folder fsynced)
+//              are made before the round starts, as snapflow prepares the next checkpoint
+//              between two; after the last ack only the write and the file's fsync are left
 //   notify  -> one control frame per subtask; "notified" = the last one received (each worker
 //              reports when it received its notifications, in steady-clock time, which is
 //              the same clock in every process).
@@ -217,38 +217,33 @@ void create_round_folder(const fs::path& root, const fs::path& chk) {
   if (created) fsync_dir(root);
 }
 
-// `<file>.tmp`, created and its first 4 KiB allocated (size kept), as
+// `file`, created empty with its first 4 KiB allocated (size kept) and its folder fsynced, as
 // checkpoint_storage::prepare_location does; returns the open descriptor.
-int prepare_temp(const fs::path& file) {
-  const fs::path tmp = file.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(fd >= 0, "create", tmp);
+int prepare_empty(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  check(fd >= 0, "create", file);
   (void)::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096);
+  fsync_dir(file.parent_path());
   return fd;
 }
 
-// Writes, fsyncs and closes `fd` (open on `file`, or on `<file>.tmp` when rename_into_place),
-// then renames it over `file` and fsyncs the folder.
-void finish_durably(int fd, const fs::path& file, const std::string& bytes,
-                    bool rename_into_place) {
-  const fs::path tmp = rename_into_place ? fs::path(file.string() + ".tmp") : file;
+// Writes `bytes` to `fd` (open on `file`), fsyncs and closes it.
+void finish_durably(int fd, const fs::path& file, const std::string& bytes) {
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    check(n > 0, "write", tmp);
+    check(n > 0, "write", file);
     done += static_cast<std::size_t>(n);
   }
-  check(::fsync(fd) == 0, "fsync", tmp);
+  check(::fsync(fd) == 0, "fsync", file);
   ::close(fd);
-  if (!rename_into_place) return;
-  check(::rename(tmp.c_str(), file.c_str()) == 0, "rename", file);
-  fsync_dir(file.parent_path());
 }
 
+// A state file as a task writes it: created, written, fsynced (the folder is the round's).
 void write_durably(const fs::path& file, const std::string& bytes) {
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   check(fd >= 0, "create", file);
-  finish_durably(fd, file, bytes, false);
+  finish_durably(fd, file, bytes);
 }
 
 // ---- worker --------------------------------------------------------------------------------
@@ -335,11 +330,9 @@ class worker {
     if (stage == 1 && o_.state_bytes > 0) {
       if (state_.size() != static_cast<std::size_t>(o_.state_bytes))
         state_.assign(static_cast<std::size_t>(o_.state_bytes), static_cast<char>(index));
-      // The folder may not be there yet (the coordinator makes it after its triggers): made
-      // here then, as snapflow's tasks make a missing one.
-      const fs::path chk = root_ / ("chk-" + std::to_string(id));
-      create_round_folder(root_, chk);
-      write_durably(chk / ("state-" + std::to_string(index)), state_);
+      // The coordinator made the round's folder before it sent the triggers.
+      write_durably(root_ / ("chk-" + std::to_string(id)) / ("state-" + std::to_string(index)),
+                    state_);
     }
     (void)control_.send(zmq::buffer(encode({kind::ack, id, stage, index})),
                         zmq::send_flags::none);
@@ -556,18 +549,19 @@ int main(int argc, char** argv) {
   std::string metadata(static_cast<std::size_t>(subtasks) * 96, 'm');
   for (int r = 1; r <= warmup + o.rounds; ++r) {
     const fs::path chk = root / ("chk-" + std::to_string(r));
+    // Before the round, as snapflow's coordinator prepares the next checkpoint's location
+    // between two.
+    create_round_folder(root, chk);
+    const int metadata_fd = prepare_empty(chk / "_metadata");
     const auto start = clock_type::now();
     for (int i = 0; i < o.parallelism; ++i) send(owner(i), {kind::trigger, r, 0, i});
-    // While the subtasks work, as snapflow's coordinator prepares a checkpoint's location.
-    create_round_folder(root, chk);
-    const int metadata_fd = prepare_temp(chk / "_metadata");
     for (int acks = 0; acks < subtasks; ++acks) {
       zmq::message_t id, payload;
       receive(id, payload, "acknowledgement");
       (void)decode(payload);
     }
     const auto acked = clock_type::now();
-    finish_durably(metadata_fd, chk / "_metadata", metadata, true);
+    finish_durably(metadata_fd, chk / "_metadata", metadata);
     const auto durable = clock_type::now();
     for (int s = 0; s < o.depth; ++s)
       for (int i = 0; i < o.parallelism; ++i) send(owner(i), {kind::notify, r, s, i});
