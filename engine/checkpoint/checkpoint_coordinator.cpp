@@ -82,7 +82,8 @@ void checkpoint_coordinator::stop_checkpoint_scheduler() {
   periodic_timer_.cancel();
   core_.stop_periodic_scheduling(coordinator_clock::now_us());
   run_actions();
-  discard_ahead();
+  // A folder prepared ahead stays: its id is still the next one, which a restarted scheduler
+  // takes. Removing it now could race a later preparation of the same folder.
 }
 
 asio::awaitable<void> checkpoint_coordinator::periodic_trigger_loop(std::uint64_t generation) {

@@ -101,8 +101,9 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // last triggered + 1), so that none of that work competes with the tasks while a checkpoint
   // is in flight. Only while recent creations were fast, on this thread.
   void prepare_ahead();
-  // A folder prepared ahead that the next trigger did not take (another id, a savepoint, the
-  // scheduler stopped): removed on the pool. Ids never repeat, so nothing else will use it.
+  // A folder prepared ahead that the next trigger did not take (another id, or a savepoint
+  // took the id), or left at shutdown: removed on the pool. Its id is then never a periodic
+  // checkpoint's, so no later preparation races the removal. (A stopped scheduler keeps it.)
   void discard_ahead();
   std::int64_t initial_delay_us();
 

@@ -375,11 +375,22 @@ TEST_CASE("driver: between periodic checkpoints the next one's folder is prepare
   CHECK(meta->subtask_states.size() == 4);
   const std::string fourth = f.coordinator->core().checkpoint_location(4);
   CHECK(prepared_only(fourth));
-  // Stopped, the guess goes.
+  // Stopped, the guess stays for the next start, whose first checkpoint takes it.
   f.coordinator->stop_checkpoint_scheduler();
+  for (int i = 0; i < 30; ++i) f.advance(1ms);
+  CHECK(prepared_only(fourth));
+  f.coordinator->start_checkpoint_scheduler();
+  while (f.coordinator->core().latest_completed_id() < 4) f.advance(1ms);
+  CHECK(f.coordinator->locations_prepared_ahead() == 3);
+  auto fourth_meta = checkpoint_storage::read_metadata(fourth);
+  REQUIRE(fourth_meta);
+  CHECK(fourth_meta->id == 4);
+  // Shut down, the guess goes.
+  const std::string fifth = f.coordinator->core().checkpoint_location(5);
+  CHECK(prepared_only(fifth));
+  f.coordinator->shutdown(job_status::canceled);
   f.poll();
-  CHECK_FALSE(std::filesystem::exists(fourth));
-  CHECK(f.coordinator->core().latest_completed_id() == 3);
+  CHECK_FALSE(std::filesystem::exists(fifth));
 }
 
 TEST_CASE("driver: a folder prepared ahead that another checkpoint's id took is removed") {
