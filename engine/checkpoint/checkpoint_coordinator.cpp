@@ -194,8 +194,9 @@ void checkpoint_coordinator::end_run() {
   after_flush_.clear();
   for (auto& post : work) post();
   // The gap between two periodic checkpoints: the next one's folder now, off its path.
-  if (!ahead_ && last_triggered_ > 0 && core_.periodic_scheduling() && !core_.is_shutdown() &&
-      core_.num_pending() == 0 && location_placement_.recent_writes_fast())
+  if (!ahead_ && last_triggered_ > 0 && ahead_failed_ != last_triggered_ + 1 &&
+      core_.periodic_scheduling() && !core_.is_shutdown() && core_.num_pending() == 0 &&
+      location_placement_.recent_writes_fast())
     prepare_ahead();
 }
 
@@ -207,11 +208,11 @@ void checkpoint_coordinator::prepare_ahead() {
   auto prepared = checkpoint_storage::prepare_location(dir);
   location_placement_.record(elapsed_since(started));
   if (!prepared) {
-    // The trigger prepares it again and reports what fails then; a folder made before the
-    // failure is not left behind if that trigger never comes.
+    // Tried once per id. What was made before the failure stays: this id is still the next
+    // one's, and a removal on the pool could race its trigger's own preparation, which tries
+    // again and reports what fails then.
+    ahead_failed_ = id;
     spdlog::debug("preparing the folder of checkpoint {} ahead: {}", id, prepared.err().message);
-    ahead_.emplace(ahead_location{id, std::move(dir), prepared_metadata()});
-    discard_ahead();
     return;
   }
   ahead_.emplace(ahead_location{id, std::move(dir), std::move(prepared).value()});

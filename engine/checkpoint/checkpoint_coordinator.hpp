@@ -139,6 +139,7 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
     prepared_metadata file;
   };
   std::optional<ahead_location> ahead_;  // see prepare_ahead()
+  checkpoint_id ahead_failed_ = 0;        // the id whose preparation ahead failed, not retried
   checkpoint_id last_triggered_ = 0;
   std::uint64_t ahead_used_ = 0;
   // Posts to the pool made while performing actions, in order; run_actions() makes them after

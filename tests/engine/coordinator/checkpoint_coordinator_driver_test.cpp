@@ -420,6 +420,40 @@ TEST_CASE("driver: a folder prepared ahead that another checkpoint's id took is 
   CHECK_FALSE(std::filesystem::exists(f.coordinator->core().checkpoint_location(5)));
 }
 
+TEST_CASE("driver: a folder whose preparation ahead failed is tried once, and its trigger "
+          "prepares it again") {
+  driver_fixture f(periodic(10ms), {}, fast_placement());
+  struct clear_injector {
+    ~clear_injector() { checkpoint_storage::set_write_fault_injector(nullptr); }
+  } guard;
+  const std::string second = f.coordinator->core().checkpoint_location(2);
+  int attempts = 0;
+  checkpoint_storage::set_write_fault_injector(
+      [&](const std::filesystem::path& file, checkpoint_storage::write_step step) {
+        if (file.parent_path() != std::filesystem::path(second) ||
+            step != checkpoint_storage::write_step::create_folders)
+          return false;
+        return ++attempts == 1;  // only the first preparation of chk-2 fails
+      });
+  f.coordinator->start_checkpoint_scheduler();
+  while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
+  CHECK(attempts == 1);
+  CHECK_FALSE(std::filesystem::exists(second));
+  // Runs while nothing is pending do not try again.
+  for (int i = 0; i < 3; ++i)
+    f.coordinator->abort_pending_checkpoints(checkpoint_failure_reason::checkpoint_declined,
+                                             "nothing is pending");
+  f.poll();
+  CHECK(attempts == 1);
+  while (f.coordinator->core().latest_completed_id() < 3) f.advance(1ms);
+  CHECK(attempts == 2);  // checkpoint 2's trigger prepared it
+  CHECK(f.coordinator->core().stats().counts().failed == 0);
+  CHECK(f.coordinator->locations_prepared_ahead() == 1);  // only checkpoint 3's
+  auto meta = checkpoint_storage::read_metadata(f.coordinator->core().checkpoint_location(3));
+  REQUIRE(meta);
+  CHECK(meta->id == 3);
+}
+
 TEST_CASE("driver: a checkpoint whose folder was prepared ahead and that expires leaves no "
           "folder") {
   driver_fixture f(periodic(10ms), {}, fast_placement());
