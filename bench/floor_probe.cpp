@@ -239,7 +239,8 @@ void finish_durably(int fd, const fs::path& file, const std::string& bytes) {
   ::close(fd);
 }
 
-// A state file as a task writes it: created, written, fsynced (the folder is the round's).
+// A stage-1 subtask's state: created, written, fsynced in the round's folder. (snapflow's
+// tasks write a temp file and rename it, and fsync the folder: the floor does less here.)
 void write_durably(const fs::path& file, const std::string& bytes) {
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   check(fd >= 0, "create", file);

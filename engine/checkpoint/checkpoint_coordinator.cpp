@@ -45,13 +45,17 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
 }
 
 checkpoint_coordinator::~checkpoint_coordinator() {
-  // Normally gone with shutdown() or the scheduler's stop; a coordinator dropped without
-  // either still leaves no empty folder behind.
-  if (ahead_) {
-    const std::string dir = std::move(ahead_->dir);
-    ahead_.reset();
-    (void)checkpoint_storage::discard_location(dir);
-  }
+  // Normally gone with shutdown(); a coordinator dropped without it (on whichever thread lets
+  // it go) still leaves no empty folder behind.
+  remove_ahead_now();
+}
+
+void checkpoint_coordinator::remove_ahead_now() {
+  if (!ahead_) return;
+  const std::string dir = std::move(ahead_->dir);
+  ahead_.reset();
+  if (auto r = checkpoint_storage::discard_location(dir); !r)
+    spdlog::warn("removing the unused checkpoint folder {}: {}", dir, r.err().message);
 }
 
 std::int64_t checkpoint_coordinator::initial_delay_us() {
@@ -156,7 +160,11 @@ void checkpoint_coordinator::shutdown(job_status status) {
   periodic_timer_.cancel();
   core_.shutdown(status, coordinator_clock::now_us());
   run_actions();
-  discard_ahead();
+  // Now, not on the pool: the guessed id was never handed out, so a job started next on the
+  // same folder may take it, and a late removal would race that job's preparation of it. An
+  // empty folder with an empty file: two system calls.
+  remove_ahead_now();
+  prepared_.clear();  // their files close; the discards of those checkpoints remove them
   for (auto& [_, timer] : timeouts_) timer->cancel();
   timeouts_.clear();
 }
@@ -206,7 +214,6 @@ void checkpoint_coordinator::prepare_ahead() {
   std::string dir = core_.checkpoint_location(id);
   const auto started = std::chrono::steady_clock::now();
   auto prepared = checkpoint_storage::prepare_location(dir);
-  location_placement_.record(elapsed_since(started));
   if (!prepared) {
     // Tried once per id. What was made before the failure stays: this id is still the next
     // one's, and a removal on the pool could race its trigger's own preparation, which tries
@@ -215,13 +222,14 @@ void checkpoint_coordinator::prepare_ahead() {
     spdlog::debug("preparing the folder of checkpoint {} ahead: {}", id, prepared.err().message);
     return;
   }
+  location_placement_.record(elapsed_since(started));
   ahead_.emplace(ahead_location{id, std::move(dir), std::move(prepared).value()});
 }
 
 void checkpoint_coordinator::discard_ahead() {
   if (!ahead_) return;
   std::string dir = std::move(ahead_->dir);
-  ahead_.reset();  // closes its temp file
+  ahead_.reset();  // closes its file
   post_after_flush([this, dir = std::move(dir)] {
     asio::post(io_executor_, [dir] {
       if (auto r = checkpoint_storage::discard_location(dir); !r)

@@ -102,9 +102,11 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // is in flight. Only while recent creations were fast, on this thread.
   void prepare_ahead();
   // A folder prepared ahead that the next trigger did not take (another id, or a savepoint
-  // took the id), or left at shutdown: removed on the pool. Its id is then never a periodic
-  // checkpoint's, so no later preparation races the removal. (A stopped scheduler keeps it.)
+  // took the id): removed on the pool. Its id is then never a periodic checkpoint's, so no
+  // later preparation races the removal. (A stopped scheduler keeps it.)
   void discard_ahead();
+  // At shutdown and destruction: removed at once, since its id was never handed out.
+  void remove_ahead_now();
   std::int64_t initial_delay_us();
 
   asio::any_io_executor executor_;

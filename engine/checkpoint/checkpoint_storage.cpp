@@ -509,13 +509,16 @@ result<void> checkpoint_storage::write_metadata(const completed_checkpoint& chec
   // Written through a descriptor, so a file removed meanwhile (its folder discarded) would
   // take the bytes and vanish: only a file still in its folder is a checkpoint.
   struct stat st {};
-  if (r && ::fstat(fd.get(), &st) != 0) r = os_error("stat", target, errno);
-  if (r && st.st_nlink == 0)
+  const bool stat_ok = ::fstat(fd.get(), &st) == 0;
+  if (r && !stat_ok) r = os_error("stat", target, errno);
+  const bool removed = stat_ok && st.st_nlink == 0;
+  if (r && removed)
     r = error{"the metadata file " + target.string() +
               " was removed before its checkpoint completed"};
   fd.reset();
-  // A failed checkpoint leaves no metadata, not even a torn one.
-  if (!r) ::unlink(target.c_str());
+  // A failed checkpoint leaves no metadata, not even a torn one; a file removed meanwhile is
+  // gone already, and whatever now has its name is not this write's.
+  if (!r && !removed) ::unlink(target.c_str());
   return r;
 }
 
@@ -588,21 +591,22 @@ result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& d
   if (auto r = create_directories_durably(dir); !r) return r.err();
   if (injected_crash(file, write_step::create_temp))
     return crash_error(file, write_step::create_temp);
-  // Never over a metadata file already there: ids do not repeat, so one would be another
-  // run's, and is left alone (the caller then writes in one go, which replaces atomically).
-  fd_guard fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  // An empty `_metadata` already there is a preparation that was never written (a crash
+  // between two checkpoints leaves one for the next id): reused. Never truncated: a file with
+  // bytes in it is refused here and left as it is.
+  fd_guard fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
   if (fd.get() < 0) return os_error("create", file, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return os_error("stat", file, errno);
+  if (st.st_size != 0)
+    return error{"cannot prepare " + dir.string() + ": it holds a metadata file already"};
   // Room for a small job's metadata, allocated now rather than by the write at completion
   // (the size stays 0 until then). Only a hint: a file system without fallocate still works.
   (void)::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, 4096);
   // The new entry durable now, so that completing needs the file's own fsync only.
   if (injected_crash(file, write_step::fsync_folder))
     return crash_error(file, write_step::fsync_folder);
-  if (auto r = fsync_dir(dir); !r) {
-    fd.reset();
-    ::unlink(file.c_str());
-    return r.err();
-  }
+  if (auto r = fsync_dir(dir); !r) return r.err();
   return prepared_metadata(dir, fd.release());
 }
 

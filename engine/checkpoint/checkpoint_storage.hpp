@@ -104,8 +104,8 @@ class checkpoint_storage {
   // parent, and an empty `_metadata` in it, open for writing, the folder fsynced again: all of
   // write_metadata but the write itself, done before completion (the coordinator: between two
   // checkpoints, or at trigger time) so that it is off the path from the last ack to
-  // "complete". A folder already there is fine; a `_metadata` already there is an error, and is
-  // left as it is.
+  // "complete". A folder already there is fine, and so is an empty `_metadata` (a preparation
+  // never written, which a crash leaves); one with bytes in it is refused and left as it is.
   static result<prepared_metadata> prepare_location(const std::filesystem::path& dir);
   // Removes the files; missing files are fine. Tries every file before reporting a failure.
   static result<void> discard_state(const std::vector<state_handle>& handles);

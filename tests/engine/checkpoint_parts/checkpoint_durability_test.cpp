@@ -88,7 +88,7 @@ struct restart_view {
 };
 
 // The coordinator's part of one checkpoint after its id: prepared, the way the coordinator
-// does it (the folder and `_metadata.tmp` at trigger time, then the tasks' state, then the
+// does it (the folder and an empty `_metadata` first, then the tasks' state, then the
 // metadata into the open file), or written in one go.
 result<completed_checkpoint> complete_checkpoint(checkpoint_storage& storage,
                                                  const job_id& job, checkpoint_id id,

@@ -110,8 +110,11 @@ TEST_CASE("checkpoint storage writes the metadata into the file its preparation 
   REQUIRE_FALSE(empty.ok());
   CHECK(empty.err().message.find("no metadata written") != std::string::npos);
   CHECK(storage.recover().checkpoints.empty());
-  // A second preparation of the same folder never truncates what is there.
-  CHECK_FALSE(checkpoint_storage::prepare_location(c.location).ok());
+  // A preparation never written (a crash between two checkpoints leaves one) is taken over by
+  // the next preparation of that folder.
+  prepared = prepared_metadata();
+  prepared = checkpoint_storage::prepare_location(c.location);
+  REQUIRE(prepared.ok());
 
   REQUIRE(storage.write_metadata(c, std::move(prepared).value()).ok());
   auto read = checkpoint_storage::read_metadata(c.location);
@@ -119,8 +122,13 @@ TEST_CASE("checkpoint storage writes the metadata into the file its preparation 
   CHECK(*read == c);
   CHECK_FALSE(fs::exists(fs::path(c.location) / "_metadata.tmp"));
   REQUIRE(storage.recover().checkpoints.size() == 1);
-  CHECK_FALSE(checkpoint_storage::prepare_location(c.location).ok());
-  CHECK(checkpoint_storage::read_metadata(c.location).ok());  // left as it was
+  // One with bytes in it is refused, and left as it was.
+  auto refused_whole = checkpoint_storage::prepare_location(c.location);
+  REQUIRE_FALSE(refused_whole.ok());
+  CHECK(refused_whole.err().message.find("metadata file already") != std::string::npos);
+  auto still = checkpoint_storage::read_metadata(c.location);
+  REQUIRE(still.ok());
+  CHECK(*still == c);
 
   // A folder removed after its preparation fails the write with the file named, and nothing
   // is created in its place.

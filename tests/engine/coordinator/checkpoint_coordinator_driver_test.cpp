@@ -454,6 +454,25 @@ TEST_CASE("driver: a folder whose preparation ahead failed is tried once, and it
   CHECK(meta->id == 3);
 }
 
+TEST_CASE("driver: an empty _metadata a crash left in the next checkpoint's folder is taken "
+          "over") {
+  // A coordinator killed between two checkpoints leaves the next id's folder prepared; a
+  // restarted counter may hand that id out again (it resumes at its reserved limit).
+  driver_fixture f(periodic(10ms), {}, fast_placement());
+  for (checkpoint_id id = 1; id <= 2; ++id) {
+    const std::filesystem::path dir = f.coordinator->core().checkpoint_location(id);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "_metadata").flush();
+  }
+  f.coordinator->start_checkpoint_scheduler();
+  while (f.coordinator->core().latest_completed_id() < 3) f.advance(1ms);
+  CHECK(f.coordinator->core().stats().counts().failed == 0);
+  auto meta = checkpoint_storage::read_metadata(f.coordinator->core().checkpoint_location(3));
+  REQUIRE(meta);
+  CHECK(meta->id == 3);
+  CHECK(f.coordinator->locations_prepared_ahead() == 2);  // 2 and 3
+}
+
 TEST_CASE("driver: a checkpoint whose folder was prepared ahead and that expires leaves no "
           "folder") {
   driver_fixture f(periodic(10ms), {}, fast_placement());
