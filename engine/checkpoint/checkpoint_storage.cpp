@@ -138,7 +138,8 @@ result<void> commit_temp_file(fd_guard& fd, const fs::path& file, std::string_vi
   const std::string_view first =
       fault_injector_set.load(std::memory_order_acquire) ? bytes.substr(0, bytes.size() / 2)
                                                          : bytes;
-  if (injected_crash(file, step::write_first_half)) return crash_error(file, step::write_first_half);
+  if (injected_crash(file, step::write_first_half))
+    return crash_error(file, step::write_first_half);
   auto r = write_all(fd.get(), first, tmp);
   if (r && injected_crash(file, step::write_rest)) return crash_error(file, step::write_rest);
   if (r) r = write_all(fd.get(), bytes.substr(first.size()), tmp);
@@ -494,15 +495,16 @@ result<void> checkpoint_storage::write_metadata(const completed_checkpoint& chec
   // Into the empty `_metadata` whose entry prepare_location made durable: no path is looked
   // up, nothing renamed. Whole once fsynced; until then a crash leaves it short, which its
   // length and checksum reject.
-  const std::string_view first =
-      fault_injector_set.load(std::memory_order_acquire) ? std::string_view(bytes).substr(0, bytes.size() / 2)
-                                                         : std::string_view(bytes);
+  const std::string_view all(bytes);
+  const std::string_view first = fault_injector_set.load(std::memory_order_acquire)
+                                     ? all.substr(0, all.size() / 2)
+                                     : all;
   if (injected_crash(target, write_step::write_first_half))
     return crash_error(target, write_step::write_first_half);
   auto r = write_all(fd.get(), first, target);
   if (r && injected_crash(target, write_step::write_rest))
     return crash_error(target, write_step::write_rest);
-  if (r) r = write_all(fd.get(), std::string_view(bytes).substr(first.size()), target);
+  if (r) r = write_all(fd.get(), all.substr(first.size()), target);
   if (r && injected_crash(target, write_step::fsync_temp))
     return crash_error(target, write_step::fsync_temp);
   if (r && ::fsync(fd.get()) != 0) r = os_error("fsync", target, errno);

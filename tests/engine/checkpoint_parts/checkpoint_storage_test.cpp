@@ -165,7 +165,8 @@ TEST_CASE("checkpoint storage writes the metadata into the file its preparation 
 
   // A path where the folder cannot be: the preparation fails with it named.
   std::ofstream(tmp.path() / "state" / "job" / "not-a-folder") << "x";
-  auto refused = checkpoint_storage::prepare_location(tmp.path() / "state" / "job" / "not-a-folder");
+  auto refused =
+      checkpoint_storage::prepare_location(tmp.path() / "state" / "job" / "not-a-folder");
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.err().message.find("not-a-folder") != std::string::npos);
 }
