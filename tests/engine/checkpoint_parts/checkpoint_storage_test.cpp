@@ -57,6 +57,13 @@ std::string frame(const std::string& body) {
   return out;
 }
 
+// The metadata in `c.location` reads back as exactly `c`.
+void check_reads_back(const completed_checkpoint& c) {
+  auto read = checkpoint_storage::read_metadata(c.location);
+  REQUIRE(read.ok());
+  CHECK(*read == c);
+}
+
 }  // namespace
 
 TEST_CASE("checkpoint storage names checkpoint and savepoint folders") {
@@ -117,18 +124,14 @@ TEST_CASE("checkpoint storage writes the metadata into the file its preparation 
   REQUIRE(prepared.ok());
 
   REQUIRE(storage.write_metadata(c, std::move(prepared).value()).ok());
-  auto read = checkpoint_storage::read_metadata(c.location);
-  REQUIRE(read.ok());
-  CHECK(*read == c);
+  check_reads_back(c);
   CHECK_FALSE(fs::exists(fs::path(c.location) / "_metadata.tmp"));
   REQUIRE(storage.recover().checkpoints.size() == 1);
   // One with bytes in it is refused, and left as it was.
   auto refused_whole = checkpoint_storage::prepare_location(c.location);
   REQUIRE_FALSE(refused_whole.ok());
   CHECK(refused_whole.err().message.find("metadata file already") != std::string::npos);
-  auto still = checkpoint_storage::read_metadata(c.location);
-  REQUIRE(still.ok());
-  CHECK(*still == c);
+  check_reads_back(c);  // left as it was
 
   // A folder removed after its preparation fails the write with the file named, and nothing
   // is created in its place.
@@ -150,9 +153,7 @@ TEST_CASE("checkpoint storage writes the metadata into the file its preparation 
   const completed_checkpoint replaced = sample(storage, 7);
   { REQUIRE(checkpoint_storage::prepare_location(replaced.location).ok()); }
   REQUIRE(storage.write_metadata(replaced).ok());
-  auto replaced_read = checkpoint_storage::read_metadata(replaced.location);
-  REQUIRE(replaced_read.ok());
-  CHECK(*replaced_read == replaced);
+  check_reads_back(replaced);
 
   // A checkpoint that ends otherwise drops its prepared file; the discard removes the folder.
   const completed_checkpoint dropped = sample(storage, 8);

@@ -170,6 +170,13 @@ struct driver_fixture {
     clock.advance(by);
     poll();
   }
+  // Periodic ticks, a millisecond at a time, until checkpoint `id` completed (bounded: a test
+  // whose checkpoints stop completing fails here instead of spinning).
+  void complete_through(checkpoint_id id) {
+    for (int ms = 0; ms < 10'000 && coordinator->core().latest_completed_id() < id; ++ms)
+      advance(std::chrono::milliseconds(1));
+    REQUIRE(coordinator->core().latest_completed_id() >= id);
+  }
 };
 
 // Runs what the pool holds, newest first, and what that posts back: the aborted checkpoint's
@@ -360,14 +367,14 @@ TEST_CASE("driver: between periodic checkpoints the next one's folder is prepare
   driver_fixture f(periodic(10ms), {}, fast_placement());
   f.coordinator->start_checkpoint_scheduler();
   // The first checkpoint prepares its own folder; once it completed, the second's is made.
-  while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
+  f.complete_through(1);
   const std::string second = f.coordinator->core().checkpoint_location(2);
   CHECK(prepared_only(second));
   CHECK(f.coordinator->locations_prepared_ahead() == 0);
   // Nothing of it is a checkpoint yet.
   CHECK(checkpoint_storage(f.dir.path / f.job).recover().checkpoints.size() == 1);
 
-  while (f.coordinator->core().latest_completed_id() < 3) f.advance(1ms);
+  f.complete_through(3);
   CHECK(f.coordinator->locations_prepared_ahead() == 2);
   auto meta = checkpoint_storage::read_metadata(f.coordinator->core().checkpoint_location(3));
   REQUIRE(meta);
@@ -380,7 +387,7 @@ TEST_CASE("driver: between periodic checkpoints the next one's folder is prepare
   for (int i = 0; i < 30; ++i) f.advance(1ms);
   CHECK(prepared_only(fourth));
   f.coordinator->start_checkpoint_scheduler();
-  while (f.coordinator->core().latest_completed_id() < 4) f.advance(1ms);
+  f.complete_through(4);
   CHECK(f.coordinator->locations_prepared_ahead() == 3);
   auto fourth_meta = checkpoint_storage::read_metadata(fourth);
   REQUIRE(fourth_meta);
@@ -396,7 +403,7 @@ TEST_CASE("driver: between periodic checkpoints the next one's folder is prepare
 TEST_CASE("driver: a folder prepared ahead that another checkpoint's id took is removed") {
   driver_fixture f(periodic(10ms), {}, fast_placement());
   f.coordinator->start_checkpoint_scheduler();
-  while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
+  f.complete_through(1);
   const std::string guessed = f.coordinator->core().checkpoint_location(2);
   REQUIRE(prepared_only(guessed));
   // A savepoint takes id 2 (its folder is elsewhere): the guess was wrong.
@@ -410,7 +417,7 @@ TEST_CASE("driver: a folder prepared ahead that another checkpoint's id took is 
   CHECK(*savepoint->id == 2);
   CHECK_FALSE(std::filesystem::exists(guessed));
   // The periodic checkpoints go on with the next ids, and their folders are prepared again.
-  while (f.coordinator->core().latest_completed_id() < 4) f.advance(1ms);
+  f.complete_through(4);
   CHECK(f.coordinator->locations_prepared_ahead() >= 1);
   auto meta = checkpoint_storage::read_metadata(f.coordinator->core().checkpoint_location(4));
   REQUIRE(meta);
@@ -436,7 +443,7 @@ TEST_CASE("driver: a folder whose preparation ahead failed is tried once, and it
         return ++attempts == 1;  // only the first preparation of chk-2 fails
       });
   f.coordinator->start_checkpoint_scheduler();
-  while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
+  f.complete_through(1);
   CHECK(attempts == 1);
   CHECK_FALSE(std::filesystem::exists(second));
   // Runs while nothing is pending do not try again.
@@ -445,7 +452,7 @@ TEST_CASE("driver: a folder whose preparation ahead failed is tried once, and it
                                              "nothing is pending");
   f.poll();
   CHECK(attempts == 1);
-  while (f.coordinator->core().latest_completed_id() < 3) f.advance(1ms);
+  f.complete_through(3);
   CHECK(attempts == 2);  // checkpoint 2's trigger prepared it
   CHECK(f.coordinator->core().stats().counts().failed == 0);
   CHECK(f.coordinator->locations_prepared_ahead() == 1);  // only checkpoint 3's
@@ -465,7 +472,7 @@ TEST_CASE("driver: an empty _metadata a crash left in the next checkpoint's fold
     std::ofstream(dir / "_metadata").flush();
   }
   f.coordinator->start_checkpoint_scheduler();
-  while (f.coordinator->core().latest_completed_id() < 3) f.advance(1ms);
+  f.complete_through(3);
   CHECK(f.coordinator->core().stats().counts().failed == 0);
   auto meta = checkpoint_storage::read_metadata(f.coordinator->core().checkpoint_location(3));
   REQUIRE(meta);
@@ -477,7 +484,7 @@ TEST_CASE("driver: a checkpoint whose folder was prepared ahead and that expires
           "folder") {
   driver_fixture f(periodic(10ms), {}, fast_placement());
   f.coordinator->start_checkpoint_scheduler();
-  while (f.coordinator->core().latest_completed_id() < 1) f.advance(1ms);
+  f.complete_through(1);
   const std::string second = f.coordinator->core().checkpoint_location(2);
   REQUIRE(prepared_only(second));
   f.auto_ack = false;
