@@ -46,6 +46,12 @@ std::optional<std::uint32_t> parse_index(const std::string& name) {
   return v;
 }
 
+// Snapshots' asynchronous parts may end out of order: the durable count only grows.
+void raise_to(std::atomic<std::uint64_t>& count, std::uint64_t value) {
+  for (auto seen = count.load(); seen < value && !count.compare_exchange_weak(seen, value);) {
+  }
+}
+
 }  // namespace
 
 std::string two_phase_commit_file_sink::encode_transactions(const std::vector<transaction>& txns) {
@@ -180,7 +186,10 @@ result<operator_snapshot> two_phase_commit_file_sink::snapshot(checkpoint_id id)
   }
   operator_snapshot s;
   s.state.push_back({std::string(transactions_state), encode_transactions(pre_committed_)});
-  if (pre_committed_.empty()) return s;
+  // The commits since the output folder's last fsync: this checkpoint no longer lists them,
+  // so they must be durable before it is acknowledged.
+  const bool sync_output = durable_commits_->load() != commits_;
+  if (pre_committed_.empty() && !sync_output) return s;
   // Every listed file, not only the newest: an aborted checkpoint's fsync may still be queued
   // or may have failed, and its transaction is committed with this checkpoint. A listed file
   // may meanwhile have been committed (renamed) by the notification of an older checkpoint
@@ -188,12 +197,20 @@ result<operator_snapshot> two_phase_commit_file_sink::snapshot(checkpoint_id id)
   std::vector<std::pair<fs::path, fs::path>> files;
   for (const auto& t : pre_committed_)
     files.emplace_back(output_ / t.staging, output_ / t.committed);
-  s.async_part = [files = std::move(files), folder = staging_folder_of(subtask_)]() {
-    for (const auto& [staging, committed] : files) {
-      auto synced = fsync_file(staging);
-      if (!synced && !fsync_file(committed)) return synced;
+  s.async_part = [files = std::move(files), staging = staging_folder_of(subtask_),
+                  output = sync_output ? output_ : fs::path(), commits = commits_,
+                  durable = durable_commits_]() -> result<void> {
+    for (const auto& [staging_file, committed_file] : files) {
+      auto synced = fsync_file(staging_file);
+      if (!synced && !fsync_file(committed_file)) return synced;
     }
-    return fsync_folder(folder);
+    if (!files.empty()) {
+      if (auto synced = fsync_folder(staging); !synced) return synced;
+    }
+    if (output.empty()) return success();
+    if (auto synced = fsync_folder(output); !synced) return synced;
+    raise_to(*durable, commits);
+    return success();
   };
   return s;
 }
@@ -216,10 +233,12 @@ result<void> two_phase_commit_file_sink::commit_up_to(checkpoint_id id) {
   auto first_newer = std::stable_partition(pre_committed_.begin(), pre_committed_.end(),
                                            [id](const transaction& t) { return t.id <= id; });
   if (first_newer == pre_committed_.begin()) return success();
-  for (auto it = pre_committed_.begin(); it != first_newer; ++it)
+  for (auto it = pre_committed_.begin(); it != first_newer; ++it) {
     if (auto r = commit(*it); !r) return r;
+    ++commits_;
+  }
   pre_committed_.erase(pre_committed_.begin(), first_newer);
-  return fsync_folder(output_);
+  return success();  // made durable by the next snapshot; see the class comment
 }
 
 result<void> two_phase_commit_file_sink::notify_checkpoint_complete(checkpoint_id id) {
@@ -243,14 +262,24 @@ result<void> two_phase_commit_file_sink::end_input(record_output&) {
       name = base + "-" + std::to_string(k);
     pre_committed_.push_back({last_barrier_, current_relative_, name});
   }
-  if (pre_committed_.empty()) return success();
+  // The final checkpoint's commit may have come first: it is made durable here, as no
+  // snapshot follows.
+  if (pre_committed_.empty()) return commits_durable() ? success() : sync_output_folder();
   for (const auto& t : pre_committed_)
     if (auto synced = fsync_file(output_ / t.staging); !synced) return synced;
   if (auto synced = fsync_folder(staging_folder_of(subtask_)); !synced) return synced;
-  for (const auto& t : pre_committed_)
+  for (const auto& t : pre_committed_) {
     if (auto r = commit(t); !r) return r;
+    ++commits_;
+  }
   pre_committed_.clear();
-  return fsync_folder(output_);
+  return sync_output_folder();
+}
+
+result<void> two_phase_commit_file_sink::sync_output_folder() {
+  if (auto synced = fsync_folder(output_); !synced) return synced;
+  raise_to(*durable_commits_, commits_);
+  return success();
 }
 
 }  // namespace snapflow

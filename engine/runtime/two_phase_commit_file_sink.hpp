@@ -1,7 +1,9 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,8 +25,15 @@ namespace snapflow {
 //     pre-committed transactions, which is this sink's snapshot state. Off the task thread,
 //     before the ack, every listed file and the staging folder are fsynced.
 //   - notify-complete n commits every pre-committed transaction with id <= n: an atomic rename
-//     into the output folder, then an fsync of the folder. A lost notification is harmless: the
-//     next completion commits the older ones too.
+//     into the output folder, on the task thread. A lost notification is harmless: the next
+//     completion commits the older ones too. The renames are made durable by the next
+//     snapshot's asynchronous part (an fsync of the output folder), before that checkpoint is
+//     acknowledged: a checkpoint that no longer lists a committed transaction never completes
+//     before its commit is durable, and a crash before then restores a checkpoint that still
+//     lists it (and commits it again). The task thread never waits for that fsync, which on a
+//     journalling file system under write load costs milliseconds. End of input fsyncs the
+//     folder itself; a task cancelled between a commit and the next snapshot leaves the rename
+//     to the file system's writeback, and a restore from that checkpoint commits it again.
 //   - notify-abort n drops nothing. The records of transaction n arrived before barrier n, so
 //     they also arrived before barrier n+1: checkpoint n+1's snapshot still lists the
 //     transaction, and when a later checkpoint completes its sources never replay those
@@ -64,6 +73,8 @@ class two_phase_commit_file_sink final : public stream_operator,
 
   const std::vector<transaction>& pre_committed() const { return pre_committed_; }
   bool has_open_transaction() const { return current_.is_open(); }
+  // Whether every commit so far has been made durable (the output folder fsynced after it).
+  bool commits_durable() const { return durable_commits_->load() == commits_; }
   const std::filesystem::path& output_folder() const { return output_; }
 
   static std::string encode_transactions(const std::vector<transaction>& txns);
@@ -74,6 +85,8 @@ class two_phase_commit_file_sink final : public stream_operator,
   result<void> commit(const transaction& t);
   result<void> commit_up_to(checkpoint_id id);
   result<void> clean_owned_staging();
+  // On the task thread, where no snapshot follows (end of input).
+  result<void> sync_output_folder();
 
   std::filesystem::path output_;
   std::string uid_;
@@ -85,6 +98,13 @@ class two_phase_commit_file_sink final : public stream_operator,
   std::string current_relative_;
   checkpoint_id last_barrier_ = 0;
   std::vector<transaction> pre_committed_;
+  // Commits (renames into the output folder) counted on the task thread, and the count an
+  // fsync of the output folder has made durable, stored by the snapshot writer. A snapshot
+  // taken while they differ fsyncs the folder; a failed fsync leaves them differing, so the
+  // next snapshot tries again.
+  std::uint64_t commits_ = 0;
+  std::shared_ptr<std::atomic<std::uint64_t>> durable_commits_ =
+      std::make_shared<std::atomic<std::uint64_t>>(0);
   std::string line_;  // the record being written, reused (no allocation per record)
 };
 

@@ -165,6 +165,78 @@ TEST_CASE("2pc sink: a commit that overtakes a newer checkpoint's fsync does not
   CHECK(f.committed_seqs() == range(0, 4));
 }
 
+TEST_CASE("2pc sink: a commit is made durable by the next snapshot, not on the task thread") {
+  sink_fixture f;
+  auto sink = f.open();
+  f.write(*sink, 0, 2);
+  f.barrier(*sink, 1);
+  CHECK(sink->commits_durable());
+  REQUIRE(sink->notify_checkpoint_complete(1));
+  CHECK(f.committed_seqs() == range(0, 2));
+  // The rename is done; the output folder's fsync waits for the next barrier.
+  CHECK_FALSE(sink->commits_durable());
+
+  // Checkpoint 2 lists nothing (no records since barrier 1), yet it must not be acknowledged
+  // before commit 1 is durable: its asynchronous part fsyncs the output folder.
+  auto snap2 = sink->snapshot(2);
+  REQUIRE(snap2);
+  REQUIRE(snap2->async_part);
+  CHECK_FALSE(sink->commits_durable());
+  REQUIRE(snap2->async_part());
+  CHECK(sink->commits_durable());
+
+  // Nothing listed and nothing committed since: no asynchronous work at all.
+  auto snap3 = sink->snapshot(3);
+  REQUIRE(snap3);
+  CHECK_FALSE(snap3->async_part);
+}
+
+TEST_CASE("2pc sink: a failed fsync of the output folder is tried again by the next snapshot") {
+  sink_fixture f;
+  auto sink = f.open();
+  f.write(*sink, 0, 2);
+  f.barrier(*sink, 1);
+  REQUIRE(sink->notify_checkpoint_complete(1));
+  auto snap2 = sink->snapshot(2);
+  REQUIRE(snap2);
+  REQUIRE(snap2->async_part);
+  // The output folder is away while the part runs: its fsync fails, so checkpoint 2 is
+  // declined and commit 1 is still not durable.
+  const auto aside = f.dir.path() / "aside";
+  std::filesystem::rename(f.out, aside);
+  auto failed = snap2->async_part();
+  std::filesystem::rename(aside, f.out);
+  REQUIRE_FALSE(failed);
+  CHECK(failed.err().message.find(f.out.string()) != std::string::npos);
+  CHECK_FALSE(sink->commits_durable());
+
+  auto snap3 = sink->snapshot(3);
+  REQUIRE(snap3);
+  REQUIRE(snap3->async_part);
+  REQUIRE(snap3->async_part());
+  CHECK(sink->commits_durable());
+  CHECK(f.committed_seqs() == range(0, 2));
+}
+
+TEST_CASE("2pc sink: parts that end out of order never move durability backwards") {
+  sink_fixture f;
+  auto sink = f.open();
+  f.write(*sink, 0, 2);
+  f.barrier(*sink, 1);
+  REQUIRE(sink->notify_checkpoint_complete(1));
+  auto snap2 = sink->snapshot(2);  // covers commit 1
+  f.write(*sink, 2, 2);
+  f.barrier(*sink, 3);
+  REQUIRE(sink->notify_checkpoint_complete(3));
+  auto snap4 = sink->snapshot(4);  // covers commits 1 and 3
+  REQUIRE(snap2);
+  REQUIRE(snap4);
+  REQUIRE(snap4->async_part());
+  CHECK(sink->commits_durable());
+  REQUIRE(snap2->async_part());  // the older part ends last
+  CHECK(sink->commits_durable());
+}
+
 TEST_CASE("2pc sink: an aborted checkpoint's pre-commit is carried into the next commit") {
   sink_fixture f;
   auto sink = f.open();
@@ -267,6 +339,20 @@ TEST_CASE("2pc sink: end of input commits whatever is left") {
   REQUIRE(sink->end_input(f.unused));
   CHECK(f.committed_seqs() == range(0, 4));
   CHECK(f.staged_files() == 0);
+  CHECK(sink->commits_durable());
+}
+
+TEST_CASE("2pc sink: end of input makes a commit that came before it durable") {
+  // The final checkpoint's notification commits, then the input ends: no snapshot follows.
+  sink_fixture f;
+  auto sink = f.open();
+  f.write(*sink, 0, 2);
+  f.barrier(*sink, 1);
+  REQUIRE(sink->notify_checkpoint_complete(1));
+  CHECK_FALSE(sink->commits_durable());
+  REQUIRE(sink->end_input(f.unused));
+  CHECK(sink->commits_durable());
+  CHECK(f.committed_seqs() == range(0, 2));
 }
 
 TEST_CASE("2pc sink: the transaction list survives any bytes in names, and rejects escapes") {
