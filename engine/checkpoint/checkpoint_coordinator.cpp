@@ -70,6 +70,7 @@ std::int64_t checkpoint_coordinator::initial_delay_us() {
 void checkpoint_coordinator::start_checkpoint_scheduler() {
   if (core_.is_shutdown() || !core_.config().interval || core_.periodic_scheduling()) return;
   core_.start_periodic_scheduling();
+  periodic_paused_ = false;
   ++periodic_generation_;
   next_tick_us_ = coordinator_clock::now_us() + initial_delay_us();
   asio::co_spawn(
@@ -80,8 +81,16 @@ void checkpoint_coordinator::start_checkpoint_scheduler() {
       asio::detached);
 }
 
+void checkpoint_coordinator::pause_periodic_triggers() {
+  if (!core_.periodic_scheduling() || periodic_paused_) return;
+  periodic_paused_ = true;
+  ++periodic_generation_;  // the tick loop ends at its next wake-up
+  periodic_timer_.cancel();
+}
+
 void checkpoint_coordinator::stop_checkpoint_scheduler() {
   if (!core_.periodic_scheduling()) return;
+  periodic_paused_ = false;
   ++periodic_generation_;
   periodic_timer_.cancel();
   core_.stop_periodic_scheduling(coordinator_clock::now_us());
@@ -203,7 +212,8 @@ void checkpoint_coordinator::end_run() {
   for (auto& post : work) post();
   // The gap between two periodic checkpoints: the next one's folder now, off its path.
   if (!ahead_ && last_triggered_ > 0 && ahead_failed_ != last_triggered_ + 1 &&
-      core_.periodic_scheduling() && !core_.is_shutdown() && core_.num_pending() == 0 &&
+      core_.periodic_scheduling() && !periodic_paused_ && !core_.is_shutdown() &&
+      core_.num_pending() == 0 &&
       location_placement_.recent_writes_fast())
     prepare_ahead();
 }
@@ -477,13 +487,19 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             periodic_timer_.cancel();
           },
           [&](request_finished& a) {
+            // A checkpoint that got an id and failed says why (a request refused before
+            // that, e.g. inside the minimum pause, is routine and goes to its caller only).
+            if (a.failure && a.id)
+              spdlog::info("checkpoint {} failed: {}{}{}", *a.id, to_string(*a.failure),
+                           a.message.empty() ? "" : ": ", a.message);
             if (!a.failure && a.id && a.kind != checkpoint_trigger_kind::savepoint)
               for (auto& listener : completion_listeners_) listener(*a.id);
-            auto it = callbacks_.find(a.request_id);
-            if (it == callbacks_.end()) return;
-            auto callback = std::move(it->second);
-            callbacks_.erase(it);
-            callback(a);
+            if (auto it = callbacks_.find(a.request_id); it != callbacks_.end()) {
+              auto callback = std::move(it->second);
+              callbacks_.erase(it);
+              callback(a);
+            }
+            for (auto& listener : end_listeners_) listener();
           },
       },
       action);

@@ -45,6 +45,11 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // jobs started together do not checkpoint in lockstep; then it fires every interval.
   void start_checkpoint_scheduler();
   void stop_checkpoint_scheduler();
+  // The job is ending (every source ran out): no further ticks, while checkpoints in flight
+  // and requests already queued go on (stop_checkpoint_scheduler would abort them). A failover
+  // stops the scheduler and starts it again, which ticks again.
+  void pause_periodic_triggers();
+  bool periodic_triggers_paused() const { return periodic_paused_; }
   bool is_periodic_checkpointing_started() const { return core_.periodic_scheduling(); }
   std::uint64_t periodic_ticks() const { return periodic_ticks_; }
 
@@ -55,6 +60,11 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // Runs on the coordinator executor after every completed checkpoint (not savepoints).
   void add_completion_listener(std::function<void(checkpoint_id)> listener) {
     completion_listeners_.push_back(std::move(listener));
+  }
+  // Runs on the coordinator executor after every request ends, completed or failed, with or
+  // without a checkpoint id (savepoints too): the moment to look at what is still in flight.
+  void add_end_listener(std::function<void()> listener) {
+    end_listeners_.push_back(std::move(listener));
   }
 
   ack_outcome receive_ack(checkpoint_ack ack);
@@ -154,6 +164,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::map<checkpoint_id, std::shared_ptr<coordinator_timer>> timeouts_;
   std::map<std::uint64_t, request_callback> callbacks_;
   std::vector<std::function<void(checkpoint_id)>> completion_listeners_;
+  std::vector<std::function<void()>> end_listeners_;
+  bool periodic_paused_ = false;
   std::mt19937_64 rng_{std::random_device{}()};
   bool running_actions_ = false;
 };

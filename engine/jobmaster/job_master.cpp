@@ -135,7 +135,7 @@ result<std::shared_ptr<job_master>> job_master::create(
       std::move(executor), std::move(eg), std::move(workers), std::move(deployer), std::move(opts)));
   std::weak_ptr<job_master> weak = master;
   if (auto* coordinator = master->graph_->get_checkpoint_coordinator())
-    coordinator->add_completion_listener([weak](checkpoint_id) {
+    coordinator->add_end_listener([weak] {
       if (auto self = weak.lock()) self->maybe_finish_sources();
     });
   master->graph_->set_job_failure_handler(
@@ -186,6 +186,10 @@ void job_master::start_final_checkpoint_if_exhausted() {
   checkpoint_id newest = 0;
   for (const auto& [_, id] : exhausted_sources_) newest = std::max(newest, id);
   final_checkpoint_ = newest + 1;
+  // Nothing triggered from now on is needed; one triggered and still in flight when the
+  // sources end would only be aborted as the job finishes, and show as failed.
+  if (auto* coordinator = graph_->get_checkpoint_coordinator())
+    coordinator->pause_periodic_triggers();
   maybe_finish_sources();
   if (!sources_finished_) request_final_checkpoint();
 }
@@ -198,6 +202,10 @@ void job_master::maybe_finish_sources() {
   if (!final_checkpoint_ || sources_finished_ || coordinator == nullptr ||
       coordinator->core().latest_completed_id() < *final_checkpoint_)
     return;
+  // Every other request ends first (each end calls back here): ticks are paused, so this
+  // drains. A checkpoint still pending when the sources end could never complete.
+  const auto& core = std::as_const(*coordinator).core();
+  if (core.num_pending() > 0 || core.is_triggering() || core.num_queued_requests() > 0) return;
   sources_finished_ = true;
   for (const auto& [attempt, _] : exhausted_sources_) {
     auto it = placement_.find(attempt.subtask);
@@ -214,9 +222,13 @@ void job_master::request_final_checkpoint() {
       checkpoint_trigger_kind::manual, {}, [weak, run](const request_finished& r) {
         auto self = weak.lock();
         if (!self || !r.failure || self->restarts_ != run || self->sources_finished_) return;
-        // Periodic checkpoints get there anyway; without them, ask again shortly.
+        // Another checkpoint after the sources' last records may have completed meanwhile:
+        // then the sources end once what is in flight has ended.
         auto* c = self->graph_->get_checkpoint_coordinator();
-        if (c == nullptr || c->core().config().periodic()) return;
+        if (c == nullptr || !self->final_checkpoint_ ||
+            c->core().latest_completed_id() >= *self->final_checkpoint_)
+          return self->maybe_finish_sources();
+        // Periodic ticks are paused while the job ends: ask again shortly.
         auto timer = std::make_shared<coordinator_timer>(self->executor_);
         timer->expires_at(coordinator_clock::from_us(coordinator_clock::now_us() + 10'000));
         timer->async_wait([weak, timer](std::error_code ec) {

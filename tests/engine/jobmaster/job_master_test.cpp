@@ -297,6 +297,72 @@ TEST_CASE("bounded sources finish only after a checkpoint taken after every last
   CHECK(f.master->status() == job_status::finished);
 }
 
+TEST_CASE("a periodic checkpoint in flight as the sources run out ends before they finish") {
+  fixture f;
+  f.add_worker("w1");
+  f.master->start();
+  f.report_all(execution_state::running);
+  auto* coordinator = f.master->coordinator();
+  // Periodic checkpoint 1 completes; periodic checkpoint 2 is in flight when both sources say
+  // they ran out after barrier 1.
+  for (int i = 0; i < 20 && coordinator->core().pending_ids().empty(); ++i) f.advance(1ms);
+  REQUIRE(coordinator->core().pending_ids() == std::vector<checkpoint_id>{1});
+  f.ack_all(1);
+  for (int i = 0; i < 20 && coordinator->core().pending_ids().empty(); ++i) f.advance(1ms);
+  REQUIRE(coordinator->core().pending_ids() == std::vector<checkpoint_id>{2});
+  auto& sources = *f.master->graph().find_job_vertex(0);
+  for (std::uint32_t i = 0; i < 2; ++i)
+    f.master->on_source_exhausted(sources.subtask(i).current_attempt(), 1);
+  f.poll();
+  CHECK(coordinator->periodic_triggers_paused());
+  // Checkpoint 2 completes and is after every last record, but the final checkpoint the job
+  // master asked for is still to come: the sources wait for it rather than leave it to fail.
+  f.ack_all(2);
+  CHECK(coordinator->core().latest_completed_id() == 2);
+  CHECK(f.deployer->finished.empty());
+  for (int i = 0; i < 5 && coordinator->core().pending_ids().empty(); ++i) f.advance(1ms);
+  REQUIRE(coordinator->core().pending_ids() == std::vector<checkpoint_id>{3});
+  f.ack_all(3);
+  CHECK(f.deployer->finished.size() == 2);
+  // No tick triggers anything more while the job ends.
+  const auto triggers = f.gateway->triggers.size();
+  f.advance(50ms);
+  CHECK(f.gateway->triggers.size() == triggers);
+  CHECK(coordinator->core().pending_ids().empty());
+  f.report_all(execution_state::finished);
+  CHECK(f.master->status() == job_status::finished);
+  CHECK(coordinator->core().stats().counts().failed == 0);
+  CHECK(coordinator->core().stats().counts().completed == 3);
+}
+
+TEST_CASE("a failed final checkpoint is asked for again while periodic ticks are paused") {
+  fixture f;
+  f.add_worker("w1");
+  f.master->start();
+  f.report_all(execution_state::running);
+  auto* coordinator = f.master->coordinator();
+  auto& sources = *f.master->graph().find_job_vertex(0);
+  for (std::uint32_t i = 0; i < 2; ++i)
+    f.master->on_source_exhausted(sources.subtask(i).current_attempt(), 0);
+  f.poll();
+  REQUIRE(coordinator->periodic_triggers_paused());
+  REQUIRE(coordinator->core().pending_ids().size() == 1);
+  const checkpoint_id first = coordinator->core().pending_ids()[0];
+  auto* v = f.master->graph().all_execution_vertices()[0];
+  // A decline that does not count toward the tolerable failures: the job keeps running.
+  coordinator->receive_decline({f.graph.id, v->current_attempt(), first,
+                                checkpoint_failure_reason::checkpoint_declined_task_not_ready,
+                                "not now"});
+  f.poll();
+  CHECK(coordinator->core().pending_ids().empty());
+  CHECK(f.deployer->finished.empty());
+  // Asked again after a short wait, not by a periodic tick.
+  for (int i = 0; i < 50 && coordinator->core().pending_ids().empty(); ++i) f.advance(1ms);
+  REQUIRE(coordinator->core().pending_ids().size() == 1);
+  f.ack_all(coordinator->core().pending_ids()[0]);
+  CHECK(f.deployer->finished.size() == 2);
+}
+
 TEST_CASE("a source that runs out before the whole job runs still lets the job finish") {
   fixture f;
   f.add_worker("w1");
