@@ -288,6 +288,8 @@ result<void> local_cluster::start_on_coordinator() {
           fail_job("too many checkpoint failures: " + cause);
         });
     responder_->set_coordinator(graph_->checkpoint_coordinator_ptr());
+    // Every request that ends may be the last one the ending sources wait for.
+    graph_->get_checkpoint_coordinator()->add_end_listener([this] { maybe_finish_sources(); });
     if (options_.restore_latest) {
       auto latest = graph_->get_checkpoint_coordinator()->core().restore_latest_checkpoint(
           coordinator_clock::now_us());
@@ -433,6 +435,9 @@ void local_cluster::on_source_exhausted(const execution_attempt_id& attempt,
   checkpoint_id newest = 0;
   for (const auto& [_, id] : exhausted_sources_) newest = std::max(newest, id);
   final_checkpoint_ = newest + 1;
+  // As the job master does: no more ticks, so what is in flight drains before the end.
+  if (auto* coordinator = graph_->get_checkpoint_coordinator())
+    coordinator->pause_periodic_triggers();
   maybe_finish_sources();
   if (!sources_finished_) request_final_checkpoint();
 }
@@ -443,6 +448,11 @@ void local_cluster::maybe_finish_sources() {
   // can be triggered once a source is FINISHED.
   if (!final_checkpoint_ || sources_finished_ || latest_completed_checkpoint() < *final_checkpoint_)
     return;
+  // A checkpoint still pending when the sources end could never complete.
+  if (const auto* c = graph_->get_checkpoint_coordinator()) {
+    const auto& core = c->core();
+    if (core.num_pending() > 0 || core.is_triggering() || core.num_queued_requests() > 0) return;
+  }
   sources_finished_ = true;
   for (const auto& [attempt, _] : exhausted_sources_) find_task(attempt)->finish();
 }
@@ -459,11 +469,12 @@ void local_cluster::request_final_checkpoint() {
     }
     return;
   }
-  const bool periodic = coordinator->core().config().periodic();
   coordinator->trigger_checkpoint(
-      checkpoint_trigger_kind::manual, {}, [this, periodic](const request_finished& r) {
-        // Periodic checkpoints will get there anyway; without them, keep asking.
-        if (!r.failure || periodic || graph_->status() != job_status::running) return;
+      checkpoint_trigger_kind::manual, {}, [this](const request_finished& r) {
+        if (!r.failure || graph_->status() != job_status::running) return;
+        // Another checkpoint after the last records completed: the sources end once what is
+        // in flight has ended. Otherwise keep asking (periodic ticks are paused).
+        if (latest_completed_checkpoint() >= *final_checkpoint_) return maybe_finish_sources();
         auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(10));
         timer->async_wait([this, timer](const std::error_code& ec) {
           if (!ec && graph_->status() == job_status::running) request_final_checkpoint();
