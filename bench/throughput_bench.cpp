@@ -56,6 +56,8 @@ struct options {
   int slots = 0;  // 0: enough for the job on the given workers
   std::vector<int> intervals_ms{0, 100, 10};
   std::vector<std::string> sinks{"2pc", "discard"};
+  std::string mode = "exactly_once";  // checkpointing mode of the checkpointed runs
+  int inline_state_max_bytes = -1;    // -1: the job file default
   bool cluster = true;
   bool local_cluster = false;
   std::string coordinator_bin = SNAPFLOW_COORDINATOR_BIN;
@@ -73,8 +75,12 @@ std::string job_toml(const options& o, int interval_ms, const std::string& sink,
   std::ostringstream os;
   os << "[job]\nname = \"throughput-" << sink << "-" << interval_ms
      << "\"\nparallelism = 2\nmax_parallelism = 128\n\n";
-  if (interval_ms > 0)
-    os << "[checkpointing]\ninterval_ms = " << interval_ms << "\nmode = \"exactly_once\"\n\n";
+  if (interval_ms > 0) {
+    os << "[checkpointing]\ninterval_ms = " << interval_ms << "\nmode = \"" << o.mode << "\"\n";
+    if (o.inline_state_max_bytes >= 0)
+      os << "inline_state_max_bytes = " << o.inline_state_max_bytes << "\n";
+    os << "\n";
+  }
   os << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 2\n"
      << "params = { count = " << o.records << ", keys = " << o.keys << " }\n\n"
      << "[[operator]]\nuid = \"sum\"\nkind = \"keyed_sum\"\ninput = \"source\"\n"
@@ -302,6 +308,15 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"2pc", "discard"}))
       ->capture_default_str();
+  app.add_option("--mode", o.mode,
+                 "checkpointing mode of the checkpointed runs: exactly_once aligns barriers, "
+                 "at_least_once does not (what alignment costs)")
+      ->check(CLI::IsMember({"exactly_once", "at_least_once"}))
+      ->capture_default_str();
+  app.add_option("--inline-state-max-bytes", o.inline_state_max_bytes,
+                 "the job's inline_state_max_bytes (default: the job file's): larger keeps the "
+                 "keyed sums' state in the acknowledgement, no state file per checkpoint")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--local-cluster", o.local_cluster, "also measure the in-process local_cluster");
   app.add_flag("--processes,!--no-processes", o.cluster,
                "measure the multi-process cluster (default; --no-processes skips it)");
