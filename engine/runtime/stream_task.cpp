@@ -717,11 +717,16 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
     config_.responder->acknowledge(std::move(ack));
     return success();
   }
-  if (!op_snapshot->async_part && config_.inline_state_max_bytes > 0 &&
+  // A small state goes inline whether or not the operator has asynchronous work: a sink that
+  // fsyncs its pre-committed file still acknowledges its few bytes of state without a state
+  // file (and that file's own fsync) of its own.
+  bool state_inline = false;
+  if (!snapshot->empty() && config_.inline_state_max_bytes > 0 &&
       state_file::may_fit(*snapshot, config_.inline_state_max_bytes)) {
     const auto encode_start = std::chrono::steady_clock::now();
     encoded = state_file::encode(*snapshot);
-    if (encoded.size() <= config_.inline_state_max_bytes) {
+    state_inline = encoded.size() <= config_.inline_state_max_bytes;
+    if (state_inline && !op_snapshot->async_part) {
       ack.state.state_size = encoded.size();
       ack.state.handles.push_back(state_file::make_inline(std::move(encoded)));
       ack.metrics.async_duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -733,7 +738,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
     }
   }
   std::filesystem::path file;
-  if (!snapshot->empty()) {
+  if (!snapshot->empty() && !state_inline) {
     if (barrier.options.target_location.empty()) {
       decline(barrier.id, checkpoint_failure_reason::checkpoint_declined,
               "the barrier names no location for state files");
@@ -747,7 +752,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   // it runs). A state encoded above but too large to go inline is written as it is.
   std::function<void()> write = [responder = config_.responder, ack = std::move(ack), snapshot,
                                  vertex = config_.vertex.id, file = std::move(file),
-                                 encoded = std::move(encoded),
+                                 encoded = std::move(encoded), state_inline,
                                  async_part = std::move(op_snapshot->async_part)]() mutable {
     const auto async_start = std::chrono::steady_clock::now();
     checkpoint_decline decline{
@@ -759,7 +764,10 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
         return;
       }
     }
-    if (!file.empty()) {
+    if (state_inline) {
+      ack.state.state_size = encoded.size();
+      ack.state.handles.push_back(state_file::make_inline(std::move(encoded)));
+    } else if (!file.empty()) {
       auto handle = encoded.empty() ? state_file::write(file, *snapshot)
                                     : state_file::write_encoded(file, std::move(encoded));
       if (!handle) {

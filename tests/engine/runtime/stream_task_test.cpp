@@ -16,6 +16,7 @@
 #include "engine/runtime/local_channel.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/stream_task.hpp"
+#include "engine/runtime/two_phase_commit_file_sink.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
 using namespace snapflow;
@@ -271,6 +272,50 @@ TEST_CASE("stream task: two inputs are aligned before the barrier goes on") {
   // Record 2 waited behind input 0's barrier; nothing was read past a barrier.
   CHECK(ack.metrics.records_held_during_alignment == 1);
   CHECK(ack.metrics.records_after_barrier == 0);
+  REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+}
+
+TEST_CASE("stream task: a small state goes inline after the operator's asynchronous part ran") {
+  // The exactly-once sink fsyncs its pre-committed file off the task thread; its own state (the
+  // list of pre-committed files) is a few bytes: inline, unless inlining is off.
+  const std::size_t inline_max = GENERATE(std::size_t{1024}, std::size_t{0});
+  task_fixture f;
+  const auto out_folder = f.dir.path() / "out";
+  auto in = std::make_shared<local_channel>(8);
+  auto c = f.config(make_vertex("two_phase_commit_file_sink", {{"path", out_folder.string()}}),
+                    operator_role::sink);
+  c.inputs = {in};
+  c.inline_state_max_bytes = inline_max;
+  stream_task task(std::move(c));
+  task.start();
+  checkpoint_barrier b{1, 10, f.options(1)};
+  std::filesystem::create_directories(b.options.target_location);
+  REQUIRE(in->send({record{1, 0, 5, {}}, record{1, 1, 6, {}}, b}));
+  REQUIRE(f.responder->wait_for(1));
+  const auto ack = f.responder->acks().at(0);
+  REQUIRE(ack.state.handles.size() == 1);
+  const auto& handle = ack.state.handles[0];
+  std::size_t state_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(b.options.target_location))
+    if (e.is_regular_file()) ++state_files;
+  if (inline_max > 0) {
+    CHECK(handle.is_inline());
+    CHECK(state_files == 0);
+  } else {
+    CHECK_FALSE(handle.is_inline());
+    CHECK(state_files == 1);
+  }
+  CHECK(ack.state.state_size == handle.size);
+  // Either way the state reads back as the sink's list with its one pre-committed file.
+  auto snapshot = state_file::read(handle);
+  REQUIRE(snapshot);
+  REQUIRE(snapshot->operator_state.size() == 1);
+  auto txns = two_phase_commit_file_sink::decode_transactions(snapshot->operator_state[0].bytes);
+  REQUIRE(txns);
+  REQUIRE(txns->size() == 1);
+  CHECK((*txns)[0].id == 1);
+  REQUIRE(in->send({end_of_input{}}));
   REQUIRE(f.listener->wait_for_state(execution_state::finished));
   task.join();
 }
