@@ -50,7 +50,7 @@ struct checkpoint_config {
   // and is kept in the checkpoint's _metadata instead of a state file of its own: no file, no
   // fsync, no hand-off to the snapshot threads (Flink's memory threshold). 0 writes every state
   // to a file. Restore sends a subtask every old state of its vertex, so keep it small.
-  std::int32_t inline_state_max_bytes = 1024;
+  std::int32_t inline_state_max_bytes = 4096;
 
   static constexpr std::chrono::milliseconds min_interval{1};
   static constexpr std::chrono::milliseconds max_duration{30LL * 24 * 3600 * 1000};
