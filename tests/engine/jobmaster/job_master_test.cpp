@@ -86,6 +86,25 @@ struct fixture {
       master->on_task_state(v->current_attempt(), state);
     poll();
   }
+  // One worker, the job started and every task RUNNING.
+  void run_on_one_worker() {
+    add_worker("w1");
+    master->start();
+    report_all(execution_state::running);
+  }
+  // Both sources say they ran out after `last_barrier`.
+  void exhaust_sources(checkpoint_id last_barrier) {
+    auto& sources = *master->graph().find_job_vertex(0);
+    for (std::uint32_t i = 0; i < 2; ++i)
+      master->on_source_exhausted(sources.subtask(i).current_attempt(), last_barrier);
+    poll();
+  }
+  // Advances the clock 1 ms at a time, at most `max_ms` times, until a checkpoint is pending.
+  std::vector<checkpoint_id> wait_for_pending(int max_ms) {
+    for (int i = 0; i < max_ms && master->coordinator()->core().pending_ids().empty(); ++i)
+      advance(std::chrono::milliseconds(1));
+    return master->coordinator()->core().pending_ids();
+  }
   // Acks every trigger of checkpoint `id` from every current subtask.
   void ack_all(checkpoint_id id) {
     for (auto* v : master->graph().all_execution_vertices())
@@ -299,29 +318,21 @@ TEST_CASE("bounded sources finish only after a checkpoint taken after every last
 
 TEST_CASE("a periodic checkpoint in flight as the sources run out ends before they finish") {
   fixture f;
-  f.add_worker("w1");
-  f.master->start();
-  f.report_all(execution_state::running);
+  f.run_on_one_worker();
   auto* coordinator = f.master->coordinator();
   // Periodic checkpoint 1 completes; periodic checkpoint 2 is in flight when both sources say
   // they ran out after barrier 1.
-  for (int i = 0; i < 20 && coordinator->core().pending_ids().empty(); ++i) f.advance(1ms);
-  REQUIRE(coordinator->core().pending_ids() == std::vector<checkpoint_id>{1});
+  REQUIRE(f.wait_for_pending(20) == std::vector<checkpoint_id>{1});
   f.ack_all(1);
-  for (int i = 0; i < 20 && coordinator->core().pending_ids().empty(); ++i) f.advance(1ms);
-  REQUIRE(coordinator->core().pending_ids() == std::vector<checkpoint_id>{2});
-  auto& sources = *f.master->graph().find_job_vertex(0);
-  for (std::uint32_t i = 0; i < 2; ++i)
-    f.master->on_source_exhausted(sources.subtask(i).current_attempt(), 1);
-  f.poll();
+  REQUIRE(f.wait_for_pending(20) == std::vector<checkpoint_id>{2});
+  f.exhaust_sources(1);
   CHECK(coordinator->periodic_triggers_paused());
   // Checkpoint 2 completes and is after every last record, but the final checkpoint the job
   // master asked for is still to come: the sources wait for it rather than leave it to fail.
   f.ack_all(2);
   CHECK(coordinator->core().latest_completed_id() == 2);
   CHECK(f.deployer->finished.empty());
-  for (int i = 0; i < 5 && coordinator->core().pending_ids().empty(); ++i) f.advance(1ms);
-  REQUIRE(coordinator->core().pending_ids() == std::vector<checkpoint_id>{3});
+  REQUIRE(f.wait_for_pending(5) == std::vector<checkpoint_id>{3});
   f.ack_all(3);
   CHECK(f.deployer->finished.size() == 2);
   // No tick triggers anything more while the job ends.
@@ -337,29 +348,24 @@ TEST_CASE("a periodic checkpoint in flight as the sources run out ends before th
 
 TEST_CASE("a failed final checkpoint is asked for again while periodic ticks are paused") {
   fixture f;
-  f.add_worker("w1");
-  f.master->start();
-  f.report_all(execution_state::running);
+  f.run_on_one_worker();
   auto* coordinator = f.master->coordinator();
-  auto& sources = *f.master->graph().find_job_vertex(0);
-  for (std::uint32_t i = 0; i < 2; ++i)
-    f.master->on_source_exhausted(sources.subtask(i).current_attempt(), 0);
-  f.poll();
+  f.exhaust_sources(0);
   REQUIRE(coordinator->periodic_triggers_paused());
-  REQUIRE(coordinator->core().pending_ids().size() == 1);
-  const checkpoint_id first = coordinator->core().pending_ids()[0];
+  const auto first = coordinator->core().pending_ids();
+  REQUIRE(first.size() == 1);
   auto* v = f.master->graph().all_execution_vertices()[0];
   // A decline that does not count toward the tolerable failures: the job keeps running.
-  coordinator->receive_decline({f.graph.id, v->current_attempt(), first,
+  coordinator->receive_decline({f.graph.id, v->current_attempt(), first[0],
                                 checkpoint_failure_reason::checkpoint_declined_task_not_ready,
                                 "not now"});
   f.poll();
   CHECK(coordinator->core().pending_ids().empty());
   CHECK(f.deployer->finished.empty());
   // Asked again after a short wait, not by a periodic tick.
-  for (int i = 0; i < 50 && coordinator->core().pending_ids().empty(); ++i) f.advance(1ms);
-  REQUIRE(coordinator->core().pending_ids().size() == 1);
-  f.ack_all(coordinator->core().pending_ids()[0]);
+  const auto again = f.wait_for_pending(50);
+  REQUIRE(again.size() == 1);
+  f.ack_all(again[0]);
   CHECK(f.deployer->finished.size() == 2);
 }
 

@@ -73,6 +73,14 @@ struct sink_fixture {
     }
   }
 
+  // Two records, barrier 1 and its completion: one committed transaction whose rename the
+  // output folder's fsync has not yet made durable.
+  void commit_one(two_phase_commit_file_sink& sink) {
+    write(sink, 0, 2);
+    barrier(sink, 1);
+    REQUIRE(sink.notify_checkpoint_complete(1));
+  }
+
   std::size_t staged_files() {
     std::size_t n = 0;
     for (const auto& e : std::filesystem::recursive_directory_iterator(out / ".staging"))
@@ -194,9 +202,7 @@ TEST_CASE("2pc sink: a commit is made durable by the next snapshot, not on the t
 TEST_CASE("2pc sink: a failed fsync of the output folder is tried again by the next snapshot") {
   sink_fixture f;
   auto sink = f.open();
-  f.write(*sink, 0, 2);
-  f.barrier(*sink, 1);
-  REQUIRE(sink->notify_checkpoint_complete(1));
+  f.commit_one(*sink);
   auto snap2 = sink->snapshot(2);
   REQUIRE(snap2);
   REQUIRE(snap2->async_part);
@@ -221,9 +227,7 @@ TEST_CASE("2pc sink: a failed fsync of the output folder is tried again by the n
 TEST_CASE("2pc sink: parts that end out of order never move durability backwards") {
   sink_fixture f;
   auto sink = f.open();
-  f.write(*sink, 0, 2);
-  f.barrier(*sink, 1);
-  REQUIRE(sink->notify_checkpoint_complete(1));
+  f.commit_one(*sink);
   auto snap2 = sink->snapshot(2);  // covers commit 1
   f.write(*sink, 2, 2);
   f.barrier(*sink, 3);
@@ -346,9 +350,7 @@ TEST_CASE("2pc sink: end of input makes a commit that came before it durable") {
   // The final checkpoint's notification commits, then the input ends: no snapshot follows.
   sink_fixture f;
   auto sink = f.open();
-  f.write(*sink, 0, 2);
-  f.barrier(*sink, 1);
-  REQUIRE(sink->notify_checkpoint_complete(1));
+  f.commit_one(*sink);
   CHECK_FALSE(sink->commits_durable());
   REQUIRE(sink->end_input(f.unused));
   CHECK(sink->commits_durable());
