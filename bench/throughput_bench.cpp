@@ -107,9 +107,38 @@ std::int64_t committed_lines(const fs::path& out) {
   return lines;
 }
 
+// The whole machine's CPU time from /proc/stat, kernel threads and interrupts included: the
+// job's own CPU misses work it causes elsewhere (file system journal, block-device
+// completions, page write-back), and idle time shows whether the job waited rather than worked.
+struct machine_cpu {
+  double busy = 0;   // user, nice, system, irq, softirq
+  double idle = 0;   // idle and iowait
+  double steal = 0;  // taken by the hypervisor for other guests
+
+  static machine_cpu now() {
+    machine_cpu m;
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
+        cpu != "cpu")
+      return m;  // no /proc/stat: the machine columns read 0
+    const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+    m.busy = (user + nice + system + irq + softirq) / tick;
+    m.idle = (idle + iowait) / tick;
+    m.steal = steal / tick;
+    return m;
+  }
+
+  machine_cpu operator-(const machine_cpu& o) const {
+    return {busy - o.busy, idle - o.idle, steal - o.steal};
+  }
+};
+
 struct run_result {
   double seconds = 0;
   double cpu_seconds = 0;  // user + system CPU of the processes that ran the job
+  machine_cpu machine;     // the whole machine over the run
   std::int64_t checkpoints = 0;
   bool ok = false;
   std::string problem;
@@ -184,6 +213,7 @@ class process_cluster {
   run_result run(const std::string& toml, int timeout_s) {
     run_result out;
     const double cpu_before = cpu_seconds();
+    const machine_cpu machine_before = machine_cpu::now();
     httplib::Client client(host_, port_);
     client.set_connection_timeout(2);
     client.set_read_timeout(10);
@@ -208,6 +238,7 @@ class process_cluster {
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     out.cpu_seconds = cpu_seconds() - cpu_before;
+    out.machine = machine_cpu::now() - machine_before;
     const json cps = get("/jobs/" + job + "/checkpoints");
     if (cps.is_object() && cps.contains("counts"))
       out.checkpoints = cps["counts"].value("completed", std::int64_t{0});
@@ -243,6 +274,7 @@ run_result run_local_cluster(const std::string& toml, const fs::path& state_dir,
   lo.channel_capacity_batches = 8;
   const auto start = std::chrono::steady_clock::now();
   const double cpu_before = self_cpu_seconds();
+  const machine_cpu machine_before = machine_cpu::now();
   std::optional<snapflow::result<snapflow::job_status>> status;
   std::int64_t checkpoints = 0;
   {
@@ -252,6 +284,7 @@ run_result run_local_cluster(const std::string& toml, const fs::path& state_dir,
   }  // joined: every thread's CPU is counted
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.cpu_seconds = self_cpu_seconds() - cpu_before;
+  out.machine = machine_cpu::now() - machine_before;
   out.checkpoints = checkpoints;
   out.ok = *status && **status == snapflow::job_status::finished;
   if (!out.ok) out.problem = *status ? "job did not finish" : status->err().message;
@@ -275,6 +308,8 @@ struct config_key {
 struct samples {
   std::vector<double> rate;
   std::vector<double> cpu_ns_per_record;
+  std::vector<double> machine_ns_per_record;  // the machine's busy CPU time per record
+  std::vector<double> idle_share;             // the machine's idle share over the run
   std::vector<double> checkpoints;
 };
 
@@ -374,11 +409,17 @@ int main(int argc, char** argv) {
             fs::remove_all(out, ignored);
             const double rate = res.seconds > 0 ? static_cast<double>(o.records) / res.seconds : 0;
             const double cpu_ns = res.cpu_seconds * 1e9 / static_cast<double>(o.records);
+            const double machine_ns = res.machine.busy * 1e9 / static_cast<double>(o.records);
+            const double machine_total = res.machine.busy + res.machine.idle + res.machine.steal;
+            const double idle = machine_total > 0 ? res.machine.idle / machine_total : 0;
+            const double steal = machine_total > 0 ? res.machine.steal / machine_total : 0;
             std::printf("  run %d %-13s sink=%-7s checkpoints=%-6s %7.3f s %10.0f records/s "
-                        "%6.0f ns CPU/record %5lld checkpoints%s%s\n",
+                        "%6.0f ns CPU/record (machine %4.0f, idle %4.1f%%, steal %4.1f%%) "
+                        "%5lld checkpoints%s%s\n",
                         r + 1, deployment.c_str(), sink.c_str(), interval_name(interval).c_str(),
-                        res.seconds, rate, cpu_ns, static_cast<long long>(res.checkpoints),
-                        res.ok ? "" : "  FAILED: ", res.problem.c_str());
+                        res.seconds, rate, cpu_ns, machine_ns, 100 * idle, 100 * steal,
+                        static_cast<long long>(res.checkpoints), res.ok ? "" : "  FAILED: ",
+                        res.problem.c_str());
             std::fflush(stdout);
             if (!res.ok) {
               ++failures;
@@ -387,6 +428,8 @@ int main(int argc, char** argv) {
             auto& s = results[config_key{deployment, sink, interval}];
             s.rate.push_back(rate);
             s.cpu_ns_per_record.push_back(cpu_ns);
+            s.machine_ns_per_record.push_back(machine_ns);
+            s.idle_share.push_back(idle);
             s.checkpoints.push_back(static_cast<double>(res.checkpoints));
           }
         }
@@ -399,23 +442,30 @@ int main(int argc, char** argv) {
 
   std::printf("\nmedian of %d runs; ratio and lost throughput against checkpointing off (same "
               "deployment and sink, this run);\nCPU = user + system time of the processes "
-              "running the job per record (less sensitive to a busy machine than wall time)\n",
+              "running the job per record (less sensitive to a busy machine than wall time);\n"
+              "machine = busy CPU time of the whole machine per record (kernel threads and "
+              "interrupts included); idle = the machine's idle share\n",
               o.repeats);
-  std::printf("%-13s %-8s %-11s %12s %7s %7s %11s %9s %11s\n", "deployment", "sink",
-              "checkpoints", "records/s", "ratio", "lost", "CPU ns/rec", "CPU +%", "checkpoints");
+  std::printf("%-13s %-8s %-11s %12s %7s %7s %11s %9s %9s %9s %6s %11s\n", "deployment", "sink",
+              "checkpoints", "records/s", "ratio", "lost", "CPU ns/rec", "CPU +%", "machine",
+              "mach +%", "idle", "checkpoints");
   for (const auto& [key, s] : results) {
     if (key.interval_ms != 0) continue;
     const double base = median(s.rate);
     const double base_cpu = median(s.cpu_ns_per_record);
+    const double base_machine = median(s.machine_ns_per_record);
     for (int interval : o.intervals_ms) {
       auto it = results.find(config_key{key.deployment, key.sink, interval});
       if (it == results.end()) continue;
       const double m = median(it->second.rate);
       const double cpu = median(it->second.cpu_ns_per_record);
-      std::printf("%-13s %-8s %-11s %12.0f %7.3f %6.1f%% %11.0f %8.1f%% %11.0f\n",
+      const double machine = median(it->second.machine_ns_per_record);
+      std::printf("%-13s %-8s %-11s %12.0f %7.3f %6.1f%% %11.0f %8.1f%% %9.0f %8.1f%% %5.1f%% "
+                  "%11.0f\n",
                   key.deployment.c_str(), key.sink.c_str(), interval_name(interval).c_str(), m,
                   m / base, 100.0 * (1.0 - m / base), cpu, 100.0 * (cpu / base_cpu - 1.0),
-                  median(it->second.checkpoints));
+                  machine, base_machine > 0 ? 100.0 * (machine / base_machine - 1.0) : 0.0,
+                  100.0 * median(it->second.idle_share), median(it->second.checkpoints));
     }
   }
   if (failures > 0) {

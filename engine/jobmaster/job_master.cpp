@@ -134,10 +134,21 @@ result<std::shared_ptr<job_master>> job_master::create(
   auto master = std::shared_ptr<job_master>(new job_master(
       std::move(executor), std::move(eg), std::move(workers), std::move(deployer), std::move(opts)));
   std::weak_ptr<job_master> weak = master;
-  if (auto* coordinator = master->graph_->get_checkpoint_coordinator())
-    coordinator->add_end_listener([weak] {
-      if (auto self = weak.lock()) self->maybe_finish_sources();
-    });
+  if (master->graph_->get_checkpoint_coordinator() != nullptr) {
+    std::size_t num_sources = 0;
+    for (vertex_id id : graph.checkpointing->to_trigger)
+      if (const auto* v = std::as_const(*master->graph_).find_job_vertex(id))
+        num_sources += v->parallelism();
+    master->job_end_ = final_checkpoint_tracker::create(
+        master->executor_, master->graph_, num_sources,
+        [weak](const execution_attempt_id& attempt) {
+          auto self = weak.lock();
+          if (!self) return;
+          auto it = self->placement_.find(attempt.subtask);
+          if (it != self->placement_.end() && !it->second.empty())
+            self->deployer_->finish(it->second, self->id(), attempt);
+        });
+  }
   master->graph_->set_job_failure_handler(
       [weak](const std::string& cause, std::optional<execution_attempt_id>) {
         if (auto self = weak.lock()) self->fail("too many failed checkpoints: " + cause);
@@ -158,14 +169,11 @@ job_master::job_master(asio::any_io_executor executor, std::shared_ptr<execution
       job_graph_bytes_(encode_job_graph(graph_->job())) {
   for (const auto& v : graph_->job_vertices())
     slots_needed_ = std::max(slots_needed_, v->parallelism());
-  if (graph_->job().checkpointing)
-    for (vertex_id id : graph_->job().checkpointing->to_trigger)
-      if (const auto* v = std::as_const(*graph_).find_job_vertex(id)) num_sources_ += v->parallelism();
 }
 
 void job_master::on_source_exhausted(const execution_attempt_id& attempt,
                                      checkpoint_id last_barrier) {
-  if (find_current(attempt) == nullptr || final_checkpoint_) return;
+  if (find_current(attempt) == nullptr || !job_end_) return;
   const job_status status = graph_->status();
   // A short source may run out before every task of the job runs (the job is still CREATED or
   // RESTARTING): keep its report, decided on once the job is RUNNING. Dropping it would leave
@@ -173,68 +181,7 @@ void job_master::on_source_exhausted(const execution_attempt_id& attempt,
   if (status != job_status::running && status != job_status::created &&
       status != job_status::restarting)
     return;
-  exhausted_sources_[attempt] = last_barrier;
-  start_final_checkpoint_if_exhausted();
-}
-
-void job_master::start_final_checkpoint_if_exhausted() {
-  if (final_checkpoint_ || graph_->status() != job_status::running ||
-      exhausted_sources_.size() < num_sources_)
-    return;
-  // Every checkpoint with an id above every source's last barrier was taken after the last
-  // record of every source.
-  checkpoint_id newest = 0;
-  for (const auto& [_, id] : exhausted_sources_) newest = std::max(newest, id);
-  final_checkpoint_ = newest + 1;
-  // Nothing triggered from now on is needed; one triggered and still in flight when the
-  // sources end would only be aborted as the job finishes, and show as failed.
-  if (auto* coordinator = graph_->get_checkpoint_coordinator())
-    coordinator->pause_periodic_triggers();
-  maybe_finish_sources();
-  if (!sources_finished_) request_final_checkpoint();
-}
-
-void job_master::maybe_finish_sources() {
-  // Decided here rather than by each source from its own notifications: a lost notify-complete
-  // at one source must not leave it waiting after another source ended, since no checkpoint can
-  // be triggered once a source is FINISHED.
-  auto* coordinator = graph_->get_checkpoint_coordinator();
-  if (!final_checkpoint_ || sources_finished_ || coordinator == nullptr ||
-      coordinator->core().latest_completed_id() < *final_checkpoint_)
-    return;
-  // Every other request ends first (each end calls back here): ticks are paused, so this
-  // drains. A checkpoint still pending when the sources end could never complete.
-  const auto& core = std::as_const(*coordinator).core();
-  if (core.num_pending() > 0 || core.is_triggering() || core.num_queued_requests() > 0) return;
-  sources_finished_ = true;
-  for (const auto& [attempt, _] : exhausted_sources_) {
-    auto it = placement_.find(attempt.subtask);
-    if (it != placement_.end() && !it->second.empty()) deployer_->finish(it->second, id(), attempt);
-  }
-}
-
-void job_master::request_final_checkpoint() {
-  auto* coordinator = graph_->get_checkpoint_coordinator();
-  if (coordinator == nullptr || graph_->status() != job_status::running) return;
-  std::weak_ptr<job_master> weak = weak_from_this();
-  const std::int32_t run = restarts_;
-  coordinator->trigger_checkpoint(
-      checkpoint_trigger_kind::manual, {}, [weak, run](const request_finished& r) {
-        auto self = weak.lock();
-        if (!self || !r.failure || self->restarts_ != run || self->sources_finished_) return;
-        // Another checkpoint after the sources' last records may have completed meanwhile:
-        // then the sources end once what is in flight has ended.
-        auto* c = self->graph_->get_checkpoint_coordinator();
-        if (c == nullptr || !self->final_checkpoint_ ||
-            c->core().latest_completed_id() >= *self->final_checkpoint_)
-          return self->maybe_finish_sources();
-        // Periodic ticks are paused while the job ends: ask again shortly.
-        auto timer = std::make_shared<coordinator_timer>(self->executor_);
-        timer->expires_at(coordinator_clock::from_us(coordinator_clock::now_us() + 10'000));
-        timer->async_wait([weak, timer](std::error_code ec) {
-          if (auto s = weak.lock(); s && !ec) s->request_final_checkpoint();
-        });
-      });
+  job_end_->source_exhausted(attempt, last_barrier);
 }
 
 void job_master::start() {
@@ -353,7 +300,7 @@ void job_master::on_task_state(const execution_attempt_id& attempt, execution_st
       });
       if (all_running) {
         graph_->transition_to(job_status::running);
-        start_final_checkpoint_if_exhausted();  // sources that ran out before the job ran
+        if (job_end_) job_end_->job_running();  // sources that ran out before the job ran
       }
       return;
     }
@@ -443,9 +390,7 @@ void job_master::fail(const std::string& cause) {
 void job_master::restart() {
   if (graph_->status() != job_status::restarting) return;
   ++restarts_;
-  exhausted_sources_.clear();
-  final_checkpoint_.reset();
-  sources_finished_ = false;
+  if (job_end_) job_end_->reset();
   // A fresh start deserves a fresh streak of tolerable checkpoint failures.
   if (auto* failures = graph_->failure_manager()) failures->reset();
   for (auto* v : graph_->all_execution_vertices()) v->reset_for_new_attempt();

@@ -12,6 +12,7 @@
 
 #include "engine/clock.hpp"
 #include "engine/jobmaster/execution_graph.hpp"
+#include "engine/jobmaster/final_checkpoint_tracker.hpp"
 #include "engine/jobmaster/restart_strategy.hpp"
 #include "engine/jobmaster/task_deployment.hpp"
 #include "engine/jobmaster/worker_registry.hpp"
@@ -106,9 +107,6 @@ class job_master : public std::enable_shared_from_this<job_master> {
   void restart();
   void end(job_status terminal);
   execution_vertex* find_current(const execution_attempt_id& attempt);
-  void start_final_checkpoint_if_exhausted();
-  void maybe_finish_sources();
-  void request_final_checkpoint();
 
   asio::any_io_executor executor_;
   std::shared_ptr<execution_graph> graph_;
@@ -128,11 +126,8 @@ class job_master : public std::enable_shared_from_this<job_master> {
   std::optional<std::string> failure_cause_;
   std::optional<checkpoint_id> restored_from_;
   std::shared_ptr<coordinator_timer> restart_timer_;
-  // The final-checkpoint rule, per run (reset on failover).
-  std::map<execution_attempt_id, checkpoint_id> exhausted_sources_;
-  std::optional<checkpoint_id> final_checkpoint_;
-  bool sources_finished_ = false;
-  std::size_t num_sources_ = 0;
+  // Ends the sources behind a final checkpoint; with checkpointing only (reset on failover).
+  std::shared_ptr<final_checkpoint_tracker> job_end_;
 };
 
 }  // namespace snapflow

@@ -288,8 +288,12 @@ result<void> local_cluster::start_on_coordinator() {
           fail_job("too many checkpoint failures: " + cause);
         });
     responder_->set_coordinator(graph_->checkpoint_coordinator_ptr());
-    // Every request that ends may be the last one the ending sources wait for.
-    graph_->get_checkpoint_coordinator()->add_end_listener([this] { maybe_finish_sources(); });
+    std::size_t num_sources = 0;
+    for (vertex_id id : settings.to_trigger)
+      if (const auto* v = std::as_const(*graph_).find_job_vertex(id)) num_sources += v->parallelism();
+    job_end_ = final_checkpoint_tracker::create(
+        io_.get_executor(), graph_, num_sources,
+        [this](const execution_attempt_id& attempt) { find_task(attempt)->finish(); });
     if (options_.restore_latest) {
       auto latest = graph_->get_checkpoint_coordinator()->core().restore_latest_checkpoint(
           coordinator_clock::now_us());
@@ -332,7 +336,6 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
     // validate() let the vertex through: its kind is registered or it declares a custom role.
     assert(kind != nullptr || v.custom_role);
     const operator_role role = kind != nullptr ? kind->role : *v.custom_role;
-    if (role == operator_role::source) num_sources_ += v.parallelism;
     // Each subtask gets only the old states it needs (state_assignment.hpp has the contract).
     std::optional<state_assignment> assignment;
     if (restore) assignment.emplace(state_assignment::for_vertex(v, registry, *restore));
@@ -405,8 +408,10 @@ void local_cluster::on_task_state(const execution_attempt_id& attempt, execution
   v.set_state(state);
   switch (state) {
     case execution_state::running:
-      if (++num_running_ == graph_->num_subtasks())
+      if (++num_running_ == graph_->num_subtasks()) {
         graph_->transition_to(job_status::created, job_status::running);
+        if (job_end_) job_end_->job_running();  // sources that ran out before the job ran
+      }
       break;
     case execution_state::failed: {
       std::ostringstream cause;
@@ -427,59 +432,8 @@ void local_cluster::on_task_state(const execution_attempt_id& attempt, execution
 
 void local_cluster::on_source_exhausted(const execution_attempt_id& attempt,
                                         checkpoint_id last_barrier) {
-  if (find_task(attempt) == nullptr || final_checkpoint_) return;
-  exhausted_sources_[attempt] = last_barrier;
-  if (exhausted_sources_.size() < num_sources_) return;
-  // Every checkpoint with an id above every source's last barrier was taken after the last
-  // record of every source.
-  checkpoint_id newest = 0;
-  for (const auto& [_, id] : exhausted_sources_) newest = std::max(newest, id);
-  final_checkpoint_ = newest + 1;
-  // As the job master does: no more ticks, so what is in flight drains before the end.
-  if (auto* coordinator = graph_->get_checkpoint_coordinator())
-    coordinator->pause_periodic_triggers();
-  maybe_finish_sources();
-  if (!sources_finished_) request_final_checkpoint();
-}
-
-void local_cluster::maybe_finish_sources() {
-  // Decided here rather than by each source from its own notifications: a lost notify-complete
-  // at one source must not leave it waiting after another source ended, since no checkpoint
-  // can be triggered once a source is FINISHED.
-  if (!final_checkpoint_ || sources_finished_ || latest_completed_checkpoint() < *final_checkpoint_)
-    return;
-  // A checkpoint still pending when the sources end could never complete.
-  if (const auto* c = graph_->get_checkpoint_coordinator()) {
-    const auto& core = c->core();
-    if (core.num_pending() > 0 || core.is_triggering() || core.num_queued_requests() > 0) return;
-  }
-  sources_finished_ = true;
-  for (const auto& [attempt, _] : exhausted_sources_) find_task(attempt)->finish();
-}
-
-void local_cluster::request_final_checkpoint() {
-  checkpoint_coordinator* coordinator = graph_->get_checkpoint_coordinator();
-  if (coordinator == nullptr || graph_->status() != job_status::running) {
-    // Not running yet (some task still restoring): try again shortly.
-    if (coordinator != nullptr && graph_->status() == job_status::created) {
-      auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(10));
-      timer->async_wait([this, timer](const std::error_code& ec) {
-        if (!ec) request_final_checkpoint();
-      });
-    }
-    return;
-  }
-  coordinator->trigger_checkpoint(
-      checkpoint_trigger_kind::manual, {}, [this](const request_finished& r) {
-        if (!r.failure || graph_->status() != job_status::running) return;
-        // Another checkpoint after the last records completed: the sources end once what is
-        // in flight has ended. Otherwise keep asking (periodic ticks are paused).
-        if (latest_completed_checkpoint() >= *final_checkpoint_) return maybe_finish_sources();
-        auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(10));
-        timer->async_wait([this, timer](const std::error_code& ec) {
-          if (!ec && graph_->status() == job_status::running) request_final_checkpoint();
-        });
-      });
+  if (find_task(attempt) == nullptr || !job_end_) return;
+  job_end_->source_exhausted(attempt, last_barrier);
 }
 
 void local_cluster::fail_job(const std::string& cause) {
@@ -556,7 +510,6 @@ void local_cluster::note_completed(checkpoint_id id) {
     ++completed_count_;
   }
   changed_.notify_all();
-  maybe_finish_sources();
 }
 
 job_status local_cluster::wait(std::chrono::milliseconds timeout) {

@@ -18,6 +18,7 @@
 #include <asio/thread_pool.hpp>
 
 #include "engine/jobmaster/execution_graph.hpp"
+#include "engine/jobmaster/final_checkpoint_tracker.hpp"
 #include "engine/runtime/local_channel.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/snapshot_writer.hpp"
@@ -124,8 +125,6 @@ class local_cluster {
   void on_task_state(const execution_attempt_id& attempt, execution_state state,
                      const std::string& message);
   void on_source_exhausted(const execution_attempt_id& attempt, checkpoint_id last_barrier);
-  void request_final_checkpoint();
-  void maybe_finish_sources();
   void fail_job(const std::string& cause);
   void cancel_all_tasks();
   void maybe_end();
@@ -148,12 +147,8 @@ class local_cluster {
   std::shared_ptr<execution_graph> graph_;
   std::size_t num_running_ = 0;
   std::size_t num_terminal_ = 0;
-  std::map<execution_attempt_id, checkpoint_id> exhausted_sources_;
-  std::size_t num_sources_ = 0;
-  // Set once every source is exhausted: a checkpoint with this id or a later one was taken
-  // after every source's last record.
-  std::optional<checkpoint_id> final_checkpoint_;
-  bool sources_finished_ = false;
+  // Ends the sources behind a final checkpoint; with checkpointing only.
+  std::shared_ptr<final_checkpoint_tracker> job_end_;
 
   // Fixed once deployed; read from any thread.
   std::vector<std::shared_ptr<local_channel>> channels_;
