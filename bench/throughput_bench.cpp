@@ -15,6 +15,7 @@
 // costs without a sink's own work).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -291,6 +292,25 @@ run_result run_local_cluster(const std::string& toml, const fs::path& state_dir,
   return out;
 }
 
+// A distribution-free 95% confidence interval for the median of `v` (sorted here): the order
+// statistics x(k) and x(n-k+1) with k the largest for which P(Binomial(n, 1/2) < k) <= 2.5%.
+// Too few samples (under 6) for any such k: the whole range.
+std::pair<double, double> median_interval(std::vector<double> v) {
+  if (v.empty()) return {0, 0};
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  double below = 0;  // P(Binomial(n, 1/2) < k), summed as k grows
+  double term = std::pow(0.5, static_cast<double>(n));  // P(X = 0)
+  std::size_t k = 0;
+  while (k < n / 2 && below + term <= 0.025) {
+    below += term;
+    term = term * static_cast<double>(n - k) / static_cast<double>(k + 1);
+    ++k;
+  }
+  if (k == 0) return {v.front(), v.back()};
+  return {v[k - 1], v[n - k]};
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -307,6 +327,7 @@ struct config_key {
 
 struct samples {
   std::vector<double> rate;
+  std::vector<int> repeat;  // the repeat each rate came from, to pair it with the baseline's
   std::vector<double> cpu_ns_per_record;
   std::vector<double> machine_ns_per_record;  // the machine's busy CPU time per record
   std::vector<double> idle_share;             // the machine's idle share over the run
@@ -427,6 +448,7 @@ int main(int argc, char** argv) {
             }
             auto& s = results[config_key{deployment, sink, interval}];
             s.rate.push_back(rate);
+            s.repeat.push_back(r);
             s.cpu_ns_per_record.push_back(cpu_ns);
             s.machine_ns_per_record.push_back(machine_ns);
             s.idle_share.push_back(idle);
@@ -466,6 +488,32 @@ int main(int argc, char** argv) {
                   m / base, 100.0 * (1.0 - m / base), cpu, 100.0 * (cpu / base_cpu - 1.0),
                   machine, base_machine > 0 ? 100.0 * (machine / base_machine - 1.0) : 0.0,
                   100.0 * median(it->second.idle_share), median(it->second.checkpoints));
+    }
+  }
+  // Drift on a shared machine moves whole stretches of runs: a checkpointed run against the
+  // baseline run just before it (same repeat) cancels most of it, and the interval says how
+  // far the median of those losses can be trusted.
+  std::printf("\nlost throughput paired per repeat (1 - checkpointed / the same repeat's "
+              "baseline): median and its distribution-free 95%% confidence interval\n");
+  std::printf("%-13s %-8s %-11s %6s %8s %20s\n", "deployment", "sink", "checkpoints", "pairs",
+              "median", "95% interval");
+  for (const auto& [key, base] : results) {
+    if (key.interval_ms != 0) continue;
+    for (int interval : o.intervals_ms) {
+      if (interval == 0) continue;
+      auto it = results.find(config_key{key.deployment, key.sink, interval});
+      if (it == results.end()) continue;
+      std::vector<double> losses;
+      for (std::size_t i = 0; i < it->second.rate.size(); ++i) {
+        const auto b = std::find(base.repeat.begin(), base.repeat.end(), it->second.repeat[i]);
+        if (b == base.repeat.end()) continue;  // that repeat's baseline failed
+        losses.push_back(1.0 - it->second.rate[i] / base.rate[b - base.repeat.begin()]);
+      }
+      if (losses.empty()) continue;
+      const auto [lo, hi] = median_interval(losses);
+      std::printf("%-13s %-8s %-11s %6zu %7.1f%% %9.1f%% .. %5.1f%%\n", key.deployment.c_str(),
+                  key.sink.c_str(), interval_name(interval).c_str(), losses.size(),
+                  100.0 * median(losses), 100.0 * lo, 100.0 * hi);
     }
   }
   if (failures > 0) {

@@ -248,6 +248,35 @@ void checkpoint_coordinator::discard_ahead() {
   });
 }
 
+void checkpoint_coordinator::maybe_sweep_orphans() {
+  const std::int64_t now = coordinator_clock::now_us();
+  if (first_triggered_ == 0 ||
+      (sweeps_ > 0 && now - last_sweep_us_ < orphan_sweep_interval_us))
+    return;
+  last_sweep_us_ = now;
+  ++sweeps_;
+  // What must stay, as this thread sees it now. A checkpoint triggered after this has a higher
+  // id than `to`; one that ends after this removes its own folder or is retained.
+  std::set<checkpoint_id> keep;
+  for (const auto& c : core_.store().checkpoints()) keep.insert(c.id);
+  for (checkpoint_id id : core_.pending_ids()) keep.insert(id);
+  if (ahead_) keep.insert(ahead_->id);
+  for (const auto& dir : preparing_)
+    if (auto id = checkpoint_storage::checkpoint_folder_id(
+            std::filesystem::path(dir).filename().string()))
+      keep.insert(*id);
+  post_after_flush([this, storage = storage_, from = first_triggered_, to = last_triggered_,
+                    keep = std::move(keep)]() mutable {
+    asio::post(io_executor_, [storage, from, to, keep = std::move(keep)] {
+      const auto swept = storage->sweep_orphans(from, to, keep);
+      for (checkpoint_id id : swept.removed)
+        spdlog::info("removed the orphaned folder of checkpoint {} (its discard missed it)", id);
+      for (const auto& failure : swept.failures)
+        spdlog::warn("sweeping orphaned checkpoint folders: {}", failure);
+    });
+  });
+}
+
 void checkpoint_coordinator::post_after_flush(std::function<void()> post) {
   if (running_actions_)
     after_flush_.push_back(std::move(post));
@@ -383,6 +412,7 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
           [&](send_trigger& a) {
             hop_trace::record("c.trigger", a.id);
             last_triggered_ = std::max(last_triggered_, a.id);
+            if (first_triggered_ == 0) first_triggered_ = a.id;
             if (a.id != last_prepared_ && ahead_ && ahead_->id == a.id &&
                 ahead_->dir == a.options.target_location) {
               // Prepared while the job waited for this tick: nothing to create now.
@@ -492,8 +522,10 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             if (a.failure && a.id)
               spdlog::info("checkpoint {} failed: {}{}{}", *a.id, to_string(*a.failure),
                            a.message.empty() ? "" : ": ", a.message);
-            if (!a.failure && a.id && a.kind != checkpoint_trigger_kind::savepoint)
+            if (!a.failure && a.id && a.kind != checkpoint_trigger_kind::savepoint) {
+              maybe_sweep_orphans();
               for (auto& listener : completion_listeners_) listener(*a.id);
+            }
             if (auto it = callbacks_.find(a.request_id); it != callbacks_.end()) {
               auto callback = std::move(it->second);
               callbacks_.erase(it);

@@ -85,6 +85,10 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::uint64_t inline_location_creations() const { return location_placement_.inline_writes(); }
   // Periodic checkpoints whose folder was prepared ahead, while the job waited for their tick.
   std::uint64_t locations_prepared_ahead() const { return ahead_used_; }
+  // Orphan sweeps posted so far (see maybe_sweep_orphans).
+  std::uint64_t orphan_sweeps() const { return sweeps_; }
+  // How often at most completed checkpoints are followed by a sweep for orphaned folders.
+  static constexpr std::int64_t orphan_sweep_interval_us = 10'000'000;
   const asio::any_io_executor& executor() const { return executor_; }
 
  private:
@@ -117,6 +121,12 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   void discard_ahead();
   // At shutdown and destruction: removed at once, since its id was never handed out.
   void remove_ahead_now();
+  // After a completed checkpoint, at most once per orphan_sweep_interval_us: removes, on the
+  // pool, the folders of this coordinator's checkpoints that neither the store retains nor are
+  // pending or being created (checkpoint_storage::sweep_orphans says how they come about).
+  // Only ids this coordinator triggered: older folders (a checkpoint restored from, ones a
+  // previous run retained) are not its own to remove.
+  void maybe_sweep_orphans();
   std::int64_t initial_delay_us();
 
   asio::any_io_executor executor_;
@@ -152,7 +162,10 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   };
   std::optional<ahead_location> ahead_;  // see prepare_ahead()
   checkpoint_id ahead_failed_ = 0;        // the id whose preparation ahead failed, not retried
+  checkpoint_id first_triggered_ = 0;  // the first checkpoint this coordinator triggered
   checkpoint_id last_triggered_ = 0;
+  std::int64_t last_sweep_us_ = 0;
+  std::uint64_t sweeps_ = 0;
   std::uint64_t ahead_used_ = 0;
   // Posts to the pool made while performing actions, in order; run_actions() makes them after
   // its flush.

@@ -616,8 +616,46 @@ result<void> checkpoint_storage::discard_location(const fs::path& dir) {
   assert(!dir.empty());
   std::error_code ec;
   fs::remove_all(dir, ec);
-  if (ec) return error{"remove " + dir.string() + ": " + ec.message()};
+  // Gone meanwhile (another discard of it, or a sweep) is as good as removed.
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return error{"remove " + dir.string() + ": " + ec.message()};
   return success();
+}
+
+std::optional<checkpoint_id> checkpoint_storage::checkpoint_folder_id(
+    std::string_view folder_name) {
+  return parse_checkpoint_folder(folder_name);
+}
+
+checkpoint_storage::sweep_result checkpoint_storage::sweep_orphans(
+    checkpoint_id from, checkpoint_id to, const std::set<checkpoint_id>& keep) const {
+  sweep_result out;
+  std::error_code ec;
+  fs::directory_iterator it(job_dir_, ec);
+  if (ec) {
+    // No folder yet is nothing to sweep.
+    if (ec != std::errc::no_such_file_or_directory)
+      out.failures.push_back("cannot list " + job_dir_.string() + ": " + ec.message());
+    return out;
+  }
+  std::vector<std::pair<checkpoint_id, fs::path>> orphans;
+  for (const fs::directory_iterator end; it != end; it.increment(ec)) {
+    if (ec) {
+      out.failures.push_back("listing " + job_dir_.string() + " stopped: " + ec.message());
+      break;
+    }
+    const auto id = parse_checkpoint_folder(it->path().filename().string());
+    if (!id || *id < from || *id > to || keep.contains(*id)) continue;
+    std::error_code dir_ec;
+    if (it->is_directory(dir_ec)) orphans.emplace_back(*id, it->path());
+  }
+  for (const auto& [id, dir] : orphans) {
+    if (auto r = discard_location(dir); !r)
+      out.failures.push_back(r.err().message);
+    else
+      out.removed.push_back(id);
+  }
+  return out;
 }
 
 result<void> checkpoint_storage::discard_state(const std::vector<state_handle>& handles) {

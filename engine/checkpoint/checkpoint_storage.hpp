@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,6 +102,21 @@ class checkpoint_storage {
 
   // Removes the folder and everything in it; a missing folder is fine.
   static result<void> discard_location(const std::filesystem::path& dir);
+  // "chk-<id>" with a canonical positive decimal id, else nullopt.
+  static std::optional<checkpoint_id> checkpoint_folder_id(std::string_view folder_name);
+
+  // What sweep_orphans() removed, and what it could not.
+  struct sweep_result {
+    std::vector<checkpoint_id> removed;
+    std::vector<std::string> failures;
+  };
+  // Removes every chk-<id> folder under job_dir with `from` <= id <= `to` whose id `keep` does
+  // not hold: checkpoint folders that a discard missed. A task's state file written after its
+  // checkpoint was aborted recreates the folder the abort removed (the task cannot tell a
+  // folder not created yet from one removed), and a file created while the folder was being
+  // removed leaves it non-empty. Anything else under job_dir is left alone.
+  sweep_result sweep_orphans(checkpoint_id from, checkpoint_id to,
+                             const std::set<checkpoint_id>& keep) const;
   // Creates a checkpoint's folder (and missing ancestors), each new entry fsynced into its
   // parent, and an empty `_metadata` in it, open for writing, the folder fsynced again: all of
   // write_metadata but the write itself, done before completion (the coordinator: between two

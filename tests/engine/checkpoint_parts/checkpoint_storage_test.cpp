@@ -317,6 +317,39 @@ TEST_CASE("checkpoint storage discards folders and state files, missing ones inc
   CHECK(checkpoint_storage::discard_state(handles).ok());
 }
 
+TEST_CASE("checkpoint storage sweeps orphaned checkpoint folders in a range, keeping the rest") {
+  temp_folder tmp;
+  checkpoint_storage storage(tmp.path() / "job");
+  // A missing job folder: nothing to sweep, nothing failed.
+  auto none = storage.sweep_orphans(1, 100, {});
+  CHECK(none.removed.empty());
+  CHECK(none.failures.empty());
+
+  for (checkpoint_id id : {2, 3, 4, 5, 6, 9}) {
+    fs::create_directories(storage.checkpoint_dir(id));
+    write_all(storage.checkpoint_dir(id) / "state-0-0", "late");
+  }
+  fs::create_directories(tmp.path() / "job" / "chk-007");  // not a canonical name
+  fs::create_directories(tmp.path() / "job" / "shared");
+  write_all(tmp.path() / "job" / "chk-8", "a file, not a folder");
+  write_all(tmp.path() / "job" / "checkpoint_id", "counter");
+
+  // 2 is below the range (not this run's), 4 is kept, 9 above the range (not triggered yet).
+  auto swept = storage.sweep_orphans(3, 8, {4});
+  std::sort(swept.removed.begin(), swept.removed.end());
+  CHECK(swept.removed == std::vector<checkpoint_id>{3, 5, 6});
+  CHECK(swept.failures.empty());
+  for (checkpoint_id id : {3, 5, 6}) CHECK_FALSE(fs::exists(storage.checkpoint_dir(id)));
+  for (checkpoint_id id : {2, 4, 9}) CHECK(fs::exists(storage.checkpoint_dir(id) / "state-0-0"));
+  CHECK(fs::exists(tmp.path() / "job" / "chk-007"));
+  CHECK(fs::exists(tmp.path() / "job" / "shared"));
+  CHECK(read_all(tmp.path() / "job" / "chk-8") == "a file, not a folder");
+  CHECK(read_all(tmp.path() / "job" / "checkpoint_id") == "counter");
+  CHECK(checkpoint_storage::checkpoint_folder_id("chk-12") == checkpoint_id{12});
+  CHECK_FALSE(checkpoint_storage::checkpoint_folder_id("chk-012"));
+  CHECK_FALSE(checkpoint_storage::checkpoint_folder_id("savepoint-a1b2c3-12"));
+}
+
 TEST_CASE("checkpoint storage verifies a state file's size and checksum") {
   temp_folder tmp;
   const fs::path file = tmp.path() / "state";

@@ -87,6 +87,7 @@ struct driver_fixture {
   std::vector<std::unique_ptr<execution_vertex>> vertices;
   std::shared_ptr<recording_gateway> gateway = std::make_shared<recording_gateway>();
   std::shared_ptr<completed_checkpoint_store> store;
+  std::shared_ptr<checkpoint_id_counter> ids = std::make_shared<in_memory_checkpoint_id_counter>();
   std::shared_ptr<checkpoint_coordinator> coordinator;
   job_id job = "feedfacefeedfacefeedfacefeedface";
   bool auto_ack = true;
@@ -115,7 +116,7 @@ struct driver_fixture {
     s.job_dir = dir.path / job;
     s.hooks = std::make_shared<master_hook_registry>();
     for (auto& h : hooks) REQUIRE(s.hooks->add(h));
-    s.id_counter = std::make_shared<in_memory_checkpoint_id_counter>();
+    s.id_counter = ids;
     s.store = store;
     s.stats = std::make_shared<checkpoint_stats_tracker>(10, config);
     s.failure_manager = std::make_shared<checkpoint_failure_manager>(
@@ -606,6 +607,48 @@ TEST_CASE("driver: a checkpoint declined in the run that triggered it leaves no 
   const std::string location = f.gateway->triggers.back().options.target_location;
   CHECK(f.coordinator->core().stats().counts().failed == 1);
   run_pool_then_check_gone(pool, f, location);
+}
+
+TEST_CASE("driver: a state file written after its checkpoint was aborted leaves no folder for "
+          "long") {
+  driver_fixture f(periodic(10ms));
+  // A folder from before this coordinator (a checkpoint a previous run kept): not its own.
+  REQUIRE(f.ids->advance_to(5));
+  const auto earlier = f.dir.path / f.job / "chk-2";
+  std::filesystem::create_directories(earlier);
+  std::ofstream(earlier / "state-0-0") << "kept";
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  REQUIRE(f.store->latest());
+  const checkpoint_id completed = f.store->latest()->id;
+  CHECK(f.coordinator->orphan_sweeps() == 1);  // the first completion sweeps
+
+  f.auto_ack = false;
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  const auto aborted = std::filesystem::path(f.gateway->triggers.back().options.target_location);
+  f.advance(1s);  // expires: its folder is removed
+  REQUIRE(f.coordinator->core().stats().counts().failed == 1);
+  REQUIRE_FALSE(std::filesystem::exists(aborted));
+  // The task's writer ran late: it creates the folder again for its state file.
+  std::filesystem::create_directories(aborted);
+  std::ofstream(aborted / "state-1-0") << "late";
+
+  // The next completion within the sweep interval leaves it; the first one after it removes it.
+  f.auto_ack = true;
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  CHECK(f.coordinator->orphan_sweeps() == 1);
+  CHECK(std::filesystem::exists(aborted));
+  f.clock.advance(std::chrono::microseconds(checkpoint_coordinator::orphan_sweep_interval_us));
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  CHECK(f.coordinator->orphan_sweeps() == 2);
+  CHECK_FALSE(std::filesystem::exists(aborted));
+  // What the store retains and what came before this coordinator stay.
+  CHECK(std::filesystem::exists(std::filesystem::path(f.store->latest()->location) / "_metadata"));
+  CHECK(f.store->latest()->id > completed);
+  CHECK(std::filesystem::exists(earlier / "state-0-0"));
 }
 
 TEST_CASE("driver: a callback that throws ends its run whole, and the next run is not refused") {
