@@ -290,7 +290,8 @@ result<void> local_cluster::start_on_coordinator() {
     responder_->set_coordinator(graph_->checkpoint_coordinator_ptr());
     std::size_t num_sources = 0;
     for (vertex_id id : settings.to_trigger)
-      if (const auto* v = std::as_const(*graph_).find_job_vertex(id)) num_sources += v->parallelism();
+      if (const auto* v = std::as_const(*graph_).find_job_vertex(id))
+        num_sources += v->parallelism();
     job_end_ = final_checkpoint_tracker::create(
         io_.get_executor(), graph_, num_sources,
         [this](const execution_attempt_id& attempt) { find_task(attempt)->finish(); });
