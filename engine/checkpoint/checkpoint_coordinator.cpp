@@ -35,6 +35,7 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
       id_counter_(setup.id_counter),
       hooks_(setup.hooks),
       storage_(std::make_shared<checkpoint_storage>(setup.job_dir)),
+      premaker_(std::make_shared<location_premaker>(storage_, location_batch)),
       core_(std::move(setup)),
       gateway_(std::move(gateway)),
       metadata_placement_(placement),
@@ -48,6 +49,7 @@ checkpoint_coordinator::~checkpoint_coordinator() {
   // Normally gone with shutdown(); a coordinator dropped without it (on whichever thread lets
   // it go) still leaves no empty folder behind.
   remove_ahead_now();
+  premaker_->close();
 }
 
 void checkpoint_coordinator::remove_ahead_now() {
@@ -173,6 +175,7 @@ void checkpoint_coordinator::shutdown(job_status status) {
   // same folder may take it, and a late removal would race that job's preparation of it. An
   // empty folder with an empty file: two system calls.
   remove_ahead_now();
+  premaker_->close();  // the same for the folders made ahead of their ids
   prepared_.clear();  // their files close; the discards of those checkpoints remove them
   for (auto& [_, timer] : timeouts_) timer->cancel();
   timeouts_.clear();
@@ -223,7 +226,7 @@ void checkpoint_coordinator::prepare_ahead() {
   const checkpoint_id id = last_triggered_ + 1;
   std::string dir = core_.checkpoint_location(id);
   const auto started = std::chrono::steady_clock::now();
-  auto prepared = checkpoint_storage::prepare_location(dir);
+  auto prepared = premaker_->prepare(id);
   if (!prepared) {
     // Tried once per id. What was made before the failure stays: this id is still the next
     // one's, and a removal on the pool could race its trigger's own preparation, which tries
@@ -299,9 +302,9 @@ void checkpoint_coordinator::forget_ended_preparations() {
 
 void checkpoint_coordinator::prepare_location(checkpoint_id id, const std::string& dir,
                                               bool savepoint) {
-  auto create = [id, dir] {
+  auto create = [id, dir, premaker = savepoint ? nullptr : premaker_] {
     const auto started = std::chrono::steady_clock::now();
-    auto prepared = checkpoint_storage::prepare_location(dir);
+    auto prepared = premaker ? premaker->prepare(id) : checkpoint_storage::prepare_location(dir);
     std::optional<prepared_metadata> file;
     if (prepared)
       file = std::move(prepared).value();

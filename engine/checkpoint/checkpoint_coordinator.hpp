@@ -16,6 +16,7 @@
 #include "engine/checkpoint/checkpoint_coordinator_core.hpp"
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/checkpoint_task_gateway.hpp"
+#include "engine/checkpoint/location_premaker.hpp"
 #include "engine/checkpoint/metadata_write_placement.hpp"
 #include "engine/checkpoint/ordered_work_queue.hpp"
 #include "engine/clock.hpp"
@@ -87,6 +88,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::uint64_t locations_prepared_ahead() const { return ahead_used_; }
   // Orphan sweeps posted so far (see maybe_sweep_orphans).
   std::uint64_t orphan_sweeps() const { return sweeps_; }
+  // Checkpoint folders made together (location_premaker): one parent fsync per this many.
+  static constexpr std::size_t location_batch = 8;
   // How often at most completed checkpoints are followed by a sweep for orphaned folders.
   static constexpr std::int64_t orphan_sweep_interval_us = 10'000'000;
   const asio::any_io_executor& executor() const { return executor_; }
@@ -135,6 +138,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::shared_ptr<checkpoint_id_counter> id_counter_;
   std::shared_ptr<master_hook_registry> hooks_;
   std::shared_ptr<checkpoint_storage> storage_;
+  // Periodic checkpoints' folders, made location_batch at a time; shared with pool work.
+  std::shared_ptr<location_premaker> premaker_;
   checkpoint_coordinator_core core_;
   std::shared_ptr<checkpoint_task_gateway> gateway_;
 

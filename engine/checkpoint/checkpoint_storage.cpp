@@ -585,12 +585,31 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
   return out;
 }
 
-result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& dir) {
+result<void> checkpoint_storage::premake_locations(const std::vector<fs::path>& dirs) {
+  std::set<fs::path> parents;
+  for (const auto& dir : dirs) {
+    assert(!dir.empty());
+    const fs::path parent = parent_or_dot(dir);
+    if (parents.insert(parent).second)
+      if (auto r = create_directories_durably(parent); !r) return r;
+    // EEXIST: made before (a crash left it, or a preparation at trigger time), which is fine.
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      return os_error("create folder", dir, errno);
+  }
+  for (const auto& parent : parents)
+    if (auto r = fsync_dir(parent); !r) return r;
+  return success();
+}
+
+result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& dir,
+                                                              bool entry_durable) {
   assert(!dir.empty());
   const fs::path file = dir / metadata_file_name;
   if (injected_crash(file, write_step::create_folders))
     return crash_error(file, write_step::create_folders);
-  if (auto r = create_directories_durably(dir); !r) return r.err();
+  std::error_code ec;
+  if (!entry_durable || !fs::is_directory(dir, ec))
+    if (auto r = create_directories_durably(dir); !r) return r.err();
   if (injected_crash(file, write_step::create_temp))
     return crash_error(file, write_step::create_temp);
   // An empty `_metadata` already there is a preparation that was never written (a crash

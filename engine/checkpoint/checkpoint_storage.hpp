@@ -123,7 +123,14 @@ class checkpoint_storage {
   // checkpoints, or at trigger time) so that it is off the path from the last ack to
   // "complete". A folder already there is fine, and so is an empty `_metadata` (a preparation
   // never written, which a crash leaves); one with bytes in it is refused and left as it is.
-  static result<prepared_metadata> prepare_location(const std::filesystem::path& dir);
+  // `entry_durable`: the folder was made by premake_locations, so its entry in the parent is
+  // durable already and only the new `_metadata` needs the folder's fsync.
+  static result<prepared_metadata> prepare_location(const std::filesystem::path& dir,
+                                                    bool entry_durable = false);
+  // Creates the folders `dirs` (and missing ancestors, durably), then makes their entries
+  // durable with one fsync of each distinct parent: the folders of checkpoints to come, made
+  // together so that their preparations skip that fsync each (prepare_location).
+  static result<void> premake_locations(const std::vector<std::filesystem::path>& dirs);
   // Removes the files; missing files are fine. Tries every file before reporting a failure.
   static result<void> discard_state(const std::vector<state_handle>& handles);
   // The file's size and CRC-32C match the handle's.

@@ -288,9 +288,10 @@ TEST_CASE("driver: after a run of fast metadata writes on the pool, the next one
   f.poll_event_thread();
   REQUIRE(f.gateway->triggers.size() == 2 * 3);
   const std::string location = f.gateway->triggers.back().options.target_location;
-  CHECK_FALSE(std::filesystem::exists(location));
+  // (Its folder may be there already, made with an earlier one's: location_premaker.)
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::path(location) / "_metadata"));
   f.poll();
-  CHECK(std::filesystem::is_directory(location));
+  CHECK(std::filesystem::exists(std::filesystem::path(location) / "_metadata"));
   CHECK(f.coordinator->core().latest_completed_id() == 2);
 
   f.ack_all(3, location);
@@ -324,7 +325,8 @@ TEST_CASE("driver: after a run of fast folder creations, the next folder is crea
   f.gateway->on_flush = [&] {
     if (f.gateway->triggers.size() != 2 * 3 || existed_at_flush) return;
     const auto& options = f.gateway->triggers.back().options;
-    existed_at_flush = std::filesystem::exists(options.target_location);
+    existed_at_flush =
+        std::filesystem::exists(std::filesystem::path(options.target_location) / "_metadata");
   };
   f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
   f.poll_event_thread();  // no pool
@@ -401,6 +403,26 @@ TEST_CASE("driver: between periodic checkpoints the next one's folder is prepare
   CHECK_FALSE(std::filesystem::exists(fifth));
 }
 
+TEST_CASE("driver: checkpoint folders made in a batch ahead of their ids are gone after "
+          "shutdown") {
+  driver_fixture f(periodic(10ms));
+  f.coordinator->start_checkpoint_scheduler();
+  f.complete_through(3);
+  // The first checkpoint's preparation made the folders of the next ids with its own.
+  const auto job_dir = f.dir.path / f.job;
+  const checkpoint_id batch_end = checkpoint_coordinator::location_batch;
+  CHECK(std::filesystem::is_directory(f.coordinator->core().checkpoint_location(batch_end)));
+  f.coordinator->shutdown(job_status::failed);  // a failed job keeps its retained checkpoint
+  f.poll();
+  std::size_t folders = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(job_dir)) {
+    ++folders;
+    CAPTURE(entry.path());
+    CHECK(checkpoint_storage::read_metadata(entry.path()).ok());  // no empty folder left
+  }
+  CHECK(folders == 1);
+}
+
 TEST_CASE("driver: a folder prepared ahead that another checkpoint's id took is removed") {
   driver_fixture f(periodic(10ms), {}, fast_placement());
   f.coordinator->start_checkpoint_scheduler();
@@ -446,7 +468,7 @@ TEST_CASE("driver: a folder whose preparation ahead failed is tried once, and it
   f.coordinator->start_checkpoint_scheduler();
   f.complete_through(1);
   CHECK(attempts == 1);
-  CHECK_FALSE(std::filesystem::exists(second));
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::path(second) / "_metadata"));
   // Runs while nothing is pending do not try again.
   for (int i = 0; i < 3; ++i)
     f.coordinator->abort_pending_checkpoints(checkpoint_failure_reason::checkpoint_declined,
@@ -562,7 +584,7 @@ TEST_CASE("driver: an aborted checkpoint's folder is removed even when its creat
     f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
     f.poll_event_thread();  // the folder's creation waits on the pool
     locations.push_back(f.gateway->triggers.back().options.target_location);
-    CHECK_FALSE(std::filesystem::exists(locations.back()));
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::path(locations.back()) / "_metadata"));
     f.clock.advance(1s);  // expires: the timeout coroutine runs on the event thread only
     f.poll_event_thread();
     CHECK(f.coordinator->core().stats().counts().failed == i + 1);
