@@ -548,11 +548,8 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
     out.warnings.push_back("cannot list " + job_dir_.string() + ": " + ec.message());
     return out;
   }
+  // A failed increment leaves the iterator at its end: the error is read after the loop.
   for (const fs::directory_iterator end; it != end; it.increment(ec)) {
-    if (ec) {
-      out.warnings.push_back("listing " + job_dir_.string() + " stopped: " + ec.message());
-      break;
-    }
     const std::string name = it->path().filename().string();
     if (name.rfind("chk-", 0) != 0) continue;  // the id counter, shared state, ...
     const auto id = parse_checkpoint_folder(name);
@@ -578,6 +575,7 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
     }
     out.checkpoints.push_back(std::move(checkpoint).value());
   }
+  if (ec) out.warnings.push_back("listing " + job_dir_.string() + " stopped: " + ec.message());
   std::sort(out.checkpoints.begin(), out.checkpoints.end(),
             [](const completed_checkpoint& a, const completed_checkpoint& b) {
               return a.id < b.id;
@@ -658,16 +656,14 @@ checkpoint_storage::sweep_result checkpoint_storage::sweep_orphans(
     return out;
   }
   std::vector<std::pair<checkpoint_id, fs::path>> orphans;
+  // A failed increment leaves the iterator at its end: the error is read after the loop.
   for (const fs::directory_iterator end; it != end; it.increment(ec)) {
-    if (ec) {
-      out.failures.push_back("listing " + job_dir_.string() + " stopped: " + ec.message());
-      break;
-    }
     const auto id = parse_checkpoint_folder(it->path().filename().string());
     if (!id || *id < from || *id > to || keep.contains(*id)) continue;
     std::error_code dir_ec;
     if (it->is_directory(dir_ec)) orphans.emplace_back(*id, it->path());
   }
+  if (ec) out.failures.push_back("listing " + job_dir_.string() + " stopped: " + ec.message());
   for (const auto& [id, dir] : orphans) {
     if (auto r = discard_location(dir); !r)
       out.failures.push_back(r.err().message);

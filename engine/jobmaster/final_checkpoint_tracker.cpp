@@ -42,6 +42,11 @@ void final_checkpoint_tracker::source_exhausted(const execution_attempt_id& atte
   start_if_all_exhausted();
 }
 
+void final_checkpoint_tracker::job_running() {
+  completed_before_run_ = graph_->get_checkpoint_coordinator()->core().latest_completed_id();
+  start_if_all_exhausted();
+}
+
 void final_checkpoint_tracker::reset() {
   ++run_;
   exhausted_sources_.clear();
@@ -53,7 +58,7 @@ void final_checkpoint_tracker::start_if_all_exhausted() {
   if (final_checkpoint_ || graph_->status() != job_status::running ||
       exhausted_sources_.size() < num_sources_)
     return;
-  checkpoint_id newest = 0;
+  checkpoint_id newest = completed_before_run_;
   for (const auto& [_, id] : exhausted_sources_) newest = std::max(newest, id);
   final_checkpoint_ = newest + 1;
   graph_->get_checkpoint_coordinator()->pause_periodic_triggers();
@@ -67,7 +72,11 @@ bool final_checkpoint_tracker::final_checkpoint_completed() const {
 }
 
 void final_checkpoint_tracker::maybe_finish_sources() {
-  if (sources_finished_ || !final_checkpoint_completed()) return;
+  // A job failing over aborts what is pending (which ends requests): its sources are about to
+  // be cancelled, not finished.
+  if (sources_finished_ || graph_->status() != job_status::running ||
+      !final_checkpoint_completed())
+    return;
   // Ticks are paused, so what is in flight drains; each end calls back here.
   const auto& core = std::as_const(*graph_->get_checkpoint_coordinator()).core();
   if (core.num_pending() > 0 || core.is_triggering() || core.num_queued_requests() > 0) return;

@@ -18,7 +18,8 @@ namespace snapflow {
 // source's last record has completed:
 //   1. each source reports the id of the last barrier it emitted before running out;
 //   2. once every source did and the job is RUNNING, the final checkpoint id is one above the
-//      newest of those (any checkpoint from that id on covers every record), periodic ticks
+//      newest of those and of what had completed before this run (any checkpoint from that id
+//      on covers every record of this run), periodic ticks
 //      pause (a checkpoint triggered now would only be aborted as the job ends and show as
 //      failed), and a checkpoint is requested at once;
 //   3. a failed request is repeated 10 ms later (ticks are paused, nothing else would retry);
@@ -46,8 +47,9 @@ class final_checkpoint_tracker : public std::enable_shared_from_this<final_check
   // A source ran out after emitting barrier `last_barrier` (0: none). The caller filters stale
   // attempts; reports after the decision (step 2) are ignored.
   void source_exhausted(const execution_attempt_id& attempt, checkpoint_id last_barrier);
-  // The job became RUNNING: sources that ran out before it did are decided on now.
-  void job_running() { start_if_all_exhausted(); }
+  // The job became RUNNING: sources that ran out before it did are decided on now. What is
+  // completed by then (a checkpoint restored from) was taken before this run's records.
+  void job_running();
   // A failover starts a new run: forget every report; requests of the old run are ignored.
   void reset();
 
@@ -72,6 +74,9 @@ class final_checkpoint_tracker : public std::enable_shared_from_this<final_check
   std::map<execution_attempt_id, checkpoint_id> exhausted_sources_;
   std::optional<checkpoint_id> final_checkpoint_;
   bool sources_finished_ = false;
+  // The latest completed checkpoint when this run became RUNNING: the final checkpoint must be
+  // newer, even when no source emitted a barrier in this run.
+  checkpoint_id completed_before_run_ = 0;
 };
 
 }  // namespace snapflow

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -135,8 +136,11 @@ result<std::shared_ptr<job_master>> job_master::create(
       std::move(executor), std::move(eg), std::move(workers), std::move(deployer), std::move(opts)));
   std::weak_ptr<job_master> weak = master;
   if (master->graph_->get_checkpoint_coordinator() != nullptr) {
+    // Each vertex once, however often the settings list it.
     std::size_t num_sources = 0;
-    for (vertex_id id : graph.checkpointing->to_trigger)
+    const std::set<vertex_id> sources(graph.checkpointing->to_trigger.begin(),
+                                      graph.checkpointing->to_trigger.end());
+    for (vertex_id id : sources)
       if (const auto* v = std::as_const(*master->graph_).find_job_vertex(id))
         num_sources += v->parallelism();
     master->job_end_ = final_checkpoint_tracker::create(

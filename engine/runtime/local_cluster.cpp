@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <future>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -288,8 +289,10 @@ result<void> local_cluster::start_on_coordinator() {
           fail_job("too many checkpoint failures: " + cause);
         });
     responder_->set_coordinator(graph_->checkpoint_coordinator_ptr());
+    // Each vertex once, however often the settings list it.
     std::size_t num_sources = 0;
-    for (vertex_id id : settings.to_trigger)
+    const std::set<vertex_id> sources(settings.to_trigger.begin(), settings.to_trigger.end());
+    for (vertex_id id : sources)
       if (const auto* v = std::as_const(*graph_).find_job_vertex(id))
         num_sources += v->parallelism();
     job_end_ = final_checkpoint_tracker::create(

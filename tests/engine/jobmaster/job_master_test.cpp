@@ -369,6 +369,65 @@ TEST_CASE("a failed final checkpoint is asked for again while periodic ticks are
   CHECK(f.deployer->finished.size() == 2);
 }
 
+TEST_CASE("a restored job whose sources ran out before any barrier ends after a checkpoint of "
+          "its own run") {
+  fixture f;
+  f.run_on_one_worker();
+  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  f.ack_all(1);
+  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  f.ack_all(2);
+  // A new job master on the same state folder restores checkpoint 2; its sources have nothing
+  // left and run out before any barrier of this run.
+  auto workers = std::make_shared<worker_registry>();
+  REQUIRE(workers->register_worker("w1", 2, "tcp://w1", f.clock.now_us()));
+  auto deployer = std::make_shared<recording_deployer>();
+  auto again = job_master::create(f.io.get_executor(), f.graph, workers, deployer, f.gateway,
+                                  {f.state_dir, f.io.get_executor(), {}});
+  REQUIRE(again);
+  auto master = *again;
+  master->start();
+  for (auto* v : master->graph().all_execution_vertices())
+    master->on_task_state(v->current_attempt(), execution_state::running);
+  f.poll();
+  REQUIRE(master->status() == job_status::running);
+  auto& sources = *master->graph().find_job_vertex(0);
+  for (std::uint32_t i = 0; i < 2; ++i)
+    master->on_source_exhausted(sources.subtask(i).current_attempt(), 0);
+  f.poll();
+  // Checkpoint 2 was taken before this run's records: it does not let the sources end.
+  CHECK(deployer->finished.empty());
+  const auto pending = master->coordinator()->core().pending_ids();
+  REQUIRE(pending.size() == 1);
+  CHECK(pending[0] > 2);
+  for (auto* v : master->graph().all_execution_vertices())
+    master->coordinator()->receive_ack({f.graph.id, v->current_attempt(), pending[0], {}, {}});
+  f.poll();
+  CHECK(deployer->finished.size() == 2);
+}
+
+TEST_CASE("sources are not told to finish while the job fails over") {
+  fixture f;
+  f.run_on_one_worker();
+  // Checkpoint 1 completes, periodic checkpoint 2 is in flight as the sources run out after
+  // barrier 1; the final checkpoint asked for waits behind it.
+  REQUIRE(f.wait_for_pending(20) == std::vector<checkpoint_id>{1});
+  f.ack_all(1);
+  REQUIRE(f.wait_for_pending(20) == std::vector<checkpoint_id>{2});
+  f.exhaust_sources(1);
+  f.ack_all(2);  // covers every last record, but the requested one is in flight now
+  REQUIRE(f.master->coordinator()->core().pending_ids() == std::vector<checkpoint_id>{3});
+  CHECK(f.deployer->finished.empty());
+  // A task fails: the job fails over and aborts checkpoint 3, which ends its request.
+  auto* task = f.master->graph().all_execution_vertices().back();
+  f.master->on_task_state(task->current_attempt(), execution_state::failed, "boom");
+  f.poll();
+  CHECK(f.master->status() != job_status::running);
+  CHECK(f.deployer->finished.empty());
+}
+
 TEST_CASE("a source that runs out before the whole job runs still lets the job finish") {
   fixture f;
   f.add_worker("w1");
