@@ -562,6 +562,10 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
       out.warnings.push_back("skipping " + name + ": not a folder");
       continue;
     }
+    if (fs::is_empty(it->path(), dir_ec) && !dir_ec) {
+      out.empty_folders.push_back(it->path());
+      continue;
+    }
     auto checkpoint = read_metadata(it->path());
     if (!checkpoint) {
       // Most often a checkpoint that was still in progress when the process died.

@@ -94,9 +94,12 @@ class checkpoint_storage {
   struct recovered {
     std::vector<completed_checkpoint> checkpoints;  // ascending id
     std::vector<std::string> warnings;              // one per skipped folder
+    // Empty chk-<id> folders: made ahead of their ids (location_premaker) and never used.
+    std::vector<std::filesystem::path> empty_folders;
   };
   // Every chk-<id> folder under job_dir with a valid `_metadata` whose id matches the folder
-  // name; torn, corrupt, mismatched or missing metadata is skipped with a warning. A missing
+  // name; torn, corrupt, mismatched or missing metadata is skipped with a warning, an empty
+  // folder without one (it is listed in empty_folders). A missing
   // job_dir is an empty result (a job that never completed a checkpoint).
   recovered recover() const;
 

@@ -1,5 +1,7 @@
 #include "engine/jobmaster/job_master.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cassert>
 #include <charconv>
@@ -89,6 +91,9 @@ result<job_master::durable_state> job_master::load_durable_state(
   auto recovered = checkpoint_storage(job_dir).recover();
   for (const auto& warning : recovered.warnings)
     spdlog::warn("job {}: skipping checkpoint: {}", graph.id, warning);
+  // Folders a crash left made ahead of their ids: rmdir removes a folder only while it is
+  // empty, and a later id may make it again.
+  for (const auto& folder : recovered.empty_folders) (void)::rmdir(folder.c_str());
   if (!recovered.checkpoints.empty()) {
     // The counter never goes back behind what is on disk, even if its own file was lost.
     if (auto advanced = (*counter)->advance_to(recovered.checkpoints.back().id + 1); !advanced)

@@ -236,7 +236,9 @@ TEST_CASE("checkpoint storage recover skips torn, corrupt and missing metadata w
   std::string three = read_all(meta(3));
   three[three.size() / 2] = static_cast<char>(three[three.size() / 2] ^ 0x40);  // flipped bit
   write_all(meta(3), three);
-  fs::remove(meta(4));  // in progress when the process died
+  fs::remove(meta(4));  // in progress when the process died: a task's state file, no metadata
+  write_all(storage.checkpoint_dir(4) / "state-1-0", "state");
+  fs::create_directories(storage.checkpoint_dir(7));  // made ahead, never used: no warning
   // A copy of checkpoint 1's metadata in the wrong folder, and things recover must not mind.
   fs::create_directories(storage.checkpoint_dir(6));
   fs::copy_file(meta(1), meta(6));
@@ -256,6 +258,7 @@ TEST_CASE("checkpoint storage recover skips torn, corrupt and missing metadata w
   CHECK(any_contains(recovered.warnings, "chk-6"));
   CHECK(any_contains(recovered.warnings, "chk-x"));
   CHECK(any_contains(recovered.warnings, "checksum"));
+  CHECK(recovered.empty_folders == std::vector<fs::path>{storage.checkpoint_dir(7)});
 }
 
 TEST_CASE("checkpoint storage recover of a missing job folder is empty") {

@@ -278,9 +278,14 @@ TEST_CASE("a restarted coordinator resumes the job from the latest checkpoint on
   auto workers = std::make_shared<worker_registry>();
   REQUIRE(workers->register_worker("w1", 2, "tcp://w1", f.clock.now_us()));
   auto deployer = std::make_shared<recording_deployer>();
+  const auto job_dir = f.state_dir / f.graph.id;
+  const auto premade = job_dir / "chk-3";  // made with checkpoint 1's folder, never used
+  REQUIRE(std::filesystem::is_directory(premade));
+  REQUIRE(std::filesystem::is_empty(premade));
   auto again = job_master::create(f.io.get_executor(), f.graph, workers, deployer, f.gateway,
                                   {f.state_dir, f.io.get_executor(), {}});
   REQUIRE(again);
+  CHECK_FALSE(std::filesystem::exists(premade));  // removed with the recovery, no warning
   (*again)->start();
   REQUIRE(deployer->deployed.size() == 6);
   CHECK(deployer->deployed[0].second.restore_checkpoint_id == std::optional<checkpoint_id>(2));
