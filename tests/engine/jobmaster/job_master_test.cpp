@@ -105,6 +105,30 @@ struct fixture {
       advance(std::chrono::milliseconds(1));
     return master->coordinator()->core().pending_ids();
   }
+  // Manual checkpoints 1 to `through`, each triggered and acknowledged by every subtask.
+  void complete_manual_checkpoints(checkpoint_id through) {
+    for (checkpoint_id id = 1; id <= through; ++id) {
+      master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+      poll();
+      ack_all(id);
+    }
+    REQUIRE(master->coordinator()->core().latest_completed_id() == through);
+  }
+  // A second job master on the same state folder, as a restarted coordinator process makes,
+  // with one worker of its own and its own deployer.
+  struct restarted {
+    std::shared_ptr<job_master> master;
+    std::shared_ptr<recording_deployer> deployer;
+  };
+  restarted restart_coordinator() {
+    auto registry = std::make_shared<worker_registry>();
+    REQUIRE(registry->register_worker("w1", 2, "tcp://w1", clock.now_us()));
+    auto recorder = std::make_shared<recording_deployer>();
+    auto created = job_master::create(io.get_executor(), graph, registry, recorder, gateway,
+                                      {state_dir, io.get_executor(), {}});
+    REQUIRE(created);
+    return {*created, recorder};
+  }
   // Acks every trigger of checkpoint `id` from every current subtask.
   void ack_all(checkpoint_id id) {
     for (auto* v : master->graph().all_execution_vertices())
@@ -263,39 +287,25 @@ TEST_CASE("cancel ends the job CANCELED and cancels every task") {
 
 TEST_CASE("a restarted coordinator resumes the job from the latest checkpoint on disk") {
   fixture f;
-  f.add_worker("w1");
-  f.master->start();
-  f.report_all(execution_state::running);
-  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
-  f.poll();
-  f.ack_all(1);
-  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
-  f.poll();
-  f.ack_all(2);
-  REQUIRE(f.master->coordinator()->core().latest_completed_id() == 2);
+  f.run_on_one_worker();
+  f.complete_manual_checkpoints(2);
 
   // A new job master on the same state folder (the coordinator process restarted).
-  auto workers = std::make_shared<worker_registry>();
-  REQUIRE(workers->register_worker("w1", 2, "tcp://w1", f.clock.now_us()));
-  auto deployer = std::make_shared<recording_deployer>();
-  const auto job_dir = f.state_dir / f.graph.id;
-  const auto premade = job_dir / "chk-3";  // made with checkpoint 1's folder, never used
+  const auto premade = f.state_dir / f.graph.id / "chk-3";  // made with chk-1, never used
   REQUIRE(std::filesystem::is_directory(premade));
   REQUIRE(std::filesystem::is_empty(premade));
-  auto again = job_master::create(f.io.get_executor(), f.graph, workers, deployer, f.gateway,
-                                  {f.state_dir, f.io.get_executor(), {}});
-  REQUIRE(again);
+  auto [master, deployer] = f.restart_coordinator();
   CHECK_FALSE(std::filesystem::exists(premade));  // removed with the recovery, no warning
-  (*again)->start();
+  master->start();
   REQUIRE(deployer->deployed.size() == 6);
   CHECK(deployer->deployed[0].second.restore_checkpoint_id == std::optional<checkpoint_id>(2));
-  for (auto* v : (*again)->graph().all_execution_vertices())
-    (*again)->on_task_state(v->current_attempt(), execution_state::running);
-  CHECK((*again)->status() == job_status::running);
-  (*again)->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  for (auto* v : master->graph().all_execution_vertices())
+    master->on_task_state(v->current_attempt(), execution_state::running);
+  CHECK(master->status() == job_status::running);
+  master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
   f.poll();
-  REQUIRE_FALSE((*again)->coordinator()->core().pending_ids().empty());
-  CHECK((*again)->coordinator()->core().pending_ids()[0] > 2);
+  REQUIRE_FALSE(master->coordinator()->core().pending_ids().empty());
+  CHECK(master->coordinator()->core().pending_ids()[0] > 2);
 }
 
 TEST_CASE("bounded sources finish only after a checkpoint taken after every last record") {
@@ -378,21 +388,10 @@ TEST_CASE("a restored job whose sources ran out before any barrier ends after a 
           "its own run") {
   fixture f;
   f.run_on_one_worker();
-  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
-  f.poll();
-  f.ack_all(1);
-  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
-  f.poll();
-  f.ack_all(2);
+  f.complete_manual_checkpoints(2);
   // A new job master on the same state folder restores checkpoint 2; its sources have nothing
   // left and run out before any barrier of this run.
-  auto workers = std::make_shared<worker_registry>();
-  REQUIRE(workers->register_worker("w1", 2, "tcp://w1", f.clock.now_us()));
-  auto deployer = std::make_shared<recording_deployer>();
-  auto again = job_master::create(f.io.get_executor(), f.graph, workers, deployer, f.gateway,
-                                  {f.state_dir, f.io.get_executor(), {}});
-  REQUIRE(again);
-  auto master = *again;
+  auto [master, deployer] = f.restart_coordinator();
   master->start();
   for (auto* v : master->graph().all_execution_vertices())
     master->on_task_state(v->current_attempt(), execution_state::running);
