@@ -35,6 +35,9 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/support/machine_cpu.hpp"
+#include "bench/support/median_interval.hpp"
+#include "bench/support/process_cluster.hpp"
 #include "engine/runtime/local_cluster.hpp"
 #include "graph/job_file.hpp"
 #include "tests/cluster/child_process.hpp"
@@ -44,7 +47,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using json = nlohmann::json;
-using snapflow::testing::child_process;
+using snapflow::bench::interval_of_median;
+using snapflow::bench::machine_cpu;
+using snapflow::bench::median;
+using snapflow::bench::median_interval;
+using snapflow::bench::process_cluster;
 using snapflow::testing::self_cpu_seconds;
 using snapflow::testing::temp_folder;
 namespace fs = std::filesystem;
@@ -108,34 +115,6 @@ std::int64_t committed_lines(const fs::path& out) {
   return lines;
 }
 
-// The whole machine's CPU time from /proc/stat, kernel threads and interrupts included: the
-// job's own CPU misses work it causes elsewhere (file system journal, block-device
-// completions, page write-back), and idle time shows whether the job waited rather than worked.
-struct machine_cpu {
-  double busy = 0;   // user, nice, system, irq, softirq
-  double idle = 0;   // idle and iowait
-  double steal = 0;  // taken by the hypervisor for other guests
-
-  static machine_cpu now() {
-    machine_cpu m;
-    std::ifstream in("/proc/stat");
-    std::string cpu;
-    double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-    if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
-        cpu != "cpu")
-      return m;  // no /proc/stat: the machine columns read 0
-    const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-    m.busy = (user + nice + system + irq + softirq) / tick;
-    m.idle = (idle + iowait) / tick;
-    m.steal = steal / tick;
-    return m;
-  }
-
-  machine_cpu operator-(const machine_cpu& o) const {
-    return {busy - o.busy, idle - o.idle, steal - o.steal};
-  }
-};
-
 struct run_result {
   double seconds = 0;
   double cpu_seconds = 0;  // user + system CPU of the processes that ran the job
@@ -146,120 +125,49 @@ struct run_result {
 };
 
 
-// "key=value" in the coordinator's listening line.
-std::string field(const std::string& line, const std::string& key) {
-  auto at = line.find(key + "=");
-  if (at == std::string::npos) return {};
-  auto start = at + key.size() + 1;
-  auto end = line.find_first_of(" \n", start);
-  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
-// A coordinator and its workers on loopback, reused for every run of the benchmark.
-class process_cluster {
- public:
-  process_cluster(const options& o, const fs::path& state_dir) {
-    coordinator_ = std::make_unique<child_process>(std::vector<std::string>{
-        o.coordinator_bin, "--bind", "tcp://127.0.0.1:*", "--rest-host", "127.0.0.1",
-        "--rest-port", "0", "--state-dir", state_dir.string(), "--log-level", o.log_level});
-    if (!coordinator_->wait_for_stdout("\n", 20s))
-      throw std::runtime_error("the coordinator did not start: " + coordinator_->stderr_text());
-    const std::string line = coordinator_->stdout_text();
-    const std::string control = field(line, "control");
-    const std::string rest = field(line, "rest");
-    const auto colon = rest.rfind(':');
-    if (control.empty() || colon == std::string::npos)
-      throw std::runtime_error("unexpected listening line: " + line);
-    host_ = rest.substr(0, colon);
-    port_ = std::stoi(rest.substr(colon + 1));
-    const int slots = o.slots > 0 ? o.slots : (6 + o.workers - 1) / o.workers;
-    for (int w = 0; w < o.workers; ++w)
-      workers_.push_back(std::make_unique<child_process>(std::vector<std::string>{
-          o.worker_bin, "--coordinator", control, "--id", "bench-w" + std::to_string(w + 1),
-          "--slots", std::to_string(slots), "--executor", "runtime", "--data-bind",
-          "tcp://127.0.0.1:*", "--log-level", o.log_level}));
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    for (;;) {
-      const json overview = get("/overview");
-      if (overview.is_object() && overview.value("taskmanagers", 0) == o.workers) break;
-      if (std::chrono::steady_clock::now() > deadline)
-        throw std::runtime_error("the workers did not register");
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-
-  ~process_cluster() {
-    for (auto& w : workers_) w->send_signal(SIGTERM);
-    coordinator_->send_signal(SIGTERM);
-    for (auto& w : workers_) (void)w->wait_exit(10s);
-    (void)coordinator_->wait_exit(10s);
-    // child_process's destructor kills and reaps whatever did not exit.
-  }
-
-  json get(const std::string& path) const {
-    httplib::Client client(host_, port_);
-    client.set_connection_timeout(2);
-    client.set_read_timeout(10);
-    auto r = client.Get(path.c_str());
-    if (!r) return json();
-    return json::parse(r->body, nullptr, false);
-  }
-
-  double cpu_seconds() const {
-    double total = coordinator_->cpu_seconds();
-    for (const auto& w : workers_) total += w->cpu_seconds();
-    return total;
-  }
-
-  run_result run(const std::string& toml, int timeout_s) {
-    run_result out;
-    const double cpu_before = cpu_seconds();
-    const machine_cpu machine_before = machine_cpu::now();
-    httplib::Client client(host_, port_);
-    client.set_connection_timeout(2);
-    client.set_read_timeout(10);
-    client.set_keep_alive(true);
-    const auto start = std::chrono::steady_clock::now();
-    auto submitted = client.Post("/jobs", toml, "application/toml");
-    if (!submitted || submitted->status != 202) {
-      out.problem = "submit failed: " + (submitted ? submitted->body : std::string("no answer"));
-      return out;
-    }
-    const std::string job = json::parse(submitted->body, nullptr, false).value("jobid", "");
-    const auto deadline = start + std::chrono::seconds(timeout_s);
-    std::string state;
-    // Polling paces the measurement only: 2 ms in runs of seconds.
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto r = client.Get(("/jobs/" + job).c_str());
-      if (r && r->status == 200) {
-        state = json::parse(r->body, nullptr, false).value("state", "");
-        if (state == "FINISHED" || state == "FAILED" || state == "CANCELED") break;
-      }
-      std::this_thread::sleep_for(2ms);
-    }
-    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    out.cpu_seconds = cpu_seconds() - cpu_before;
-    out.machine = machine_cpu::now() - machine_before;
-    const json cps = get("/jobs/" + job + "/checkpoints");
-    if (cps.is_object() && cps.contains("counts"))
-      out.checkpoints = cps["counts"].value("completed", std::int64_t{0});
-    out.ok = state == "FINISHED";
-    if (!out.ok) {
-      out.problem = "job ended " + (state.empty() ? std::string("(no state)") : state);
-      const json details = get("/jobs/" + job);
-      if (details.contains("failure-cause"))
-        out.problem += ": " + details["failure-cause"].get<std::string>();
-      (void)client.Patch(("/jobs/" + job + "?mode=cancel").c_str());
-    }
+// One job on the cluster: submit, wait until it ends, measure.
+run_result run_job(const process_cluster& cluster, const std::string& toml, int timeout_s) {
+  run_result out;
+  const double cpu_before = cluster.cpu_seconds();
+  const machine_cpu machine_before = machine_cpu::now();
+  httplib::Client client(cluster.host(), cluster.port());
+  client.set_connection_timeout(2);
+  client.set_read_timeout(10);
+  client.set_keep_alive(true);
+  const auto start = std::chrono::steady_clock::now();
+  auto submitted = client.Post("/jobs", toml, "application/toml");
+  if (!submitted || submitted->status != 202) {
+    out.problem = "submit failed: " + (submitted ? submitted->body : std::string("no answer"));
     return out;
   }
-
- private:
-  std::unique_ptr<child_process> coordinator_;
-  std::vector<std::unique_ptr<child_process>> workers_;
-  std::string host_;
-  int port_ = 0;
-};
+  const std::string job = json::parse(submitted->body, nullptr, false).value("jobid", "");
+  const auto deadline = start + std::chrono::seconds(timeout_s);
+  std::string state;
+  // Polling paces the measurement only: 2 ms in runs of seconds.
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = client.Get(("/jobs/" + job).c_str());
+    if (r && r->status == 200) {
+      state = json::parse(r->body, nullptr, false).value("state", "");
+      if (state == "FINISHED" || state == "FAILED" || state == "CANCELED") break;
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.cpu_seconds = cluster.cpu_seconds() - cpu_before;
+  out.machine = machine_cpu::now() - machine_before;
+  const json cps = cluster.get("/jobs/" + job + "/checkpoints");
+  if (cps.is_object() && cps.contains("counts"))
+    out.checkpoints = cps["counts"].value("completed", std::int64_t{0});
+  out.ok = state == "FINISHED";
+  if (!out.ok) {
+    out.problem = "job ended " + (state.empty() ? std::string("(no state)") : state);
+    const json details = cluster.get("/jobs/" + job);
+    if (details.contains("failure-cause"))
+      out.problem += ": " + details["failure-cause"].get<std::string>();
+    (void)client.Patch(("/jobs/" + job + "?mode=cancel").c_str());
+  }
+  return out;
+}
 
 run_result run_local_cluster(const std::string& toml, const fs::path& state_dir, int timeout_s) {
   run_result out;
@@ -290,43 +198,6 @@ run_result run_local_cluster(const std::string& toml, const fs::path& state_dir,
   out.ok = *status && **status == snapflow::job_status::finished;
   if (!out.ok) out.problem = *status ? "job did not finish" : status->err().message;
   return out;
-}
-
-// A distribution-free confidence interval for the median of `v` (sorted here): the order
-// statistics x(k) and x(n-k+1), with k the largest for which P(Binomial(n, 1/2) < k) <= 2.5%,
-// which covers the median with probability 1 - 2 P(Binomial(n, 1/2) < k) >= 95%. Under 6
-// samples no k qualifies: the whole range, which covers less (75% for 3). n is at most 100
-// (--repeats), so 2^-n does not underflow.
-struct median_interval {
-  double low = 0;
-  double high = 0;
-  double coverage = 0;
-};
-
-median_interval interval_of_median(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  double below = 0;  // P(Binomial(n, 1/2) < k), summed as k grows
-  double term = std::pow(0.5, static_cast<double>(n));  // P(X = 0)
-  std::size_t k = 0;
-  while (k < n / 2 && below + term <= 0.025) {
-    below += term;
-    term = term * static_cast<double>(n - k) / static_cast<double>(k + 1);
-    ++k;
-  }
-  if (k == 0) {  // the whole range: x(1) and x(n)
-    k = 1;
-    below = std::pow(0.5, static_cast<double>(n));
-  }
-  return {v[k - 1], v[n - k], 1.0 - 2.0 * below};
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 struct config_key {
@@ -414,7 +285,14 @@ int main(int argc, char** argv) {
   try {
     std::unique_ptr<process_cluster> cluster;
     if (o.cluster) {
-      cluster = std::make_unique<process_cluster>(o, tmp.path() / "cluster-state");
+      snapflow::bench::process_cluster_options co;
+      co.coordinator_bin = o.coordinator_bin;
+      co.worker_bin = o.worker_bin;
+      co.workers = o.workers;
+      co.slots = o.slots > 0 ? o.slots : (6 + o.workers - 1) / o.workers;
+      co.state_dir = tmp.path() / "cluster-state";
+      co.log_level = o.log_level;
+      cluster = std::make_unique<process_cluster>(co);
       std::cout << "cluster: 1 coordinator + " << o.workers << " worker process(es)\n";
     }
     int run_index = 0;
@@ -427,7 +305,7 @@ int main(int argc, char** argv) {
             const fs::path out = tmp.path() / ("out-" + std::to_string(run_index++));
             const std::string toml = job_toml(o, interval, sink, out);
             run_result res = deployment == "processes"
-                                 ? cluster->run(toml, o.timeout_s)
+                                 ? run_job(*cluster, toml, o.timeout_s)
                                  : run_local_cluster(toml, tmp.path() / "local-state", o.timeout_s);
             if (res.ok && sink == "2pc") {
               const std::int64_t lines = committed_lines(out);
@@ -442,9 +320,8 @@ int main(int argc, char** argv) {
             const double rate = res.seconds > 0 ? static_cast<double>(o.records) / res.seconds : 0;
             const double cpu_ns = res.cpu_seconds * 1e9 / static_cast<double>(o.records);
             const double machine_ns = res.machine.busy * 1e9 / static_cast<double>(o.records);
-            const double machine_total = res.machine.busy + res.machine.idle + res.machine.steal;
-            const double idle = machine_total > 0 ? res.machine.idle / machine_total : 0;
-            const double steal = machine_total > 0 ? res.machine.steal / machine_total : 0;
+            const double idle = res.machine.idle_share();
+            const double steal = res.machine.steal_share();
             std::printf("  run %d %-13s sink=%-7s checkpoints=%-6s %7.3f s %10.0f records/s "
                         "%6.0f ns CPU/record (machine %4.0f, idle %4.1f%%, steal %4.1f%%) "
                         "%5lld checkpoints%s%s\n",

@@ -186,7 +186,7 @@ std::string checkpoint_coordinator_core::location_for(const checkpoint_request& 
 }
 
 std::string checkpoint_coordinator_core::checkpoint_location(checkpoint_id id) const {
-  return checkpoint_storage(job_dir_).checkpoint_dir(id).string();
+  return checkpoint_storage::checkpoint_dir(job_dir_, id).string();
 }
 
 void checkpoint_coordinator_core::on_checkpoint_id(std::uint64_t request_id,

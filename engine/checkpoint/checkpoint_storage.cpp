@@ -18,10 +18,16 @@
 #include <msgpack.hpp>
 
 #include "engine/checkpoint/crc32c.hpp"
+#include "engine/checkpoint/posix_io.hpp"
 
 namespace snapflow {
 
 namespace fs = std::filesystem;
+using posix_io::fd_guard;
+using posix_io::fsync_dir;
+using posix_io::os_error;
+using posix_io::parent_or_dot;
+using posix_io::write_all;
 
 namespace {
 
@@ -41,45 +47,6 @@ bool injected_crash(const fs::path& file, checkpoint_storage::write_step step) {
 error crash_error(const fs::path& file, checkpoint_storage::write_step step) {
   return error{"injected crash before step " + std::to_string(static_cast<int>(step)) +
                " of writing " + file.string()};
-}
-
-// ---- small POSIX helpers: every failure becomes an error naming the operation and the path.
-
-error os_error(std::string_view what, const fs::path& path, int errno_value) {
-  return error{std::string(what) + " " + path.string() + ": " +
-               std::system_category().message(errno_value)};
-}
-
-// Closes on scope exit; close errors after a successful fsync cannot lose data.
-class fd_guard {
- public:
-  explicit fd_guard(int fd) : fd_(fd) {}
-  ~fd_guard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  fd_guard(const fd_guard&) = delete;
-  fd_guard& operator=(const fd_guard&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  // Closes now; the result of close(2) (a close after a successful fsync loses nothing).
-  void reset() {
-    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
-  }
-
- private:
-  int fd_;
-};
-
-result<void> fsync_dir(const fs::path& dir) {
-  fd_guard fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return os_error("open folder", dir, errno);
-  if (::fsync(fd.get()) != 0) return os_error("fsync folder", dir, errno);
-  return success();
-}
-
-fs::path parent_or_dot(const fs::path& p) {
-  fs::path parent = p.parent_path();
-  return parent.empty() ? fs::path(".") : parent;
 }
 
 fs::path temp_path(const fs::path& file) {
@@ -112,19 +79,6 @@ result<void> create_directories_durably(const fs::path& dir) {
   }
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return error{"not a folder: " + dir.string()};
-  return success();
-}
-
-result<void> write_all(int fd, std::string_view bytes, const fs::path& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return os_error("write", path, errno);
-    }
-    assert(n > 0);
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-  }
   return success();
 }
 
@@ -409,13 +363,20 @@ std::optional<checkpoint_id> parse_checkpoint_folder(std::string_view name) {
 
 }  // namespace
 
-checkpoint_storage::checkpoint_storage(fs::path job_dir) : job_dir_(std::move(job_dir)) {
+checkpoint_storage::checkpoint_storage(fs::path job_dir, std::size_t retained)
+    : job_dir_(std::move(job_dir)), log_(std::make_unique<metadata_log>(job_dir_, retained)) {
   assert(!job_dir_.empty());
 }
 
+checkpoint_storage::~checkpoint_storage() = default;
+
 fs::path checkpoint_storage::checkpoint_dir(checkpoint_id id) const {
+  return checkpoint_dir(job_dir_, id);
+}
+
+fs::path checkpoint_storage::checkpoint_dir(const fs::path& job_dir, checkpoint_id id) {
   assert(id >= 1);
-  return job_dir_ / ("chk-" + std::to_string(id));
+  return job_dir / ("chk-" + std::to_string(id));
 }
 
 fs::path checkpoint_storage::savepoint_dir(const fs::path& base, const job_id& job,
@@ -484,12 +445,14 @@ result<void> checkpoint_storage::write_metadata(const completed_checkpoint& chec
 }
 
 result<void> checkpoint_storage::write_metadata(const completed_checkpoint& checkpoint,
-                                               prepared_metadata file) {
+                                               prepared_metadata file) const {
   assert(!checkpoint.location.empty());
   assert(checkpoint.id >= 1);
   assert(file.is_open());
   assert(file.folder() == fs::path(checkpoint.location));
   const fs::path target = file.folder() / metadata_file_name;
+  const bool logged = file.logged();
+  assert(!logged || parent_or_dot(target.parent_path()) == job_dir_);
   fd_guard fd(file.release());
   const std::string bytes = encode_metadata(checkpoint);
   // Into the empty `_metadata` whose entry prepare_location made durable: no path is looked
@@ -505,9 +468,10 @@ result<void> checkpoint_storage::write_metadata(const completed_checkpoint& chec
   if (r && injected_crash(target, write_step::write_rest))
     return crash_error(target, write_step::write_rest);
   if (r) r = write_all(fd.get(), all.substr(first.size()), target);
+  // A logged checkpoint's sync is its log append (below); the file itself is not synced.
   if (r && injected_crash(target, write_step::fsync_temp))
     return crash_error(target, write_step::fsync_temp);
-  if (r && ::fsync(fd.get()) != 0) r = os_error("fsync", target, errno);
+  if (r && !logged && ::fsync(fd.get()) != 0) r = os_error("fsync", target, errno);
   // Written through a descriptor, so a file removed meanwhile (its folder discarded) would
   // take the bytes and vanish: only a file still in its folder is a checkpoint.
   struct stat st {};
@@ -518,20 +482,55 @@ result<void> checkpoint_storage::write_metadata(const completed_checkpoint& chec
     r = error{"the metadata file " + target.string() +
               " was removed before its checkpoint completed"};
   fd.reset();
+  if (r && logged) r = log_->append(checkpoint.id, bytes);
   // A failed checkpoint leaves no metadata, not even a torn one; a file removed meanwhile is
   // gone already, and whatever now has its name is not this write's.
   if (!r && !removed) ::unlink(target.c_str());
   return r;
 }
 
-result<completed_checkpoint> checkpoint_storage::read_metadata(const fs::path& dir) {
-  auto bytes = read_file(dir / metadata_file_name, max_metadata_bytes);
+namespace {
+
+// The file's metadata, decoded; `dir` names it in errors.
+result<completed_checkpoint> read_metadata_file(const fs::path& dir) {
+  auto bytes = checkpoint_storage::read_file(dir / checkpoint_storage::metadata_file_name,
+                                             checkpoint_storage::max_metadata_bytes);
   if (!bytes) return bytes.err();
   if (bytes->empty())  // prepared (prepare_location), never written
     return error{"no metadata written in " + dir.string() + " (the checkpoint did not complete)"};
-  auto checkpoint = decode_metadata(*bytes);
+  auto checkpoint = checkpoint_storage::decode_metadata(*bytes);
   if (!checkpoint) return error{checkpoint.err().message + " in " + dir.string()};
   checkpoint->location = dir.string();
+  return checkpoint;
+}
+
+// The log's copy of chk-<id>'s metadata, when `dir` is a checkpoint folder and the log in its
+// parent holds a whole record of that id that decodes to it.
+std::optional<completed_checkpoint> logged_metadata(const fs::path& dir, checkpoint_id id,
+                                                    const std::vector<metadata_log::record>* log) {
+  std::optional<std::string> bytes;
+  if (log) {
+    for (auto it = log->rbegin(); it != log->rend() && !bytes; ++it)
+      if (it->id == id) bytes = it->metadata;
+  } else {
+    bytes = metadata_log::find(parent_or_dot(dir), id);
+  }
+  if (!bytes) return std::nullopt;
+  auto checkpoint = checkpoint_storage::decode_metadata(*bytes);
+  if (!checkpoint || checkpoint->id != id) return std::nullopt;
+  checkpoint->location = dir.string();
+  return std::move(checkpoint).value();
+}
+
+}  // namespace
+
+result<completed_checkpoint> checkpoint_storage::read_metadata(const fs::path& dir) {
+  auto checkpoint = read_metadata_file(dir);
+  if (checkpoint) return checkpoint;
+  // Only while the folder is there: a discarded checkpoint's record outlives its folder.
+  std::error_code ec;
+  if (auto id = parse_checkpoint_folder(dir.filename().string()); id && fs::is_directory(dir, ec))
+    if (auto logged = logged_metadata(dir, *id, nullptr)) return std::move(*logged);
   return checkpoint;
 }
 
@@ -543,6 +542,10 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
                                    ec.message());
     return out;
   }
+  metadata_log::scanned log = metadata_log::scan(job_dir_);
+  out.warnings = std::move(log.warnings);
+  std::set<checkpoint_id> logged_ids;
+  for (const auto& r : log.records) logged_ids.insert(r.id);
   fs::directory_iterator it(job_dir_, ec);
   if (ec) {
     out.warnings.push_back("cannot list " + job_dir_.string() + ": " + ec.message());
@@ -562,12 +565,26 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
       out.warnings.push_back("skipping " + name + ": not a folder");
       continue;
     }
-    if (fs::is_empty(it->path(), dir_ec) && !dir_ec) {
+    // Unless the log holds it: a logged checkpoint with its state inline whose file's entry a
+    // crash of the machine took.
+    if (fs::is_empty(it->path(), dir_ec) && !dir_ec && !logged_ids.contains(*id)) {
       out.empty_folders.push_back(it->path());
       continue;
     }
-    auto checkpoint = read_metadata(it->path());
+    auto checkpoint = read_metadata_file(it->path());
     if (!checkpoint) {
+      // A logged checkpoint whose unsynced file a crash of the machine took: whole in the
+      // log, and written back so that the folder reads right again.
+      if (auto from_log = logged_metadata(it->path(), *id, &log.records)) {
+        const fs::path file = it->path() / metadata_file_name;
+        if (auto rewritten = write_file_durably(file, encode_metadata(*from_log)); !rewritten)
+          out.warnings.push_back("checkpoint " + std::to_string(*id) +
+                                 ": restoring its metadata file from the log: " +
+                                 rewritten.err().message);
+        out.repaired.push_back(*id);
+        out.checkpoints.push_back(std::move(*from_log));
+        continue;
+      }
       // Most often a checkpoint that was still in progress when the process died.
       out.warnings.push_back("skipping " + name + ": " + checkpoint.err().message);
       continue;
@@ -604,13 +621,13 @@ result<void> checkpoint_storage::premake_locations(const std::vector<fs::path>& 
 }
 
 result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& dir,
-                                                              bool entry_durable) {
+                                                              prepare_options options) {
   assert(!dir.empty());
   const fs::path file = dir / metadata_file_name;
   if (injected_crash(file, write_step::create_folders))
     return crash_error(file, write_step::create_folders);
   std::error_code ec;
-  if (!entry_durable || !fs::is_directory(dir, ec))
+  if (!options.folder_premade || !fs::is_directory(dir, ec))
     if (auto r = create_directories_durably(dir); !r) return r.err();
   if (injected_crash(file, write_step::create_temp))
     return crash_error(file, write_step::create_temp);
@@ -623,6 +640,8 @@ result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& d
   if (::fstat(fd.get(), &st) != 0) return os_error("stat", file, errno);
   if (st.st_size != 0)
     return error{"cannot prepare " + dir.string() + ": it holds a metadata file already"};
+  // The log makes a logged checkpoint durable: its file's entry and bytes need no sync.
+  if (options.logged) return prepared_metadata(dir, fd.release(), true);
   // Room for a small job's metadata, allocated now rather than by the write at completion
   // (the size stays 0 until then). Only a hint: a file system without fallocate still works.
   (void)::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, 4096);
@@ -630,7 +649,7 @@ result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& d
   if (injected_crash(file, write_step::fsync_folder))
     return crash_error(file, write_step::fsync_folder);
   if (auto r = fsync_dir(dir); !r) return r.err();
-  return prepared_metadata(dir, fd.release());
+  return prepared_metadata(dir, fd.release(), false);
 }
 
 result<void> checkpoint_storage::discard_location(const fs::path& dir) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "engine/checkpoint/completed_checkpoint.hpp"
+#include "engine/checkpoint/metadata_log.hpp"
 #include "engine/checkpoint/prepared_metadata.hpp"
 #include "graph/ids.hpp"
 #include "graph/result.hpp"
@@ -20,11 +22,16 @@ namespace snapflow {
 // the tasks write into the same folder; savepoints in
 // `<savepoint base>/savepoint-<first 6 characters of the job id>-<id>/_metadata`.
 //
-// A checkpoint exists on disk only once its `_metadata` is whole and durable. Two ways:
-// - the coordinator's: prepare_location creates the folder and an empty `_metadata` (the
-//   folder fsynced) ahead of completion; at completion the metadata is written into that open
-//   file and fsynced, nothing else. A crash in between leaves an empty or short file, which
-//   its length and checksum reject; a failed write removes it.
+// A checkpoint exists on disk only once its metadata is whole and durable. Three ways:
+// - a periodic checkpoint in the job's folder: prepare_location creates an empty `_metadata`
+//   in the folder location_premaker made durable, ahead of completion; at completion the
+//   metadata goes into that open file, unsynced, and then is appended to the job's metadata
+//   log (metadata_log.hpp), whose fdatasync is the checkpoint's one sync. recover() and
+//   read_metadata take the log's copy when a crash of the machine took the file's.
+// - a savepoint (prepare_location without `logged`): the folder and the empty `_metadata`
+//   made durable ahead; at completion the metadata is written into that file and fsynced.
+//   A crash in between leaves an empty or short file, which its length and checksum reject;
+//   a failed write removes it.
 // - in one go (write_metadata without a prepared file): `_metadata.tmp`, fsynced, renamed,
 //   the folder fsynced, so a crash leaves either no metadata or a whole one.
 // Either way a torn or corrupt file (disks lie) fails its length or checksum and is skipped
@@ -42,8 +49,9 @@ namespace snapflow {
 //    master_states: {str: bin}}
 //
 // Blocking: runs on the coordinator's I/O pool, or inline on its event thread while recent
-// writes were fast (metadata_write_placement). Holds no mutable state, so different checkpoints
-// may be written and read from different threads at once.
+// writes were fast (metadata_write_placement). Its only mutable state is the job's metadata
+// log, which serialises its appends, so different checkpoints may be written and read from
+// different threads at once.
 class checkpoint_storage {
  public:
   // The steps of write_file_durably, in order; a crash between any two must leave either the
@@ -74,21 +82,34 @@ class checkpoint_storage {
   // Far above any real job's metadata; refuses to read a garbage length into memory.
   static constexpr std::uint64_t max_metadata_bytes = 256ull << 20;
 
-  explicit checkpoint_storage(std::filesystem::path job_dir);
+  // `retained`: how many completed checkpoints the job keeps; the metadata log keeps at least
+  // that many records.
+  explicit checkpoint_storage(std::filesystem::path job_dir, std::size_t retained = 1);
+  ~checkpoint_storage();
+  checkpoint_storage(const checkpoint_storage&) = delete;
+  checkpoint_storage& operator=(const checkpoint_storage&) = delete;
 
   const std::filesystem::path& job_dir() const { return job_dir_; }
   std::filesystem::path checkpoint_dir(checkpoint_id id) const;
+  static std::filesystem::path checkpoint_dir(const std::filesystem::path& job_dir,
+                                              checkpoint_id id);
   static std::filesystem::path savepoint_dir(const std::filesystem::path& base, const job_id& job,
                                              checkpoint_id id);
 
   // Durably writes the metadata into `checkpoint.location`, creating the folder if missing.
   result<void> write_metadata(const completed_checkpoint& checkpoint);
   // The coordinator's path from the last ack to "complete": into the empty `_metadata` that
-  // prepare_location created and opened (its folder must be `checkpoint.location`), then
-  // fsynced. Nothing is looked up, created or renamed. A failed write removes the file.
-  result<void> write_metadata(const completed_checkpoint& checkpoint, prepared_metadata file);
+  // prepare_location created and opened (its folder must be `checkpoint.location`). Nothing is
+  // looked up, created or renamed. A file prepared `logged` is not fsynced: the append to the
+  // job's metadata log (metadata_log.hpp) makes the checkpoint durable; otherwise the file is
+  // fsynced. A failed write removes the file.
+  result<void> write_metadata(const completed_checkpoint& checkpoint,
+                              prepared_metadata file) const;
   // Verifies magic, version, length and checksum; never throws; bounded unpack limits. The
   // returned checkpoint's location is `dir` (so a moved savepoint folder still reads right).
+  // A `_metadata` that is missing, empty or damaged in a chk-<id> folder is read from the
+  // metadata log in the folder's parent when that holds the checkpoint (a crash of the machine
+  // may take a logged checkpoint's unsynced file).
   static result<completed_checkpoint> read_metadata(const std::filesystem::path& dir);
 
   struct recovered {
@@ -96,11 +117,16 @@ class checkpoint_storage {
     std::vector<std::string> warnings;              // one per skipped folder
     // Empty chk-<id> folders: made ahead of their ids (location_premaker) and never used.
     std::vector<std::filesystem::path> empty_folders;
+    // Checkpoints whose `_metadata` was missing, empty or damaged and was rewritten (durably)
+    // from the metadata log.
+    std::vector<checkpoint_id> repaired;
   };
   // Every chk-<id> folder under job_dir with a valid `_metadata` whose id matches the folder
-  // name; torn, corrupt, mismatched or missing metadata is skipped with a warning, an empty
-  // folder without one (it is listed in empty_folders). A missing
-  // job_dir is an empty result (a job that never completed a checkpoint).
+  // name, or whose metadata the job's metadata log holds (then the file is rewritten from
+  // it); torn, corrupt, mismatched or missing metadata the log does not hold is skipped with a
+  // warning, an empty folder without one (it is listed in empty_folders). A log record whose
+  // folder is gone is a discarded checkpoint's and is ignored. A missing job_dir is an empty
+  // result (a job that never completed a checkpoint).
   recovered recover() const;
 
   // Removes the folder and everything in it; a missing folder is fine.
@@ -126,10 +152,19 @@ class checkpoint_storage {
   // checkpoints, or at trigger time) so that it is off the path from the last ack to
   // "complete". A folder already there is fine, and so is an empty `_metadata` (a preparation
   // never written, which a crash leaves); one with bytes in it is refused and left as it is.
-  // `entry_durable`: the folder was made by premake_locations, so its entry in the parent is
-  // durable already and only the new `_metadata` needs the folder's fsync.
+  struct prepare_options {
+    // The folder was made by premake_locations, so its entry in the parent is durable already.
+    bool folder_premade = false;
+    // The metadata will be made durable by the job's metadata log (a periodic checkpoint in
+    // the job's folder): the new `_metadata` entry needs no fsync of the folder, and
+    // write_metadata will not fsync the file.
+    bool logged = false;
+  };
   static result<prepared_metadata> prepare_location(const std::filesystem::path& dir,
-                                                    bool entry_durable = false);
+                                                    prepare_options options);
+  static result<prepared_metadata> prepare_location(const std::filesystem::path& dir) {
+    return prepare_location(dir, prepare_options{});
+  }
   // Creates the folders `dirs` (and missing ancestors, durably), then makes their entries
   // durable with one fsync of each distinct parent: the folders of checkpoints to come, made
   // together so that their preparations skip that fsync each (prepare_location).
@@ -151,6 +186,7 @@ class checkpoint_storage {
 
  private:
   std::filesystem::path job_dir_;
+  std::unique_ptr<metadata_log> log_;
 };
 
 }  // namespace snapflow

@@ -20,7 +20,9 @@ location_premaker::location_premaker(std::shared_ptr<const checkpoint_storage> s
 result<prepared_metadata> location_premaker::prepare(checkpoint_id id) {
   const auto dir = storage_->checkpoint_dir(id);
   std::lock_guard lock(mutex_);
-  if (closed_) return checkpoint_storage::prepare_location(dir);
+  // Periodic checkpoints in the job's folder: the job's metadata log makes them durable.
+  checkpoint_storage::prepare_options options{.folder_premade = false, .logged = true};
+  if (closed_) return checkpoint_storage::prepare_location(dir, options);
   premade_.erase(premade_.begin(), premade_.lower_bound(id));
   bool entry_durable = premade_.erase(id) > 0;
   if (!entry_durable && batch_ > 1) {
@@ -35,7 +37,8 @@ result<prepared_metadata> location_premaker::prepare(checkpoint_id id) {
                     made.err().message);
     }
   }
-  return checkpoint_storage::prepare_location(dir, entry_durable);
+  options.folder_premade = entry_durable;
+  return checkpoint_storage::prepare_location(dir, options);
 }
 
 void location_premaker::close() {

@@ -7,8 +7,8 @@
 
 namespace snapflow {
 
-prepared_metadata::prepared_metadata(std::filesystem::path folder, int fd)
-    : folder_(std::move(folder)), fd_(fd) {
+prepared_metadata::prepared_metadata(std::filesystem::path folder, int fd, bool logged)
+    : folder_(std::move(folder)), fd_(fd), logged_(logged) {
   assert(fd_ >= 0);
   assert(!folder_.empty());
 }
@@ -16,13 +16,16 @@ prepared_metadata::prepared_metadata(std::filesystem::path folder, int fd)
 prepared_metadata::~prepared_metadata() { close(); }
 
 prepared_metadata::prepared_metadata(prepared_metadata&& other) noexcept
-    : folder_(std::move(other.folder_)), fd_(std::exchange(other.fd_, -1)) {}
+    : folder_(std::move(other.folder_)),
+      fd_(std::exchange(other.fd_, -1)),
+      logged_(other.logged_) {}
 
 prepared_metadata& prepared_metadata::operator=(prepared_metadata&& other) noexcept {
   if (this != &other) {
     close();
     folder_ = std::move(other.folder_);
     fd_ = std::exchange(other.fd_, -1);
+    logged_ = other.logged_;
   }
   return *this;
 }

@@ -17,8 +17,10 @@ namespace snapflow {
 class prepared_metadata {
  public:
   prepared_metadata() = default;
-  // Takes ownership of `fd`, open for writing on `folder`/_metadata.
-  prepared_metadata(std::filesystem::path folder, int fd);
+  // Takes ownership of `fd`, open for writing on `folder`/_metadata. `logged`: the job's
+  // metadata log makes it durable, so neither the file nor its entry is synced
+  // (checkpoint_storage::prepare_options).
+  prepared_metadata(std::filesystem::path folder, int fd, bool logged);
   ~prepared_metadata();
   prepared_metadata(prepared_metadata&& other) noexcept;
   prepared_metadata& operator=(prepared_metadata&& other) noexcept;
@@ -27,6 +29,7 @@ class prepared_metadata {
 
   bool is_open() const { return fd_ >= 0; }
   const std::filesystem::path& folder() const { return folder_; }
+  bool logged() const { return logged_; }
   // Hands the descriptor over (the caller closes it); leaves this closed.
   int release();
 
@@ -35,6 +38,7 @@ class prepared_metadata {
 
   std::filesystem::path folder_;
   int fd_ = -1;
+  bool logged_ = false;
 };
 
 }  // namespace snapflow

@@ -91,6 +91,10 @@ result<job_master::durable_state> job_master::load_durable_state(
   auto recovered = checkpoint_storage(job_dir).recover();
   for (const auto& warning : recovered.warnings)
     spdlog::warn("job {}: skipping checkpoint: {}", graph.id, warning);
+  for (checkpoint_id id : recovered.repaired)
+    spdlog::info("job {}: checkpoint {}'s metadata file was lost with the machine; written "
+                 "back from the metadata log",
+                 graph.id, id);
   // Folders a crash left made ahead of their ids: rmdir removes a folder only while it is
   // empty, and a later id may make it again.
   for (const auto& folder : recovered.empty_folders) (void)::rmdir(folder.c_str());

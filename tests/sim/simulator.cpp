@@ -75,7 +75,7 @@ std::string describe(const coordinator_action& action) {
 }
 
 std::string chk_location(checkpoint_id id) {
-  return checkpoint_storage(job_dir).checkpoint_dir(id).string();
+  return checkpoint_storage::checkpoint_dir(job_dir, id).string();
 }
 
 // Everything a seed decides before the run starts.

@@ -228,7 +228,11 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
                           {"attempt", s->current_attempt().attempt},
                           {"status", std::string(to_string(s->state()))},
                           {"worker", worker.value_or("")},
-                          {"metrics", {{"read-records", in}, {"write-records", out}}}});
+                          {"metrics", {{"read-records", in},
+                                       {"write-records", out},
+                                       // When these counters arrived (coordinator clock, us;
+                                       // 0 before any): a rate over one subtask is exact.
+                                       {"records-timestamp-us", io ? io->updated_us : 0}}}});
     }
     const bool source = !has_input.contains(v->id());
     if (source) source_records += written;

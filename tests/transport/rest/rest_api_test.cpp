@@ -276,6 +276,8 @@ TEST_CASE("REST: job details carry record counters of current attempts, edges an
   CHECK(src["metrics"]["write-records"] == 0);
   CHECK(snk["metrics"]["read-records"] == 990);
   CHECK(snk["subtasks"][0]["metrics"]["read-records"] == 990);
+  CHECK(snk["subtasks"][0]["metrics"]["records-timestamp-us"] == 6'000'000);
+  CHECK(src["subtasks"][0]["metrics"]["records-timestamp-us"] == 0);  // none of its own yet
   CHECK(d["source-records"] == 0);
   CHECK(d["records-timestamp"] == 7'000);  // ms of the newest report taken (8 s was stale)
   CHECK(d.contains("now"));
@@ -285,6 +287,9 @@ TEST_CASE("REST: job details carry record counters of current attempts, edges an
   io->report({id, source, 0, 1'200}, 9'000'000);
   d = f.call("GET", "/jobs/" + id);
   CHECK(d["source-records"] == 1'200);
+  for (const auto& v : d["vertices"])
+    if (v["is_source"].get<bool>())
+      CHECK(v["subtasks"][0]["metrics"]["records-timestamp-us"] == 9'000'000);
 }
 
 TEST_CASE("REST: the HTTP server answers on loopback and serves the web page") {

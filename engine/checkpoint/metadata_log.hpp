@@ -1,0 +1,101 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/checkpoint/posix_io.hpp"
+#include "graph/ids.hpp"
+#include "graph/result.hpp"
+
+namespace snapflow {
+
+// The record that a periodic checkpoint completed: its metadata appended to a log in the job's
+// folder (`_checkpoints-<n>.log`), made durable by one fdatasync. The checkpoint's
+// `chk-<id>/_metadata` is written too, for anyone who reads the folder, but not fsynced: a
+// crash of the machine may leave it missing or torn, and recovery takes the log's copy
+// (checkpoint_storage::recover, read_metadata).
+//
+// Why: on a virtual disk every fsync costs a journal commit and a cache flush, each a VM exit,
+// and a checkpoint's own file needed two (the file's bytes and its entry in the folder). Into a
+// segment whose blocks were written (zeros) and fsynced when it was made, an append changes no
+// file-system metadata that a read depends on, so fdatasync writes the record's blocks and
+// flushes, and commits no journal (docs/benchmarks.md, "Session 20").
+//
+// Layout: a segment is zero-filled when made, then records follow each other from offset 0,
+// each starting on a block (4 KiB) and padded to whole blocks, so an append never rewrites a
+// block holding an earlier record. A record: magic "SFCKLOG1", the payload's length (u32 LE),
+// the checkpoint id (u64 LE), a CRC-32C of those and the payload (u32 LE), 4 zero bytes, then
+// the payload (the `_metadata` bytes). A failed append abandons its segment (whatever the
+// failure left there is not appended after); the next append makes a new one. Segments are
+// made as needed (4 MiB, or larger for a record that does not fit) and removed once the newer
+// ones hold `keep` records: the retained checkpoints are always among those.
+//
+// Thread-safe: appends are serialised (the coordinator writes from its event thread or its
+// I/O pool).
+class metadata_log {
+ public:
+  static constexpr std::string_view segment_prefix = "_checkpoints-";
+  static constexpr std::string_view segment_suffix = ".log";
+  static constexpr std::uint64_t block_bytes = 4096;
+  static constexpr std::uint64_t header_bytes = 32;
+  static constexpr std::uint64_t default_segment_bytes = 4ull << 20;
+
+  struct record {
+    checkpoint_id id = 0;
+    std::string metadata;
+  };
+  struct scanned {
+    std::vector<record> records;  // in log order (oldest segment first)
+    // A segment that could not be read, or a damaged record followed by whole ones (a torn
+    // last append is expected after a crash and not reported).
+    std::vector<std::string> warnings;
+  };
+  // Every whole record in job_dir's segments. A missing job_dir is an empty result.
+  static scanned scan(const std::filesystem::path& job_dir);
+  // The newest whole record of `id` in job_dir's segments.
+  static std::optional<std::string> find(const std::filesystem::path& job_dir, checkpoint_id id);
+  // "_checkpoints-<n>.log" -> n.
+  static std::optional<std::uint64_t> segment_number(std::string_view file_name);
+
+  // Opens nothing yet: the first append looks at the segments there (an earlier run's are
+  // counted towards `keep` and removed like this log's own) and starts a new one.
+  explicit metadata_log(std::filesystem::path job_dir, std::size_t keep = 1,
+                        std::uint64_t segment_bytes = default_segment_bytes);
+  metadata_log(const metadata_log&) = delete;
+  metadata_log& operator=(const metadata_log&) = delete;
+
+  // Durable once it returns success.
+  result<void> append(checkpoint_id id, std::string_view metadata);
+
+  // The segments this log knows (its own and an earlier run's it found), oldest first.
+  std::vector<std::filesystem::path> segments() const;
+
+ private:
+  struct segment {
+    std::filesystem::path path;
+    std::size_t records = 0;
+  };
+  result<void> look_up_segments();
+  result<void> start_segment(std::uint64_t min_bytes);
+  void drop_old_segments();
+
+  const std::filesystem::path job_dir_;
+  const std::size_t keep_;
+  const std::uint64_t segment_bytes_;
+  mutable std::mutex mutex_;
+  bool looked_up_ = false;
+  std::uint64_t next_number_ = 1;
+  std::deque<segment> segments_;  // oldest first; the last is open while fd_ is
+  posix_io::fd_guard fd_;
+  std::uint64_t size_ = 0;    // of the open segment
+  std::uint64_t offset_ = 0;  // where the next record goes in it
+};
+
+}  // namespace snapflow
