@@ -170,6 +170,11 @@ void checkpoint_coordinator::set_interval(std::chrono::milliseconds interval) {
 void checkpoint_coordinator::shutdown(job_status status) {
   ++periodic_generation_;
   periodic_timer_.cancel();
+  // Read before the core forgets them: the folders whose metadata only the log made durable.
+  std::vector<std::filesystem::path> logged;
+  for (const auto& c : core_.store().checkpoints())
+    if (std::filesystem::path(c.location).parent_path() == storage_->job_dir())
+      logged.emplace_back(c.location);
   core_.shutdown(status, coordinator_clock::now_us());
   run_actions();
   // Now, not on the pool: the guessed id was never handed out, so a job started next on the
@@ -178,6 +183,12 @@ void checkpoint_coordinator::shutdown(job_status status) {
   remove_ahead_now();
   premaker_->close();  // the same for the folders made ahead of their ids
   prepared_.clear();  // their files close; the discards of those checkpoints remove them
+  // Now too, and for the same reason: a job started next on this folder appends to a new log.
+  // A couple of fsyncs (one per retained checkpoint), once per job. The discards racing on
+  // the pool are fine: a folder gone is skipped.
+  if (auto sealed = storage_->seal(logged); !sealed)
+    spdlog::warn("job {}: keeping the checkpoint metadata log: {}", core_.job(),
+                 sealed.err().message);
   for (auto& [_, timer] : timeouts_) timer->cancel();
   timeouts_.clear();
 }

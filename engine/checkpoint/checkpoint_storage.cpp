@@ -652,6 +652,20 @@ result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& d
   return prepared_metadata(dir, fd.release(), false);
 }
 
+result<void> checkpoint_storage::seal(const std::vector<fs::path>& folders) const {
+  for (const auto& dir : folders) {
+    const fs::path file = dir / metadata_file_name;
+    fd_guard fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == ENOENT) continue;  // discarded meanwhile
+      return os_error("open", file, errno);
+    }
+    if (::fsync(fd.get()) != 0) return os_error("fsync", file, errno);
+    if (auto r = fsync_dir(dir); !r) return r;
+  }
+  return log_->remove();
+}
+
 result<void> checkpoint_storage::discard_location(const fs::path& dir) {
   assert(!dir.empty());
   std::error_code ec;

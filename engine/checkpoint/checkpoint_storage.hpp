@@ -129,6 +129,13 @@ class checkpoint_storage {
   // result (a job that never completed a checkpoint).
   recovered recover() const;
 
+  // At the coordinator's shutdown: the metadata of the logged checkpoints in `folders` (what
+  // the store still holds) made durable on its own, the `_metadata` and its entry fsynced, so
+  // a retained folder can be copied and restored from anywhere; then the metadata log, which
+  // they no longer need, removed. A folder gone meanwhile (discarded) is skipped; a failed
+  // sync keeps the log.
+  result<void> seal(const std::vector<std::filesystem::path>& folders) const;
+
   // Removes the folder and everything in it; a missing folder is fine.
   static result<void> discard_location(const std::filesystem::path& dir);
   // "chk-<id>" with a canonical positive decimal id, else nullopt.

@@ -249,6 +249,18 @@ void metadata_log::drop_old_segments() {
   }
 }
 
+result<void> metadata_log::remove() {
+  std::lock_guard lock(mutex_);
+  fd_.reset();
+  segments_.clear();
+  looked_up_ = false;
+  std::vector<std::string> warnings;
+  for (const auto& [_, path] : list_segments(job_dir_, &warnings))
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return os_error("remove", path, errno);
+  if (!warnings.empty()) return error{warnings.front()};
+  return success();
+}
+
 result<void> metadata_log::append(checkpoint_id id, std::string_view metadata) {
   if (metadata.size() > max_payload_bytes)
     return error{"checkpoint " + std::to_string(id) + "'s metadata is too large for the log"};

@@ -74,6 +74,10 @@ class metadata_log {
   // Durable once it returns success.
   result<void> append(checkpoint_id id, std::string_view metadata);
 
+  // Removes every segment in the folder (the checkpoints it made durable are durable on their
+  // own now, or gone). A later append starts a new segment.
+  result<void> remove();
+
   // The segments this log knows (its own and an earlier run's it found), oldest first.
   std::vector<std::filesystem::path> segments() const;
 

@@ -12,6 +12,7 @@
 
 #include "engine/checkpoint/checkpoint_coordinator.hpp"
 #include "engine/checkpoint/crc32c.hpp"
+#include "engine/checkpoint/metadata_log.hpp"
 #include "tests/engine/coordinator/coordinator_harness.hpp"
 #include "tests/engine/test_gateway.hpp"
 
@@ -421,6 +422,37 @@ TEST_CASE("driver: checkpoint folders made in a batch ahead of their ids are gon
     CHECK(checkpoint_storage::read_metadata(entry.path()).ok());  // no empty folder left
   }
   CHECK(folders == 1);
+}
+
+TEST_CASE("driver: prepared periodic checkpoints are logged, and shutdown leaves the retained "
+          "one standing on its own") {
+  driver_fixture f(periodic(10ms), {}, fast_placement());
+  f.coordinator->start_checkpoint_scheduler();
+  f.complete_through(4);
+  const auto job_dir = f.dir.path / f.job;
+  // Checkpoints whose folder was prepared before completion went through the job's log (the
+  // first ones may complete before their preparation ran and are written in one go).
+  const auto logged = metadata_log::scan(job_dir).records;
+  REQUIRE_FALSE(logged.empty());
+  const checkpoint_id latest = f.coordinator->core().latest_completed_id();
+  CHECK(logged.back().id == latest);
+  auto from_log = checkpoint_storage::decode_metadata(logged.back().metadata);
+  REQUIRE(from_log);
+  auto from_file =
+      checkpoint_storage::read_metadata(f.coordinator->core().checkpoint_location(latest));
+  REQUIRE(from_file);
+  from_log->location = from_file->location;
+  CHECK(*from_log == *from_file);
+
+  f.coordinator->shutdown(job_status::failed);  // a failed job keeps its retained checkpoint
+  f.poll();
+  // Its `_metadata` was synced and the log, no longer needed, removed.
+  for (const auto& entry : std::filesystem::directory_iterator(job_dir))
+    CHECK_FALSE(metadata_log::segment_number(entry.path().filename().string()));
+  auto retained = checkpoint_storage(job_dir).recover();
+  REQUIRE(retained.checkpoints.size() == 1);
+  CHECK(retained.checkpoints[0].id == latest);
+  CHECK(retained.repaired.empty());
 }
 
 TEST_CASE("driver: a folder prepared ahead that another checkpoint's id took is removed") {
