@@ -14,10 +14,12 @@
 //              a frame between workers, an in-memory hand-off within one (no serialisation)
 //   ack     -> every subtask acks once it has all its input barriers (P * depth control frames);
 //              a subtask of stage 1 first writes and fsyncs `state_bytes` of state
-//   durable -> the coordinator writes _metadata as snapflow's does: chk-<id> (its parent
-//              fsynced) and an empty `_metadata` (first 4 KiB allocated, the folder fsynced)
-//              are made before the round starts, as snapflow prepares the next checkpoint
-//              between two; after the last ack only the write and the file's fsync are left
+//   durable -> the coordinator makes the metadata durable as snapflow's does for a periodic
+//              checkpoint (since session 20): chk-<id> (its parent fsynced) and an empty
+//              `_metadata` are made before the round starts, as snapflow prepares the next
+//              checkpoint between two; after the last ack the metadata is written into that
+//              file, unsynced, and appended on whole 4 KiB blocks to a log file zero-filled
+//              and fsynced before the first round, then fdatasync
 //   notify  -> one control frame per subtask; "notified" = the last one received (each worker
 //              reports when it received its notifications, in steady-clock time, which is
 //              the same clock in every process).
@@ -217,15 +219,57 @@ void create_round_folder(const fs::path& root, const fs::path& chk) {
   if (created) fsync_dir(root);
 }
 
-// `file`, created empty with its first 4 KiB allocated (size kept) and its folder fsynced, as
-// checkpoint_storage::prepare_location does; returns the open descriptor.
+// `file`, created empty, as checkpoint_storage::prepare_location does for a logged
+// checkpoint (nothing synced); returns the open descriptor.
 int prepare_empty(const fs::path& file) {
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   check(fd >= 0, "create", file);
-  (void)::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096);
-  fsync_dir(file.parent_path());
   return fd;
 }
+
+// Writes all of `bytes` at `offset`.
+void pwrite_all(int fd, const fs::path& file, const std::string& bytes, off_t offset) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
+                               offset + static_cast<off_t>(done));
+    check(n > 0, "write", file);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// The metadata log: `records` slots of whole 4 KiB blocks, zeros written and fsynced up front
+// (snapflow makes a 4 MiB segment the same way), so an append changes no file metadata and
+// fdatasync writes the blocks and flushes.
+class metadata_log_file {
+ public:
+  metadata_log_file(const fs::path& file, int records, std::size_t record_bytes)
+      : file_(file), slot_((record_bytes + 32 + 4095) / 4096 * 4096) {
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    check(fd_ >= 0, "create", file);
+    const std::string zeros(slot_, '\0');
+    for (int i = 0; i < records; ++i) pwrite_all(fd_, file_, zeros, static_cast<off_t>(i) * slot_);
+    check(::fsync(fd_) == 0, "fsync", file);
+    fsync_dir(file.parent_path());
+  }
+  ~metadata_log_file() { ::close(fd_); }
+
+  // Record `index`: a 32-byte header (its length in it), the bytes, padded to the slot.
+  void append(int index, const std::string& bytes) {
+    std::string record(slot_, '\0');
+    std::memcpy(record.data(), "SFCKLOG1", 8);
+    const auto length = static_cast<std::uint32_t>(bytes.size());
+    std::memcpy(record.data() + 8, &length, sizeof length);
+    std::memcpy(record.data() + 32, bytes.data(), bytes.size());
+    pwrite_all(fd_, file_, record, static_cast<off_t>(index) * slot_);
+    check(::fdatasync(fd_) == 0, "fdatasync", file_);
+  }
+
+ private:
+  fs::path file_;
+  std::size_t slot_;
+  int fd_ = -1;
+};
 
 // Writes `bytes` to `fd` (open on `file`), fsyncs and closes it.
 void finish_durably(int fd, const fs::path& file, const std::string& bytes) {
@@ -548,6 +592,7 @@ int main(int argc, char** argv) {
   const int warmup = std::min(20, o.rounds);
   std::vector<double> e2e_us, notified_us, acked_us, metadata_us;
   std::string metadata(static_cast<std::size_t>(subtasks) * 96, 'm');
+  metadata_log_file log(root / "_checkpoints-1.log", warmup + o.rounds, metadata.size());
   for (int r = 1; r <= warmup + o.rounds; ++r) {
     const fs::path chk = root / ("chk-" + std::to_string(r));
     // Before the round, as snapflow's coordinator prepares the next checkpoint's location
@@ -562,7 +607,9 @@ int main(int argc, char** argv) {
       (void)decode(payload);
     }
     const auto acked = clock_type::now();
-    finish_durably(metadata_fd, chk / "_metadata", metadata);
+    pwrite_all(metadata_fd, chk / "_metadata", metadata, 0);
+    ::close(metadata_fd);
+    log.append(r - 1, metadata);
     const auto durable = clock_type::now();
     for (int s = 0; s < o.depth; ++s)
       for (int i = 0; i < o.parallelism; ++i) send(owner(i), {kind::notify, r, s, i});
@@ -589,6 +636,7 @@ int main(int argc, char** argv) {
     // Pacing as periodic checkpoints are paced; a benchmark's interval, not synchronisation.
     if (o.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.pause_ms));
   }
+  fs::remove(root / "_checkpoints-1.log", ec);  // as the rounds' folders: nothing left behind
   for (const auto& id : ids) send(id, {kind::stop, 0, 0, 0});
   for (auto& t : threads) t.join();
   int failed_children = 0;
