@@ -65,6 +65,7 @@ struct options {
   int heartbeat_ms = 50;
   int poll_ms = 25;  // readings carry their own times: polling only needs to see each
   std::string mode = "exactly_once";
+  bool pin_workers = false;
   std::string coordinator_bin = SNAPFLOW_COORDINATOR_BIN;
   std::string worker_bin = SNAPFLOW_WORKER_BIN;
   std::string log_level = "warn";
@@ -224,7 +225,8 @@ int main(int argc, char** argv) {
   options o;
   CLI::App app{"checkpoint_cost_bench: throughput lost to periodic checkpoints, measured inside "
                "one running job that alternates between checkpointing and not"};
-  app.add_option("--interval", o.interval_ms, "checkpoint interval of the checkpointing segments, ms")
+  app.add_option("--interval", o.interval_ms,
+                 "checkpoint interval of the checkpointing segments, ms")
       ->check(CLI::Range(1, 600'000))
       ->capture_default_str();
   app.add_option("--pairs", o.pairs, "pairs of segments (one with checkpoints, one without)")
@@ -253,6 +255,8 @@ int main(int argc, char** argv) {
   app.add_option("--mode", o.mode, "checkpointing mode")
       ->check(CLI::IsMember({"exactly_once", "at_least_once"}))
       ->capture_default_str();
+  app.add_flag("--pin-workers", o.pin_workers,
+               "worker w on CPU w mod the machine's CPUs (snapflow-worker --cpus)");
   app.add_option("--coordinator-bin", o.coordinator_bin, "snapflow-coordinator to run")
       ->check(CLI::ExistingFile)
       ->capture_default_str();
@@ -278,9 +282,9 @@ int main(int argc, char** argv) {
   snapflow::testing::temp_folder tmp("snapflow-checkpoint-cost");
   const fs::path state_dir = o.state_dir.empty() ? tmp.path() / "state" : fs::path(o.state_dir);
   std::printf("checkpoint_cost_bench: interval %d ms against none, %d pairs of %.1f s segments "
-              "(first %d ms of each not measured), %d worker(s), %lld keys, %s\n",
+              "(first %d ms of each not measured), %d worker(s)%s, %lld keys, %s\n",
               o.interval_ms, o.pairs, o.segment_seconds, o.settle_ms, o.workers,
-              static_cast<long long>(o.keys), o.mode.c_str());
+              o.pin_workers ? " pinned" : "", static_cast<long long>(o.keys), o.mode.c_str());
   std::printf("sequence_source(2) -> hash -> keyed_sum(2) -> discard_sink(2); state folder %s\n",
               o.state_dir.empty() ? "(temporary)" : state_dir.c_str());
   std::fflush(stdout);
@@ -295,6 +299,7 @@ int main(int argc, char** argv) {
     co.slots = (6 + o.workers - 1) / o.workers;
     co.state_dir = state_dir;
     co.log_level = o.log_level;
+    co.pin_workers = o.pin_workers;
     // The coordinator names the heartbeat interval its workers use.
     co.coordinator_args = {"--heartbeat-interval-ms", std::to_string(o.heartbeat_ms)};
     process_cluster cluster(co);
@@ -392,6 +397,7 @@ int main(int argc, char** argv) {
            {"workers", o.workers},
            {"keys", o.keys},
            {"mode", o.mode},
+           {"pin_workers", o.pin_workers},
            {"checkpoints_per_s", median(per_s)},
            {"loss_median", median(losses)},
            {"loss_low", loss_ci.low},

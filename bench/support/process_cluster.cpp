@@ -1,5 +1,6 @@
 #include "bench/support/process_cluster.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <stdexcept>
@@ -52,6 +53,10 @@ process_cluster::process_cluster(const process_cluster_options& o) {
                                   "--data-bind",  "tcp://127.0.0.1:*",
                                   "--log-level",  o.log_level};
     argv.insert(argv.end(), o.worker_args.begin(), o.worker_args.end());
+    if (o.pin_workers) {
+      const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+      argv.insert(argv.end(), {"--cpus", std::to_string(static_cast<unsigned>(w) % cpus)});
+    }
     workers_.push_back(std::make_unique<testing::child_process>(std::move(argv)));
   }
   const auto deadline = std::chrono::steady_clock::now() + 20s;

@@ -20,6 +20,9 @@ struct process_cluster_options {
   std::string log_level = "warn";
   std::vector<std::string> coordinator_args;  // appended to the coordinator's command line
   std::vector<std::string> worker_args;       // appended to every worker's command line
+  // Worker w on CPU w mod the CPUs of the machine (snapflow-worker --cpus), as
+  // bench/run-comparison --pin-workers places them.
+  bool pin_workers = false;
 };
 
 // A REST answer: status 0 when the coordinator did not answer at all.

@@ -460,7 +460,12 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             auto entry = prepared_.extract(a.checkpoint.id);
             const bool prepared = !entry.empty();
             hop_trace::record("c.all_acked", a.checkpoint.id);
-            if (prepared && metadata_placement_.write_inline(a.checkpoint)) {
+            // Inline only into the log's open segment: making a segment writes 4 MiB.
+            const bool inline_write =
+                prepared && metadata_placement_.write_inline(a.checkpoint) &&
+                (!entry.mapped().logged() ||
+                 storage_->log_has_room(2 * estimated_metadata_bytes(a.checkpoint)));
+            if (inline_write) {
               const auto started = std::chrono::steady_clock::now();
               auto written = storage_->write_metadata(a.checkpoint, std::move(entry.mapped()));
               hop_trace::record("c.durable", a.checkpoint.id);

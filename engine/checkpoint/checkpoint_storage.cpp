@@ -455,9 +455,9 @@ result<void> checkpoint_storage::write_metadata(const completed_checkpoint& chec
   assert(!logged || parent_or_dot(target.parent_path()) == job_dir_);
   fd_guard fd(file.release());
   const std::string bytes = encode_metadata(checkpoint);
-  // Into the empty `_metadata` whose entry prepare_location made durable: no path is looked
-  // up, nothing renamed. Whole once fsynced; until then a crash leaves it short, which its
-  // length and checksum reject.
+  // Into the empty `_metadata` prepare_location made: no path is looked up, nothing renamed.
+  // Whole once fsynced (or, logged, once in the log); until then a crash leaves it short,
+  // which its length and checksum reject.
   const std::string_view all(bytes);
   const std::string_view first = fault_injector_set.load(std::memory_order_acquire)
                                      ? all.substr(0, all.size() / 2)
@@ -577,11 +577,12 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
       // log, and written back so that the folder reads right again.
       if (auto from_log = logged_metadata(it->path(), *id, &log.records)) {
         const fs::path file = it->path() / metadata_file_name;
-        if (auto rewritten = write_file_durably(file, encode_metadata(*from_log)); !rewritten)
+        if (auto rewritten = write_file_durably(file, encode_metadata(*from_log)); rewritten)
+          out.repaired.push_back(*id);
+        else  // still recovered, from the log
           out.warnings.push_back("checkpoint " + std::to_string(*id) +
                                  ": restoring its metadata file from the log: " +
                                  rewritten.err().message);
-        out.repaired.push_back(*id);
         out.checkpoints.push_back(std::move(*from_log));
         continue;
       }

@@ -105,6 +105,9 @@ class checkpoint_storage {
   // fsynced. A failed write removes the file.
   result<void> write_metadata(const completed_checkpoint& checkpoint,
                               prepared_metadata file) const;
+  // Whether a logged write of about that much metadata appends to the log's open segment
+  // (metadata_log::has_room): the coordinator writes inline on its event thread only then.
+  bool log_has_room(std::uint64_t metadata_bytes) const { return log_->has_room(metadata_bytes); }
   // Verifies magic, version, length and checksum; never throws; bounded unpack limits. The
   // returned checkpoint's location is `dir` (so a moved savepoint folder still reads right).
   // A `_metadata` that is missing, empty or damaged in a chk-<id> folder is read from the

@@ -31,16 +31,14 @@ void put_u32(char* at, std::uint32_t v) {
 void put_u64(char* at, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) at[i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
-std::uint32_t get_u32(const char* at) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(at[i])) << (8 * i);
-  return v;
-}
-std::uint64_t get_u64(const char* at) {
+std::uint64_t get_le(const char* at, int bytes) {
   std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(at[i])) << (8 * i);
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(at[i])) << (8 * i);
   return v;
 }
+std::uint32_t get_u32(const char* at) { return static_cast<std::uint32_t>(get_le(at, 4)); }
+std::uint64_t get_u64(const char* at) { return get_le(at, 8); }
 
 std::uint64_t round_up(std::uint64_t n) {
   return (n + metadata_log::block_bytes - 1) / metadata_log::block_bytes *
@@ -83,8 +81,8 @@ std::map<std::uint64_t, fs::path> list_segments(const fs::path& job_dir,
 }
 
 // Every whole record of one segment's bytes, appended to `out`.
-void scan_segment(const fs::path& path, std::string_view bytes, std::vector<metadata_log::record>& out,
-                  std::vector<std::string>& warnings) {
+void scan_segment(const fs::path& path, std::string_view bytes,
+                  std::vector<metadata_log::record>& out, std::vector<std::string>& warnings) {
   std::uint64_t at = 0;
   // The first block that started no whole record and was not zeros; none: `whole_so_far`.
   constexpr std::uint64_t whole_so_far = ~std::uint64_t{0};
@@ -247,6 +245,12 @@ void metadata_log::drop_old_segments() {
     if (::unlink(segments_.front().path.c_str()) != 0 && errno != ENOENT) return;
     segments_.pop_front();
   }
+}
+
+bool metadata_log::has_room(std::uint64_t metadata_bytes) const {
+  std::lock_guard lock(mutex_);
+  return looked_up_ && fd_.get() >= 0 &&
+         offset_ + round_up(header_bytes + metadata_bytes) <= size_;
 }
 
 result<void> metadata_log::remove() {

@@ -73,6 +73,10 @@ class metadata_log {
 
   // Durable once it returns success.
   result<void> append(checkpoint_id id, std::string_view metadata);
+  // Whether an append of that much metadata would go into the open segment: otherwise it
+  // first makes a segment (4 MiB written and fsynced, and at the first append the earlier
+  // segments read), which the coordinator keeps off its event thread.
+  bool has_room(std::uint64_t metadata_bytes) const;
 
   // Removes every segment in the folder (the checkpoints it made durable are durable on their
   // own now, or gone). A later append starts a new segment.

@@ -125,6 +125,11 @@ TEST_CASE("metadata log: full segments give way to new ones, and old ones go onc
   const auto scanned = metadata_log::scan(tmp.path());
   CHECK(ids_of(scanned.records) == std::vector<checkpoint_id>{5, 6, 7});
 
+  // Room is known only in an open segment: {7} has one block left.
+  CHECK(log.has_room(100));
+  CHECK_FALSE(log.has_room(metadata_log::block_bytes));
+  CHECK_FALSE(metadata_log(tmp.path(), 3).has_room(1));  // not opened yet
+
   // A record larger than a segment gets a segment of its own size.
   const std::string large(3 * metadata_log::block_bytes, 'L');
   REQUIRE(log.append(8, large).ok());
@@ -236,7 +241,8 @@ TEST_CASE("checkpoint storage: a logged checkpoint whose metadata file a crash o
   CHECK(repaired == std::vector<checkpoint_id>{1, 2, 3});
   // The files are whole again, on their own.
   fs::remove_all(storage.job_dir() / "_checkpoints-1.log");
-  for (const auto* c : {&c1, &c2, &c3}) CHECK(*checkpoint_storage::read_metadata(c->location) == *c);
+  for (const auto* c : {&c1, &c2, &c3})
+    CHECK(*checkpoint_storage::read_metadata(c->location) == *c);
 }
 
 TEST_CASE("checkpoint storage: a discarded checkpoint's log record does not bring it back, and "
