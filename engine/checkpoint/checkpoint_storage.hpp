@@ -105,6 +105,9 @@ class checkpoint_storage {
   // fsynced. A failed write removes the file.
   result<void> write_metadata(const completed_checkpoint& checkpoint,
                               prepared_metadata file) const;
+  // The log made ready for the next appends (metadata_log::prepare): called at a logged
+  // checkpoint's preparation, so that its completion does not make a segment.
+  result<void> prepare_log() const { return log_->prepare(); }
   // Whether a logged write of about that much metadata appends to the log's open segment
   // (metadata_log::has_room): the coordinator writes inline on its event thread only then.
   bool log_has_room(std::uint64_t metadata_bytes) const { return log_->has_room(metadata_bytes); }

@@ -38,6 +38,9 @@ result<prepared_metadata> location_premaker::prepare(checkpoint_id id) {
     }
   }
   options.folder_premade = entry_durable;
+  // The log's segment too, ahead of the append (a failure there is the append's to report).
+  if (auto ready = storage_->prepare_log(); !ready)
+    spdlog::debug("preparing the checkpoint metadata log: {}", ready.err().message);
   return checkpoint_storage::prepare_location(dir, options);
 }
 

@@ -247,6 +247,14 @@ void metadata_log::drop_old_segments() {
   }
 }
 
+result<void> metadata_log::prepare(std::uint64_t headroom) {
+  std::lock_guard lock(mutex_);
+  if (!looked_up_)
+    if (auto r = look_up_segments(); !r) return r;
+  if (fd_.get() >= 0 && offset_ + round_up(headroom) <= size_) return success();
+  return start_segment(round_up(headroom));
+}
+
 bool metadata_log::has_room(std::uint64_t metadata_bytes) const {
   std::lock_guard lock(mutex_);
   return looked_up_ && fd_.get() >= 0 &&

@@ -34,8 +34,9 @@ namespace snapflow {
 // the checkpoint id (u64 LE), a CRC-32C of those and the payload (u32 LE), 4 zero bytes, then
 // the payload (the `_metadata` bytes). A failed append abandons its segment (whatever the
 // failure left there is not appended after); the next append makes a new one. Segments are
-// made as needed (4 MiB, or larger for a record that does not fit) and removed once the newer
-// ones hold `keep` records: the retained checkpoints are always among those.
+// made ahead (prepare(), at a checkpoint's preparation) or as needed (4 MiB, or larger for a
+// record that does not fit) and removed once the newer ones hold `keep` records: the retained
+// checkpoints are always among those.
 //
 // Thread-safe: appends are serialised (the coordinator writes from its event thread or its
 // I/O pool).
@@ -73,6 +74,9 @@ class metadata_log {
 
   // Durable once it returns success.
   result<void> append(checkpoint_id id, std::string_view metadata);
+  // Ahead of appends (at a checkpoint's preparation): opens a segment, or a new one when the
+  // open one has less than `headroom` bytes left, so that an append rarely has to make one.
+  result<void> prepare(std::uint64_t headroom = 64 * 1024);
   // Whether an append of that much metadata would go into the open segment: otherwise it
   // first makes a segment (4 MiB written and fsynced, and at the first append the earlier
   // segments read), which the coordinator keeps off its event thread.

@@ -137,6 +137,24 @@ TEST_CASE("metadata log: full segments give way to new ones, and old ones go onc
   CHECK(fs::file_size(log.segments().back()) == 4 * metadata_log::block_bytes);
 }
 
+TEST_CASE("metadata log: prepare makes the segment ahead of the appends, and a new one when "
+          "little room is left") {
+  temp_folder tmp;
+  metadata_log log(tmp.path(), 1, 4 * metadata_log::block_bytes);
+  CHECK_FALSE(log.has_room(1));
+  REQUIRE(log.prepare(metadata_log::block_bytes).ok());
+  CHECK(log.has_room(100));
+  CHECK(segment_files(tmp.path()).size() == 1);
+  REQUIRE(log.prepare(metadata_log::block_bytes).ok());  // room enough: nothing new
+  CHECK(segment_files(tmp.path()).size() == 1);
+  for (checkpoint_id id = 1; id <= 3; ++id) REQUIRE(log.append(id, "m").ok());
+  // One block left: a headroom of two blocks needs a new segment.
+  REQUIRE(log.prepare(2 * metadata_log::block_bytes).ok());
+  CHECK(log.segments().back().filename() == "_checkpoints-2.log");
+  REQUIRE(log.append(4, "m").ok());
+  CHECK(ids_of(metadata_log::scan(tmp.path()).records) == std::vector<checkpoint_id>{4});
+}
+
 TEST_CASE("metadata log: a new log on the same folder starts its own segment and removes an "
           "earlier run's once it holds enough") {
   temp_folder tmp;
