@@ -125,7 +125,11 @@ class job_session {
   std::map<int, std::vector<reading>> poll_new() {
     std::map<int, std::vector<reading>> out;
     const json d = cluster_.get("/jobs/" + job_);
-    if (!d.is_object()) return out;
+    if (!d.is_object()) {
+      // A dead or stuck coordinator ends the run with that said, not with too few readings.
+      state_ = "(no answer from the coordinator)";
+      return out;
+    }
     state_ = d.value("state", "");
     for (const auto& v : d.value("vertices", json::array())) {
       if (!v.value("is_source", false)) continue;

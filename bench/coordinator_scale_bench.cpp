@@ -104,14 +104,6 @@ std::string default_state_parent() {
   return fs::temp_directory_path(ec).string();
 }
 
-std::string field(const std::string& line, const std::string& key) {
-  const auto at = line.find(key + "=");
-  if (at == std::string::npos) return {};
-  const auto start = at + key.size() + 1;
-  const auto end = line.find_first_of(" \n", start);
-  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
 double ms_between(steady::time_point a, steady::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -202,8 +194,8 @@ class cluster {
     if (!coordinator_->wait_for_stdout("\n", std::chrono::seconds(o.timeout_s)))
       throw std::runtime_error("the coordinator did not start: " + coordinator_->stderr_text());
     const std::string line = coordinator_->stdout_text();
-    const std::string control = field(line, "control");
-    const std::string rest = field(line, "rest");
+    const std::string control = snapflow::testing::listening_field(line, "control");
+    const std::string rest = snapflow::testing::listening_field(line, "rest");
     if (control.empty() || rest.find(':') == std::string::npos)
       throw std::runtime_error("unexpected coordinator output: " + line);
     host_ = rest.substr(0, rest.rfind(':'));

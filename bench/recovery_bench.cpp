@@ -77,14 +77,6 @@ std::string job_toml(const options& o, const fs::path& out) {
   return os.str();
 }
 
-std::string field(const std::string& line, const std::string& key) {
-  auto at = line.find(key + "=");
-  if (at == std::string::npos) return {};
-  auto start = at + key.size() + 1;
-  auto end = line.find_first_of(" \n", start);
-  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
 double ms_since(steady::time_point t0) {
   return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
 }
@@ -108,8 +100,8 @@ class cluster {
     if (!coordinator_->wait_for_stdout("\n", 20s))
       throw std::runtime_error("the coordinator did not start: " + coordinator_->stderr_text());
     const std::string line = coordinator_->stdout_text();
-    control_ = field(line, "control");
-    const std::string rest = field(line, "rest");
+    control_ = snapflow::testing::listening_field(line, "control");
+    const std::string rest = snapflow::testing::listening_field(line, "rest");
     host_ = rest.substr(0, rest.rfind(':'));
     port_ = std::stoi(rest.substr(rest.rfind(':') + 1));
     for (int w = 0; w < o.workers; ++w) workers_.push_back(start_worker(w));

@@ -13,19 +13,6 @@ namespace snapflow::bench {
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-namespace {
-
-// "key=value" in the coordinator's listening line.
-std::string field(const std::string& line, const std::string& key) {
-  auto at = line.find(key + "=");
-  if (at == std::string::npos) return {};
-  auto start = at + key.size() + 1;
-  auto end = line.find_first_of(" \n", start);
-  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
-}  // namespace
-
 json rest_answer::json() const { return json::parse(body, nullptr, false); }
 
 process_cluster::process_cluster(const process_cluster_options& o) {
@@ -38,8 +25,8 @@ process_cluster::process_cluster(const process_cluster_options& o) {
   if (!coordinator_->wait_for_stdout("\n", 20s))
     throw std::runtime_error("the coordinator did not start: " + coordinator_->stderr_text());
   const std::string line = coordinator_->stdout_text();
-  const std::string control = field(line, "control");
-  const std::string rest = field(line, "rest");
+  const std::string control = testing::listening_field(line, "control");
+  const std::string rest = testing::listening_field(line, "rest");
   const auto colon = rest.rfind(':');
   if (control.empty() || colon == std::string::npos)
     throw std::runtime_error("unexpected listening line: " + line);

@@ -164,4 +164,12 @@ double self_cpu_seconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+std::string listening_field(const std::string& line, const std::string& key) {
+  const auto at = line.find(key + "=");
+  if (at == std::string::npos) return {};
+  const auto start = at + key.size() + 1;
+  const auto end = line.find_first_of(" \n", start);
+  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
 }  // namespace snapflow::testing

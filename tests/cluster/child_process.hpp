@@ -62,4 +62,8 @@ class child_process {
 // User + system CPU seconds this process used so far, all its threads together.
 double self_cpu_seconds();
 
+// The value of `key=value` in a listening line such as snapflow-coordinator prints
+// ("listening control=tcp://... rest=127.0.0.1:8081"); empty when the key is not there.
+std::string listening_field(const std::string& line, const std::string& key);
+
 }  // namespace snapflow::testing

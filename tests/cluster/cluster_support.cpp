@@ -12,15 +12,6 @@ namespace snapflow::testing {
 
 namespace {
 
-// "key=value" in the coordinator's listening line.
-std::string field(const std::string& line, const std::string& key) {
-  auto at = line.find(key + "=");
-  if (at == std::string::npos) return {};
-  auto start = at + key.size() + 1;
-  auto end = line.find_first_of(" \n", start);
-  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
 http_result to_result(const httplib::Result& r) {
   http_result out;
   if (!r) return out;
@@ -74,8 +65,8 @@ coordinator_process::coordinator_process(const std::filesystem::path& state_dir,
   if (!process_->wait_for_stdout("\n", patience))
     throw std::runtime_error("the coordinator did not start: " + process_->stderr_text());
   const std::string line = process_->stdout_text();
-  control_ = field(line, "control");
-  const std::string rest = field(line, "rest");
+  control_ = listening_field(line, "control");
+  const std::string rest = listening_field(line, "rest");
   const auto colon = rest.rfind(':');
   if (control_.empty() || colon == std::string::npos)
     throw std::runtime_error("unexpected listening line: " + line);

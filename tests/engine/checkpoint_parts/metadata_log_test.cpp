@@ -19,11 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_all(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // Overwrites `bytes.size()` bytes at `offset` (the file keeps its length).
 void overwrite(const fs::path& file, std::uint64_t offset, const std::string& bytes) {
   std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
@@ -94,7 +89,8 @@ TEST_CASE("metadata log: appends come back in order, each on whole blocks of a z
   CHECK(files[0].filename() == "_checkpoints-1.log");
   CHECK(fs::file_size(files[0]) == metadata_log::default_segment_bytes);
   // Record 2 starts on the second block, record 3 on the fourth.
-  const std::string bytes = read_all(files[0]);
+  const std::string bytes =
+      checkpoint_storage::read_file(files[0], metadata_log::default_segment_bytes).value();
   CHECK(bytes.substr(0, 8) == "SFCKLOG1");
   CHECK(bytes.substr(metadata_log::block_bytes, 8) == "SFCKLOG1");
   CHECK(bytes.substr(3 * metadata_log::block_bytes, 8) == "SFCKLOG1");
