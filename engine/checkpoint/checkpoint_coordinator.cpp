@@ -3,14 +3,19 @@
 #include <cassert>
 #include <chrono>
 #include <mutex>
+#include <sstream>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/strand.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include "engine/checkpoint/state_handle_confinement.hpp"
 #include "engine/hop_trace.hpp"
 
 namespace snapflow {
@@ -31,6 +36,7 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
                                                std::optional<metadata_write_placement::options>
                                                    location_placement)
     : executor_(std::move(executor)),
+      timer_executor_(asio::make_strand(executor_)),
       io_executor_(std::move(io_executor)),
       id_counter_(setup.id_counter),
       hooks_(setup.hooks),
@@ -42,7 +48,7 @@ checkpoint_coordinator::checkpoint_coordinator(asio::any_io_executor executor,
       metadata_placement_(placement),
       location_placement_(location_placement.value_or(placement)),
       location_work_(io_executor_),
-      periodic_timer_(executor_) {
+      periodic_timer_(timer_executor_) {
   assert(gateway_);
 }
 
@@ -77,7 +83,7 @@ void checkpoint_coordinator::start_checkpoint_scheduler() {
   ++periodic_generation_;
   next_tick_us_ = coordinator_clock::now_us() + initial_delay_us();
   asio::co_spawn(
-      executor_,
+      timer_executor_,
       [self = shared_from_this(), generation = periodic_generation_] {
         return self->periodic_trigger_loop(generation);
       },
@@ -119,15 +125,30 @@ asio::awaitable<void> checkpoint_coordinator::periodic_trigger_loop(std::uint64_
   }
 }
 
-asio::awaitable<void> checkpoint_coordinator::timeout_waiter(
-    checkpoint_id id, std::shared_ptr<coordinator_timer> timer) {
-  std::error_code ec;
-  co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  auto it = timeouts_.find(id);
-  if (ec || it == timeouts_.end() || it->second != timer) co_return;  // cancelled
-  timeouts_.erase(it);
+asio::awaitable<void> checkpoint_coordinator::ack_collector(checkpoint_id id,
+                                                             std::shared_ptr<ack_collection> c) {
+  using namespace asio::experimental::awaitable_operators;
+  const auto woken =
+      co_await (c->all_acknowledged.async_wait(asio::experimental::as_tuple(asio::use_awaitable)) ||
+                c->deadline.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+  if (auto it = collections_.find(id); it != collections_.end() && it->second == c)
+    collections_.erase(it);
+  if (c->finalize) {
+    // Every ack is in: the write that makes the checkpoint durable, then its completion.
+    run_actions(coordinator_action{std::move(*c->finalize)});
+    co_return;
+  }
+  const bool expired = woken.index() == 1 && !std::get<0>(std::get<1>(woken));
+  if (c->woken || !expired) co_return;  // aborted, or the coordinator shut down
   core_.on_timeout(id, coordinator_clock::now_us());
   run_actions();
+}
+
+void checkpoint_coordinator::wake_collector(checkpoint_id id) {
+  auto it = collections_.find(id);
+  if (it == collections_.end() || it->second->woken) return;
+  it->second->woken = true;
+  it->second->all_acknowledged.cancel();
 }
 
 std::uint64_t checkpoint_coordinator::trigger_checkpoint(checkpoint_trigger_kind kind,
@@ -142,9 +163,41 @@ std::uint64_t checkpoint_coordinator::trigger_checkpoint(checkpoint_trigger_kind
 }
 
 ack_outcome checkpoint_coordinator::receive_ack(checkpoint_ack ack) {
+  if (ack.job == core_.job()) {
+    if (auto confined = confine_state_handles(ack.state, handle_folder(ack.id)); !confined) {
+      refuse_state_handles(ack, confined.err().message);
+      return ack_outcome::refused_state_handle;
+    }
+  }
   ack_outcome outcome = core_.on_ack(std::move(ack), coordinator_clock::now_us());
   if (core_.has_actions()) run_actions();
   return outcome;
+}
+
+std::string checkpoint_coordinator::handle_folder(checkpoint_id id) const {
+  // A checkpoint no longer pending (aborted, a late ack): where its folder was, so the late
+  // state file it names is discarded there; a savepoint's folder is gone with its abort.
+  if (const pending_checkpoint* p = core_.find_pending(id)) return p->location();
+  return core_.checkpoint_location(id);
+}
+
+void checkpoint_coordinator::refuse_state_handles(const checkpoint_ack& ack,
+                                                  const std::string& why) {
+  ++refused_state_handles_;
+  // Once per subtask attempt: a hostile or broken worker repeats itself every checkpoint.
+  if (refusal_logged_.size() >= max_refusals_logged) refusal_logged_.clear();
+  if (refusal_logged_.insert(ack.attempt).second) {
+    std::ostringstream attempt;
+    attempt << ack.attempt;
+    spdlog::warn("job {}: checkpoint {}: refused the acknowledgement of {}: {}", core_.job(),
+                 ack.id, attempt.str(), why);
+  }
+  // Nothing it names is kept, read or deleted; the checkpoint fails as declined, with why.
+  core_.on_decline(checkpoint_decline{ack.job, ack.attempt, ack.id,
+                                      checkpoint_failure_reason::checkpoint_declined,
+                                      "refused its state: " + why},
+                   coordinator_clock::now_us());
+  run_actions();
 }
 
 void checkpoint_coordinator::receive_decline(const checkpoint_decline& decline) {
@@ -189,11 +242,16 @@ void checkpoint_coordinator::shutdown(job_status status) {
   if (auto sealed = storage_->seal(logged); !sealed)
     spdlog::warn("job {}: keeping the checkpoint metadata log: {}", core_.job(),
                  sealed.err().message);
-  for (auto& [_, timer] : timeouts_) timer->cancel();
-  timeouts_.clear();
+  for (auto& [_, c] : collections_) {
+    c->woken = true;
+    c->finalize.reset();
+    c->all_acknowledged.cancel();
+    c->deadline.cancel();
+  }
+  collections_.clear();
 }
 
-void checkpoint_coordinator::run_actions() {
+void checkpoint_coordinator::run_actions(std::optional<coordinator_action> first) {
   // Performing an action may feed an event back into the core (an id that is cheap to
   // allocate), which queues more actions: drain until quiet, without recursion.
   if (running_actions_) return;
@@ -203,6 +261,7 @@ void checkpoint_coordinator::run_actions() {
   // what it holds, the pool work found so far is posted, not kept (its items hold the
   // coordinator, which would then never be freed), and the next run is not refused.
   try {
+    if (first) perform(*first);
     while (core_.has_actions()) {
       auto actions = core_.take_actions();
       for (auto& action : actions) perform(action);
@@ -348,6 +407,55 @@ void checkpoint_coordinator::post_location_work(std::function<void()> work) {
       [this, work = std::move(work)]() mutable { location_work_.post(std::move(work)); });
 }
 
+void checkpoint_coordinator::write_checkpoint_metadata(write_metadata& a) {
+  auto self = shared_from_this();
+  // Only once the folder is known to be durable: the creation may still be running
+  // on the pool, and a write that found the folder there would not wait for the
+  // parent's fsync. (Entries of checkpoints that ended otherwise are purged when the
+  // next creation ends.)
+  auto entry = prepared_.extract(a.checkpoint.id);
+  const bool prepared = !entry.empty();
+  hop_trace::record("c.all_acked", a.checkpoint.id);
+  // Inline only into the log's open segment: making a segment writes 4 MiB.
+  const bool inline_write =
+      prepared && metadata_placement_.write_inline(a.checkpoint) &&
+      (!entry.mapped().logged() ||
+       storage_->log_has_room(2 * estimated_metadata_bytes(a.checkpoint)));
+  if (inline_write) {
+    const auto started = std::chrono::steady_clock::now();
+    auto written = storage_->write_metadata(a.checkpoint, std::move(entry.mapped()));
+    hop_trace::record("c.durable", a.checkpoint.id);
+    metadata_placement_.record(elapsed_since(started));
+    metadata_placement_.count_inline_write();
+    // Fed back at once, as a cheap checkpoint id is: run_actions() drains what the
+    // completion queues (the notifications go out with this flush).
+    core_.on_metadata_written(a.checkpoint.id, std::move(written),
+                              coordinator_clock::now_us());
+    return;
+  }
+  // Holds the coordinator until the write's result is in: an aborted checkpoint's
+  // folder is discarded only once its write has ended (the core's rule). Shared only
+  // so the work fits a std::function (post_location_work).
+  std::shared_ptr<prepared_metadata> file;
+  if (prepared) file = std::make_shared<prepared_metadata>(std::move(entry.mapped()));
+  auto write = [self, checkpoint = std::move(a.checkpoint), file] {
+    const auto started = std::chrono::steady_clock::now();
+    auto written = file ? self->storage_->write_metadata(checkpoint, std::move(*file))
+                        : self->storage_->write_metadata(checkpoint);
+    const auto took = elapsed_since(started);
+    asio::post(self->executor_, [self, id = checkpoint.id, written, took]() mutable {
+      self->metadata_placement_.record(took);
+      self->core_.on_metadata_written(id, std::move(written),
+                                      coordinator_clock::now_us());
+      self->run_actions();
+    });
+  };
+  if (prepared)
+    asio::post(io_executor_, std::move(write));
+  else
+    post_location_work(std::move(write));
+}
+
 namespace {
 
 template <class... Ts>
@@ -410,20 +518,16 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             }
           },
           [&](arm_timeout& a) {
-            auto timer = std::make_shared<coordinator_timer>(executor_);
-            timer->expires_at(coordinator_clock::from_us(a.deadline_us));
-            timeouts_[a.id] = timer;
+            auto c = std::make_shared<ack_collection>(timer_executor_);
+            c->deadline.expires_at(coordinator_clock::from_us(a.deadline_us));
+            c->all_acknowledged.expires_at(coordinator_clock::time_point::max());
+            collections_[a.id] = c;
             asio::co_spawn(
-                executor_,
-                [self, id = a.id, timer] { return self->timeout_waiter(id, timer); },
+                timer_executor_, [self, id = a.id, c] { return self->ack_collector(id, c); },
                 asio::detached);
           },
-          [&](cancel_timeout& a) {
-            auto it = timeouts_.find(a.id);
-            if (it == timeouts_.end()) return;
-            it->second->cancel();
-            timeouts_.erase(it);
-          },
+          // Every ack is in (a write_metadata follows in this run) or the checkpoint ended.
+          [&](cancel_timeout& a) { wake_collector(a.id); },
           [&](send_trigger& a) {
             hop_trace::record("c.trigger", a.id);
             last_triggered_ = std::max(last_triggered_, a.id);
@@ -453,51 +557,13 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             gateway_->trigger_checkpoint(a.attempt, a.id, a.timestamp_us, a.options);
           },
           [&](write_metadata& a) {
-            // Only once the folder is known to be durable: the creation may still be running
-            // on the pool, and a write that found the folder there would not wait for the
-            // parent's fsync. (Entries of checkpoints that ended otherwise are purged when the
-            // next creation ends.)
-            auto entry = prepared_.extract(a.checkpoint.id);
-            const bool prepared = !entry.empty();
-            hop_trace::record("c.all_acked", a.checkpoint.id);
-            // Inline only into the log's open segment: making a segment writes 4 MiB.
-            const bool inline_write =
-                prepared && metadata_placement_.write_inline(a.checkpoint) &&
-                (!entry.mapped().logged() ||
-                 storage_->log_has_room(2 * estimated_metadata_bytes(a.checkpoint)));
-            if (inline_write) {
-              const auto started = std::chrono::steady_clock::now();
-              auto written = storage_->write_metadata(a.checkpoint, std::move(entry.mapped()));
-              hop_trace::record("c.durable", a.checkpoint.id);
-              metadata_placement_.record(elapsed_since(started));
-              metadata_placement_.count_inline_write();
-              // Fed back at once, as a cheap checkpoint id is: run_actions() drains what the
-              // completion queues (the notifications go out with this flush).
-              core_.on_metadata_written(a.checkpoint.id, std::move(written),
-                                        coordinator_clock::now_us());
+            // The checkpoint's collector finalises it, woken by the cancel_timeout before this.
+            if (auto it = collections_.find(a.checkpoint.id);
+                it != collections_.end() && it->second->woken && !it->second->finalize) {
+              it->second->finalize = std::move(a);
               return;
             }
-            // Holds the coordinator until the write's result is in: an aborted checkpoint's
-            // folder is discarded only once its write has ended (the core's rule). Shared only
-            // so the work fits a std::function (post_location_work).
-            std::shared_ptr<prepared_metadata> file;
-            if (prepared) file = std::make_shared<prepared_metadata>(std::move(entry.mapped()));
-            auto write = [self, checkpoint = std::move(a.checkpoint), file] {
-              const auto started = std::chrono::steady_clock::now();
-              auto written = file ? self->storage_->write_metadata(checkpoint, std::move(*file))
-                                  : self->storage_->write_metadata(checkpoint);
-              const auto took = elapsed_since(started);
-              asio::post(self->executor_, [self, id = checkpoint.id, written, took]() mutable {
-                self->metadata_placement_.record(took);
-                self->core_.on_metadata_written(id, std::move(written),
-                                                coordinator_clock::now_us());
-                self->run_actions();
-              });
-            };
-            if (prepared)
-              asio::post(io_executor_, std::move(write));
-            else
-              post_location_work(std::move(write));
+            write_checkpoint_metadata(a);
           },
           [&](discard_state& a) {
             post_after_flush([this, handles = std::move(a.handles)]() mutable {

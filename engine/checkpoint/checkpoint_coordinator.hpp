@@ -24,8 +24,9 @@
 namespace snapflow {
 
 // The checkpoint coordinator as the rest of the system sees it: the sans-I/O core driven on an
-// Asio executor (the coordinator thread). The periodic trigger and each checkpoint's timeout are
-// coroutines on that executor; id allocation (when it touches disk), master hooks and discards
+// Asio executor (the coordinator thread). The periodic trigger and each pending checkpoint's ack
+// collection (every ack, or the timeout) are coroutines on the checkpoint timer's executor; id
+// allocation (when it touches disk), master hooks and discards
 // run on the I/O executor and post their result back. Metadata writes do too, unless recent
 // writes were fast enough to do inline (metadata_write_placement). A checkpoint's folder is
 // created on the I/O executor when its first trigger goes out, so the metadata write finds it
@@ -68,7 +69,11 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
     end_listeners_.push_back(std::move(listener));
   }
 
+  // An ack's file handles are first confined to its checkpoint's folder
+  // (state_handle_confinement.hpp): a refused one declines the checkpoint and touches no file.
   ack_outcome receive_ack(checkpoint_ack ack);
+  // Acknowledgements refused for the state files they named (see receive_ack).
+  std::uint64_t refused_state_handles() const { return refused_state_handles_; }
   void receive_decline(const checkpoint_decline& decline);
   void abort_pending_checkpoints(checkpoint_failure_reason reason, const std::string& message);
   // Changes the periodic interval of a running job; takes effect from the next tick.
@@ -77,7 +82,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
 
   const checkpoint_coordinator_core& core() const { return core_; }
   checkpoint_coordinator_core& core() { return core_; }
-  std::size_t armed_timeouts() const { return timeouts_.size(); }
+  // Pending checkpoints whose ack collection is waiting (for every ack, or its timeout).
+  std::size_t armed_timeouts() const { return collections_.size(); }
   // Checkpoints whose folder creation has ended and which are still pending (tests).
   std::size_t prepared_locations() const { return prepared_.size(); }
   // Metadata writes done on the event thread instead of the I/O pool.
@@ -96,8 +102,22 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
 
  private:
   asio::awaitable<void> periodic_trigger_loop(std::uint64_t generation);
-  asio::awaitable<void> timeout_waiter(checkpoint_id id, std::shared_ptr<coordinator_timer> timer);
-  void run_actions();
+  // One pending checkpoint's ack collection: the core's arm_timeout starts it, its
+  // cancel_timeout (every ack in, or the checkpoint aborted) wakes it early.
+  struct ack_collection {
+    explicit ack_collection(const asio::any_io_executor& executor)
+        : deadline(executor), all_acknowledged(executor) {}
+    coordinator_timer deadline;
+    coordinator_timer all_acknowledged;  // never expires: cancelled as the signal
+    bool woken = false;                  // cancel_timeout came: every ack in, or aborted
+    std::optional<write_metadata> finalize;  // every ack in: the write that completes it
+  };
+  // Awaits "all acknowledged" or the timeout, whichever comes first (awaitable operators),
+  // then finalises: the metadata write and what follows it, or the abort as expired.
+  asio::awaitable<void> ack_collector(checkpoint_id id, std::shared_ptr<ack_collection> c);
+  void wake_collector(checkpoint_id id);
+  void run_actions(std::optional<coordinator_action> first = std::nullopt);
+  void write_checkpoint_metadata(write_metadata& a);
   void end_run();  // run_actions()'s end: flush the gateway, then post the pool work
   void perform(coordinator_action& action);
   // For pool work found while performing actions: made now outside run_actions(), after its
@@ -131,8 +151,15 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // previous run retained) are not its own to remove.
   void maybe_sweep_orphans();
   std::int64_t initial_delay_us();
+  // The folder an ack for `id` names its state files in.
+  std::string handle_folder(checkpoint_id id) const;
+  void refuse_state_handles(const checkpoint_ack& ack, const std::string& why);
 
   asio::any_io_executor executor_;
+  // The checkpoint timer's own executor (Flink's "Checkpoint Timer"): the periodic trigger loop
+  // and every ack collector run on it. A strand of the coordinator's executor, so on the one
+  // coordinator thread an ack reaches its collector without a hop to another thread.
+  asio::any_io_executor timer_executor_;
   asio::any_io_executor io_executor_;
   // Shared with I/O-pool work, so declared (and initialised) before core_ takes the setup.
   std::shared_ptr<checkpoint_id_counter> id_counter_;
@@ -179,13 +206,16 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   std::uint64_t periodic_generation_ = 0;
   std::int64_t next_tick_us_ = 0;
   std::uint64_t periodic_ticks_ = 0;
-  std::map<checkpoint_id, std::shared_ptr<coordinator_timer>> timeouts_;
+  std::map<checkpoint_id, std::shared_ptr<ack_collection>> collections_;
   std::map<std::uint64_t, request_callback> callbacks_;
   std::vector<std::function<void(checkpoint_id)>> completion_listeners_;
   std::vector<std::function<void()>> end_listeners_;
   bool periodic_paused_ = false;
   std::mt19937_64 rng_{std::random_device{}()};
   bool running_actions_ = false;
+  std::uint64_t refused_state_handles_ = 0;
+  static constexpr std::size_t max_refusals_logged = 1024;
+  std::set<execution_attempt_id> refusal_logged_;
 };
 
 }  // namespace snapflow

@@ -24,6 +24,8 @@ std::string_view to_string(ack_outcome outcome) {
       return "late_discarded";
     case ack_outcome::late_ignored:
       return "late_ignored";
+    case ack_outcome::refused_state_handle:
+      return "refused_state_handle";
   }
   return "?";
 }

@@ -48,6 +48,7 @@ enum class ack_outcome : std::uint8_t {
   unknown_attempt,    // not an attempt the checkpoint waits for: its state discarded
   late_discarded,     // the checkpoint was aborted: its state discarded, stats updated
   late_ignored,       // a completed or unknown checkpoint: nothing to do
+  refused_state_handle,  // named a file outside its checkpoint's folder: declined, nothing touched
 };
 
 std::string_view to_string(ack_outcome outcome);

@@ -776,6 +776,8 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
         return;
       }
       ack.state.state_size = handle->size;
+      // Named relative to the checkpoint's folder, which is all the coordinator accepts.
+      handle->path = file.filename().string();
       ack.state.handles.push_back(std::move(handle).value());
     }
     ack.metrics.async_duration_us = std::chrono::duration_cast<std::chrono::microseconds>(

@@ -147,7 +147,8 @@ struct driver_fixture {
       std::string bytes = "state of " + path.filename().string();
       std::ofstream(path) << bytes;
       checkpoint_ack ack{job, v->current_attempt(), id, {}, {}};
-      ack.state.handles.push_back({path.string(), bytes.size(), crc32c(bytes)});
+      // Named relative to the checkpoint's folder, as a task names it.
+      ack.state.handles.push_back({path.filename().string(), bytes.size(), crc32c(bytes)});
       ack.state.state_size = bytes.size();
       coordinator->receive_ack(ack);
     }
@@ -784,4 +785,107 @@ TEST_CASE("driver: shutdown cancels timers and fails waiting requests") {
   REQUIRE(outcome);
   CHECK(outcome->failure == checkpoint_failure_reason::checkpoint_coordinator_shutdown);
   CHECK(f.coordinator->armed_timeouts() == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// State handles from workers are confined to their checkpoint's folder
+
+namespace {
+
+// Triggers checkpoint 1 by hand (no auto acks) and returns its folder.
+std::string triggered_location(driver_fixture& f) {
+  f.auto_ack = false;
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  REQUIRE(f.gateway->triggers.size() == 2);
+  return f.gateway->triggers.front().options.target_location;
+}
+
+checkpoint_ack ack_naming(driver_fixture& f, std::size_t vertex, const std::string& path) {
+  checkpoint_ack ack{f.job, f.vertices[vertex]->current_attempt(), 1, {}, {}};
+  ack.state.handles.push_back({path, 4, 0});
+  ack.state.state_size = 4;
+  return ack;
+}
+
+std::filesystem::path write_file(const std::filesystem::path& path) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << "keep";
+  return path;
+}
+
+// The ack is refused, the checkpoint fails as declined saying why, and every file (the one it
+// named included) is still there once all the discards ran.
+void check_refused(driver_fixture& f, const std::string& named,
+                   const std::vector<std::filesystem::path>& must_survive) {
+  INFO("the handle names " << named);
+  REQUIRE(f.coordinator->receive_ack(ack_naming(f, 0, named)) ==
+          ack_outcome::refused_state_handle);
+  f.poll();
+  CHECK(f.coordinator->refused_state_handles() == 1);
+  CHECK(f.coordinator->core().num_pending() == 0);
+  const checkpoint_stats* stats = f.coordinator->core().stats().find(1);
+  REQUIRE(stats != nullptr);
+  REQUIRE(stats->failure_reason.has_value());
+  CHECK(*stats->failure_reason == checkpoint_failure_reason::checkpoint_declined);
+  CHECK_THAT(stats->failure_message, Catch::Contains("refused its state"));
+  for (const auto& p : must_survive) CHECK(std::filesystem::exists(p));
+  // Another subtask's ack after the abort changes nothing and removes nothing outside (once the
+  // folder is gone, a link that was in it names nothing any more: a late ack to discard).
+  const ack_outcome late = f.coordinator->receive_ack(ack_naming(f, 1, named));
+  CHECK((late == ack_outcome::refused_state_handle || late == ack_outcome::late_discarded));
+  f.poll();
+  CHECK(f.coordinator->core().latest_completed_id() == 0);
+  for (const auto& p : must_survive) CHECK(std::filesystem::exists(p));
+}
+
+}  // namespace
+
+TEST_CASE("state handle: an absolute path is refused and the file it names is left alone") {
+  driver_fixture f(periodic(100ms));
+  triggered_location(f);
+  const auto outside = write_file(f.dir.path / "outside" / "precious");
+  check_refused(f, outside.string(), {outside});
+}
+
+TEST_CASE("state handle: a path climbing out of the checkpoint folder with '..' is refused") {
+  driver_fixture f(periodic(100ms));
+  triggered_location(f);
+  const auto outside = write_file(f.dir.path / "precious");
+  check_refused(f, "../../precious", {outside});
+  CHECK_THAT(f.coordinator->core().stats().find(1)->failure_message, Catch::Contains(".."));
+}
+
+TEST_CASE("state handle: another job's state file is refused") {
+  driver_fixture f(periodic(100ms));
+  triggered_location(f);
+  const auto other = write_file(f.dir.path / "0123456789abcdef0123456789abcdef" / "chk-1" / "s");
+  check_refused(f, "../../0123456789abcdef0123456789abcdef/chk-1/s", {other});
+}
+
+TEST_CASE("state handle: a symlink inside the checkpoint folder that leads out is refused") {
+  driver_fixture f(periodic(100ms));
+  const std::string location = triggered_location(f);
+  const auto outside = write_file(f.dir.path / "outside" / "precious");
+  std::filesystem::create_directories(location);
+  std::filesystem::create_symlink(outside, std::filesystem::path(location) / "state-link");
+  std::filesystem::create_directory_symlink(outside.parent_path(),
+                                            std::filesystem::path(location) / "dir-link");
+  SECTION("the file itself") { check_refused(f, "state-link", {outside}); }
+  SECTION("a folder on the way") { check_refused(f, "dir-link/precious", {outside}); }
+}
+
+TEST_CASE("state handle: a name inside the folder is kept as its path there, and discarded there") {
+  driver_fixture f(periodic(100ms));
+  const std::string location = triggered_location(f);
+  std::filesystem::create_directories(location);
+  f.ack_all(1, location);
+  f.poll();
+  REQUIRE(f.coordinator->core().latest_completed_id() == 1);
+  CHECK(f.coordinator->refused_state_handles() == 0);
+  const completed_checkpoint& c = *f.coordinator->core().store().latest();
+  for (const state_handle& h : c.all_handles()) {
+    CHECK(std::filesystem::path(h.path).parent_path() == std::filesystem::path(location));
+    CHECK(std::filesystem::exists(h.path));
+  }
 }
