@@ -567,21 +567,17 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
           },
           [&](discard_state& a) {
             post_after_flush([this, handles = std::move(a.handles)]() mutable {
-              asio::post(io_executor_, [handles = std::move(handles)] {
-                if (auto r = checkpoint_storage::discard_state(handles); !r)
-                  spdlog::warn("discarding checkpoint state: {}", r.err().message);
-              });
+              asio::post(io_executor_,
+                         [job_dir = storage_->job_dir(), handles = std::move(handles)] {
+                           discard_inside(job_dir, handles, {});
+                         });
             });
           },
           [&](discard_location& a) {
             // Read before `a` moves into the lambda below.
             const bool behind_creation = preparing_.contains(a.location);
-            auto discard = [a = std::move(a)] {
-              if (auto r = checkpoint_storage::discard_state(a.handles); !r)
-                spdlog::warn("discarding checkpoint state: {}", r.err().message);
-              if (a.location.empty()) return;
-              if (auto r = checkpoint_storage::discard_location(a.location); !r)
-                spdlog::warn("discarding checkpoint {}: {}", a.location, r.err().message);
+            auto discard = [job_dir = storage_->job_dir(), a = std::move(a)] {
+              discard_inside(job_dir, a.handles, a.location);
             };
             // Behind the folder's creation when that may still be running.
             if (behind_creation)

@@ -3,9 +3,21 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
+#include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/paths/confined_folder.hpp"
 
 namespace snapflow {
+namespace {
+
+std::filesystem::path absolute_normal(const std::string& path) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(path, ec);
+  return ec ? std::filesystem::path() : p.lexically_normal();
+}
+
+}  // namespace
 
 result<void> confine_state_handles(subtask_state& state, const std::filesystem::path& location) {
   if (location.empty()) {
@@ -30,6 +42,31 @@ result<void> confine_state_handles(subtask_state& state, const std::filesystem::
   for (std::size_t i = 0; i < state.handles.size(); ++i)
     if (!state.handles[i].is_inline()) state.handles[i].path = std::move(resolved[i]);
   return success();
+}
+
+void discard_inside(const std::filesystem::path& job_dir, const std::vector<state_handle>& handles,
+                    const std::string& location) {
+  const confined_folder owned(job_dir);
+  std::vector<state_handle> inside;
+  inside.reserve(handles.size());
+  for (const state_handle& h : handles) {
+    if (h.is_inline() || h.path.empty()) continue;
+    if (owned.lexically_contains(absolute_normal(h.path)))
+      inside.push_back(h);
+    else
+      spdlog::warn("not discarding {}: it is outside the job's checkpoint folder {}", h.path,
+                   job_dir.string());
+  }
+  if (auto r = checkpoint_storage::discard_state(inside); !r)
+    spdlog::warn("discarding checkpoint state: {}", r.err().message);
+  if (location.empty()) return;
+  if (!owned.lexically_contains(absolute_normal(location))) {
+    spdlog::warn("not discarding checkpoint folder {}: it is outside the job's checkpoint folder {}",
+                 location, job_dir.string());
+    return;
+  }
+  if (auto r = checkpoint_storage::discard_location(location); !r)
+    spdlog::warn("discarding checkpoint {}: {}", location, r.err().message);
 }
 
 }  // namespace snapflow

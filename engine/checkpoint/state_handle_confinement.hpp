@@ -1,6 +1,8 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "graph/result.hpp"
@@ -17,5 +19,12 @@ namespace snapflow {
 // On success every file handle's path is the absolute path inside `location`; on a refusal
 // `state` is left as it came and the error names the handle and why. Inline handles name no file.
 result<void> confine_state_handles(subtask_state& state, const std::filesystem::path& location);
+
+// Discards state files and a checkpoint folder, but only what lies inside `job_dir` (the job's
+// checkpoint folder): the last guard behind confine_state_handles, so that a metadata file edited
+// on disk cannot steer a discard elsewhere either. Anything outside is left alone and warned
+// about; failures to remove are warned about too (a discard never fails the job).
+void discard_inside(const std::filesystem::path& job_dir, const std::vector<state_handle>& handles,
+                    const std::string& location);
 
 }  // namespace snapflow
