@@ -1,4 +1,4 @@
-// Coordinator scale over the real protocol (issue 8): checkpoint latency and ack throughput of
+// Coordinator scale over the real protocol: checkpoint latency and ack throughput of
 // one snapflow-coordinator process with 1,000 and 10,000 subtasks, on `--workers`
 // snapflow-worker processes (`--executor stub`, many slots each) on loopback.
 //
