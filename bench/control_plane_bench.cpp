@@ -1,4 +1,4 @@
-// Control-plane round trip (issue 4): a checkpoint trigger from the coordinator endpoint to N
+// Control-plane round trip: a checkpoint trigger from the coordinator endpoint to N
 // snapflow-worker processes (`--executor stub`, which acknowledges at once) and their
 // acknowledgements back, against a raw ZeroMQ ROUTER/DEALER ping-pong of frames of the same
 // sizes over the same kind of sockets between the same number of processes, in the same run.

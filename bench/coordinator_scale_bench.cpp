@@ -1,4 +1,4 @@
-// Coordinator scale over the real protocol (issue 8): checkpoint latency and ack throughput of
+// Coordinator scale over the real protocol: checkpoint latency and ack throughput of
 // one snapflow-coordinator process with 1,000 and 10,000 subtasks, on `--workers`
 // snapflow-worker processes (`--executor stub`, many slots each) on loopback.
 //
@@ -97,7 +97,7 @@ struct options {
 };
 
 // Where checkpoints go unless --state-dir says: a tmpfs when there is one, so the disk's fsync
-// (~0.4 ms, DESIGN.md section 10) stays out of a measurement of the coordinator.
+// (~0.4 ms on the benchmark VM) stays out of a measurement of the coordinator.
 std::string default_state_parent() {
   std::error_code ec;
   if (fs::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0) return "/dev/shm";

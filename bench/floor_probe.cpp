@@ -15,7 +15,7 @@
 //   ack     -> every subtask acks once it has all its input barriers (P * depth control frames);
 //              a subtask of stage 1 first writes and fsyncs `state_bytes` of state
 //   durable -> the coordinator makes the metadata durable as snapflow's does for a periodic
-//              checkpoint (since session 20): chk-<id> (its parent fsynced) and an empty
+//              checkpoint: chk-<id> (its parent fsynced) and an empty
 //              `_metadata` are made before the round starts, as snapflow prepares the next
 //              checkpoint between two; after the last ack the metadata is written into that
 //              file, unsynced, and appended on whole 4 KiB blocks to a log file zero-filled

@@ -6,7 +6,7 @@
 // thread on an idle vCPU goes through the hypervisor, which costs several times a wake-up on
 // the notifier's own vCPU. Each hand-off on snapflow's checkpoint path (control thread -> task
 // thread, ...) is one such wake-up plus any wait for a CPU, so bench/run-comparison prints
-// these numbers beside its tables as the machine's baseline (docs/benchmarks.md, "Session 7":
+// these numbers beside its tables as the machine's baseline (docs/benchmarks.md, "The machine":
 // in the cluster the wait, not the wake-up, turned out to dominate).
 //
 //   wake_probe [--gap-us G] [--rounds N] [--json]

@@ -1,4 +1,4 @@
-// What encoding and decoding the two messages of the checkpoint round trip cost (issue 4: the
+// What encoding and decoding the two messages of the checkpoint round trip cost (the
 // endpoints spend CPU the raw ZeroMQ ping-pong does not). Beside each, as the same-run
 // baseline, plain msgpack-c packing and unpacking a map of the same keys and values with no
 // envelope checks: the ratio says what snapflow's codec adds (bounds pass, field lookup,

@@ -13,7 +13,7 @@ namespace snapflow {
 // checkpoint (control thread, task threads, data plane, ZeroMQ's I/O threads); a hand-off to a
 // thread on another CPU costs a cross-CPU wake-up, which on a VM is tens of microseconds
 // (bench/wake_probe), while one on the same CPU costs a few. Keeping each worker on its own
-// CPUs makes most hand-offs local (docs/benchmarks.md, session 11).
+// CPUs makes most hand-offs local (docs/benchmarks.md, "CPU placement and scheduling policy").
 
 // Parses a Linux CPU list: "3", "0-3", "0,2,4-7". Numbers are CPU indexes below CPU_SETSIZE;
 // ranges go up; duplicates are merged. Returns the CPUs in increasing order.

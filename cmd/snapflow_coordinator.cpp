@@ -188,8 +188,8 @@ int main(int argc, char** argv) {
   // wakes the I/O thread without preempting the coordinator thread, so a trigger's frames to
   // every worker are handed over together; under the default policy it often took the CPU at
   // the first frame, and the others waited behind it and the first worker's own work
-  // (docs/benchmarks.md, session 16: the second frame over 100 us late in 4-9% of checkpoints,
-  // then almost never). Needs no privilege.
+  // (docs/benchmarks.md, "CPU placement and scheduling policy": the second frame over 100 us
+  // late in 4-9% of checkpoints, then almost never). Needs no privilege.
   zmq_context.set(zmq::ctxopt::thread_sched_policy, linux_policy(io_policy));
   std::unique_ptr<transport::zap_handler> zap;
   if (o.curve) {

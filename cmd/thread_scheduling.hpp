@@ -19,7 +19,8 @@ namespace snapflow {
 // scheduler at the same nice value without that wake-up preemption: a woken thread waits for
 // the running one to block or use up its slice. The chain then runs in fewer, longer slices,
 // which measured ~12-16% lower checkpoint p50 and no lower throughput on the benchmark
-// machines (docs/benchmarks.md, session 12); the raw floor probe is not faster with it.
+// machines (docs/benchmarks.md, "CPU placement and scheduling policy"); the raw floor probe is
+// not faster with it.
 enum class scheduling_policy {
   normal,  // SCHED_OTHER
   batch,   // SCHED_BATCH

@@ -8,7 +8,7 @@
 namespace snapflow::hop_trace {
 
 // Timestamps at every thread and process hand-off on the checkpoint path, for finding where a
-// checkpoint's time goes (docs/benchmarks.md, "Where the time goes, per hop";
+// checkpoint's time goes (docs/benchmarks.md, "Where a checkpoint's time goes";
 // bench/hop-report reads them). Off unless the environment variable SNAPFLOW_HOP_TRACE names a
 // folder when the process starts (made if missing); then every process appends lines
 //   <CLOCK_MONOTONIC microseconds> <thread id> <event> <value>

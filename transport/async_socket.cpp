@@ -14,7 +14,7 @@
 
 #include <asio/post.hpp>
 
-// How waiting works, and why (see also DESIGN.md, "Pitfalls already met").
+// How waiting works, and why.
 //
 // ZMQ_FD is not "readable when a message is there". It is the socket's command mailbox: it
 // becomes readable when ZeroMQ's I/O thread posts a command (a message arrived, a full queue

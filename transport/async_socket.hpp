@@ -107,7 +107,7 @@ class async_socket {
   // does; a caller that must read on catches inside `on_frame`.
   //
   // What a reader loop of co_await receive() costs in coroutine frames and resumptions per
-  // message, this does not (bench/README.md, control_plane_bench session 15: 2-3 us of CPU per
+  // message, this does not (docs/benchmarks.md, "Control plane": 2-3 us of CPU per
   // message on a busy 2-vCPU machine, as much as the endpoints' own work).
   using frame_handler = std::function<void(received_frame&)>;
   using end_handler = std::function<void(std::error_code)>;

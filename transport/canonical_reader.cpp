@@ -28,7 +28,7 @@ namespace {
 //
 // It exists for the checkpoint's hot path: a trigger and an acknowledgement read this way cost
 // a fraction of the general reader's work, and where 16 worker processes share two CPUs every
-// process meets that work cold (docs/benchmarks.md, control plane).
+// process meets that work cold (docs/benchmarks.md, "Control plane").
 class canonical_reader {
  public:
   canonical_reader(const std::uint8_t* begin, const std::uint8_t* end) : p_(begin), end_(end) {}

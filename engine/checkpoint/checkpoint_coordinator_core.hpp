@@ -53,7 +53,7 @@ enum class ack_outcome : std::uint8_t {
 
 std::string_view to_string(ack_outcome outcome);
 
-// The CheckpointCoordinator as a sans-I/O state machine (DESIGN.md section 4): events go in
+// The CheckpointCoordinator as a sans-I/O state machine (docs/architecture.md): events go in
 // (requests, ids, hook results, acks, declines, timeouts, storage results), actions come out
 // (take_actions()). It never reads a clock, touches a disk or a socket, so tests step it by hand;
 // checkpoint_coordinator drives it on an Asio executor.

@@ -17,9 +17,9 @@ namespace snapflow {
 // for the `_metadata` entry (checkpoint_storage::prepare_location). On a virtual disk each
 // fsync is a journal commit and several device requests, and each request stops the vCPU that
 // makes it: with the metadata's own fsync, three per checkpoint were most of what a 100 ms
-// checkpoint cost a small machine (docs/benchmarks.md, "Session 19"). Making the folders of
-// the next `batch` ids together takes one parent fsync for all of them, so a checkpoint costs
-// 2 + 1/batch fsyncs instead of 3.
+// checkpoint cost a small machine (docs/benchmarks.md, "What checkpoints cost a running job").
+// Making the folders of the next `batch` ids together takes one parent fsync for all of them, so
+// a checkpoint costs 2 + 1/batch fsyncs instead of 3.
 //
 // Thread safe: used from the coordinator thread (inline preparations) and the I/O pool.
 // Savepoints do not come here (their folders are elsewhere, one at a time).

@@ -26,7 +26,7 @@ namespace snapflow {
 // and a checkpoint's own file needed two (the file's bytes and its entry in the folder). Into a
 // segment whose blocks were written (zeros) and fsynced when it was made, an append changes no
 // file-system metadata that a read depends on, so fdatasync writes the record's blocks and
-// flushes, and commits no journal (docs/benchmarks.md, "Session 20").
+// flushes, and commits no journal (docs/benchmarks.md, "What checkpoints cost a running job").
 //
 // Layout: a segment is zero-filled when made, then records follow each other from offset 0,
 // each starting on a block (4 KiB) and padded to whole blocks, so an append never rewrites a

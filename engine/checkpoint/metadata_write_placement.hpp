@@ -15,8 +15,8 @@ namespace snapflow {
 // triggers and heartbeats the event thread serves. But each trip costs two thread hand-offs,
 // to the pool and back, and on a fast disk (tmpfs, a drive with a power-safe write cache)
 // those wake-ups are most of the time between the last ack and "complete" (docs/benchmarks.md,
-// "Where the time goes"). So every write is timed, wherever it ran, and a write goes inline
-// only while the last `window` writes were all faster than `inline_max` and the metadata is
+// "Where a checkpoint's time goes"). So every write is timed, wherever it ran, and a write goes
+// inline only while the last `window` writes were all faster than `inline_max` and the metadata is
 // small. One slow write sends the following `window` writes back to the pool, where they are
 // timed again. The most the event thread can be stalled is one write that turns slow with no
 // warning. Savepoints always go to the pool: they may be on another disk.

@@ -211,7 +211,8 @@ class stream_task {
   // idle takes the checkpoint on the trigger's thread (run_mailbox_on_caller), and a barrier
   // delivered to an idle task with inputs is handled on the delivering thread
   // (run_barrier_on_caller): the barrier, snapshot and ack then cost no wake-up of the task's
-  // thread, which on a busy machine is a wait for a CPU (docs/benchmarks.md, sessions 10, 13).
+  // thread, which on a busy machine is a wait for a CPU (docs/benchmarks.md, "How the runtime
+  // keeps the hand-offs few").
   std::mutex turn_mutex_;
   bool idle_ = false;                    // under turn_mutex_: waiting, outputs flushed
   std::optional<error> caller_failure_;  // under turn_mutex_: ends the task on its thread

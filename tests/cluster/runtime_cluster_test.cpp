@@ -1,4 +1,4 @@
-// Issue 5's scenarios on a real local cluster: snapflow-coordinator plus three snapflow-worker
+// The runtime's scenarios on a real local cluster: snapflow-coordinator plus three snapflow-worker
 // processes running the runtime executor, records crossing workers over the data plane, and
 // checkpoints every 50 ms.
 #include <signal.h>

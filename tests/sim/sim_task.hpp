@@ -78,8 +78,8 @@ class sim_task_host {
 // records on, or a two-phase-commit sink. Non-sources align barriers exactly-once (an input
 // that delivered barrier n is blocked until every input has); sinks pre-commit at each barrier
 // and commit every pre-committed transaction with id <= n on notify-complete n. Stale,
-// duplicate and reordered triggers, barriers and notifications are tolerated, as DESIGN.md
-// section 4 asks of tasks.
+// duplicate and reordered triggers, barriers and notifications are tolerated, as the protocol
+// asks of tasks (docs/protocol.md, 5.5).
 class sim_task {
  public:
   sim_task(sim_task_host& host, sim_role role, execution_attempt_id attempt,

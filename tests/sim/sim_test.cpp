@@ -1,4 +1,4 @@
-// The deterministic simulation of the checkpoint protocol (DESIGN.md section 7.4): many seeds
+// The deterministic simulation of the checkpoint protocol (tests/sim/README.md): many seeds
 // with faults, every invariant checked after every step. A failing seed prints its report;
 // SNAPFLOW_SIM_SEED=<n> runs only that seed (SNAPFLOW_SIM_VERBOSE=1 prints every step).
 #include <catch2/catch.hpp>

@@ -805,7 +805,7 @@ void take_monitor_events(zmq::socket_t& monitor, network_data_plane::core& core)
 void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
   // The thread waits in poll(2) on the sockets' ZMQ_FDs and the eventfd itself rather than in
   // zmq_poll, which pays a poll with no timeout and a ZMQ_EVENTS read (two more system calls)
-  // on each side of every wait. ZMQ_FD is edge-triggered (DESIGN.md, pitfalls): it signals
+  // on each side of every wait. ZMQ_FD is edge-triggered (transport/async_socket.cpp): it signals
   // when the socket is handed a command, and only a call that processes the socket's commands
   // re-arms it. A receive that finds nothing does; so the loop drains the router (and the
   // monitor) until they are empty before it waits. A send may process commands too (an

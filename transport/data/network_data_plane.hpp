@@ -26,7 +26,7 @@ struct data_plane_options {
   // How long a producer's socket may keep delivering its last batches (end-of-input) after its
   // task ended normally. A cancelled channel drops what is unsent at once.
   int finished_linger_ms = 2000;
-  // With a value, every data connection uses CURVE (docs/protocol.md, "Data plane security"):
+  // With a value, every data connection uses CURVE (docs/protocol.md, 7.4):
   // the data endpoint is a CURVE server proving this key pair; output channels connect as
   // CURVE clients with it and need the consumer's public key; a client gets in only while an
   // input channel deployed here names its key as the producer's (data_zap_handler), and each

@@ -1,4 +1,4 @@
-// The coordinator lifecycle scenarios of the CheckpointCoordinator issue, one TEST_CASE each,
+// The checkpoint coordinator's lifecycle scenarios, one TEST_CASE each,
 // stepping the sans-I/O core by hand (no sockets, no clock, no sleeps).
 #include <fstream>
 
