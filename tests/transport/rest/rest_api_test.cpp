@@ -295,8 +295,9 @@ TEST_CASE("REST: job details carry record counters of current attempts, edges an
 TEST_CASE("REST: the HTTP server answers on loopback and serves the web page") {
   fixture f(false);
   rest_server server(f.io.get_executor(), f.api);
-  int port = server.start("127.0.0.1", 0);
-  REQUIRE(port > 0);
+  auto started = server.start("127.0.0.1", 0);
+  REQUIRE(started);
+  const int port = *started;
   // The coordinator thread: the io_context runs while the client waits.
   auto guard = asio::make_work_guard(f.io);
   std::thread coordinator([&] { f.io.run(); });
