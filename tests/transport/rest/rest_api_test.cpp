@@ -181,8 +181,9 @@ TEST_CASE("REST: checkpoint config and changing the interval of a running job") 
 TEST_CASE("REST: savepoint with cancel, then the job is canceled") {
   fixture f;
   job_id id = f.submit_and_run();
+  f.api->set_savepoint_targets({confined_folder(f.state_dir / "savepoints"), false});
   auto trig = f.call("POST", "/jobs/" + id + "/savepoints",
-                     json{{"target-directory", (f.state_dir / "sp").string()}, {"cancel-job", true}}.dump(),
+                     json{{"target-directory", "sp"}, {"cancel-job", true}}.dump(),
                      202);
   auto* master = f.jobs->find(id);
   for (auto* v : master->graph().all_execution_vertices())
