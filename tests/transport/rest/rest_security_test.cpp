@@ -340,3 +340,11 @@ TEST_CASE("REST limits: a request that does not arrive in time, or an idle conne
   CHECK(answer.rfind("HTTP/1.1 200", 0) == 0);
   CHECK(closed);
 }
+
+TEST_CASE("web page: the checkpoint-now button sends the token kept in sessionStorage") {
+  const std::string& page = web_page();
+  CHECK_THAT(page, Catch::Contains("id=\"checkpoint-now\""));
+  CHECK_THAT(page, Catch::Contains("sessionStorage.getItem(tokenKey)"));
+  CHECK_THAT(page, Catch::Contains("h.Authorization='Bearer '+t"));
+  CHECK_THAT(page, Catch::Contains("r.status===401"));
+}
