@@ -80,11 +80,12 @@ int main(int argc, char** argv) {
   auto* sp = app.add_subcommand("savepoint", "take a savepoint and wait for it");
   add_common(sp, true);
   sp->add_option("job", job, "job id")->required();
-  sp->add_option("folder", folder, "savepoint base folder (default: the job's savepoint_dir)");
+  sp->add_option("folder", folder, "savepoint base folder, relative to the coordinator's --savepoint-root (default: the job's savepoint_dir)");
   auto* cancel = app.add_subcommand("cancel", "cancel a job");
   add_common(cancel, true);
   cancel->add_option("job", job, "job id")->required();
-  cancel->add_option("--savepoint", savepoint, "take a savepoint into this folder first");
+  cancel->add_option("--savepoint", savepoint,
+                     "take a savepoint into this folder (relative to --savepoint-root) first");
   auto* set_interval =
       app.add_subcommand("set-interval", "change the checkpoint interval of a running job");
   add_common(set_interval, true);
