@@ -23,6 +23,7 @@
 #include "transport/coordinator_endpoint.hpp"
 #include "transport/curve_keys.hpp"
 #include "transport/dispatcher_event_handler.hpp"
+#include "transport/rest/listen_socket.hpp"
 #include "transport/rest/rest_server.hpp"
 #include "transport/zap_handler.hpp"
 
@@ -74,6 +75,12 @@ int main(int argc, char** argv) {
   std::string key_prefix;
   std::optional<std::string> cpus;  // set, even empty, when --cpus was given
   std::string io_thread_scheduling = "batch";
+  std::string rest_token_file;
+  std::string rest_tls_cert;
+  std::string rest_tls_key;
+  bool insecure_rest = false;
+  std::string savepoint_root;  // default: <state-dir>/savepoints
+  bool allow_savepoint_anywhere = false;
 
   app.add_option("--bind", o.bind_address,
                  "control endpoint the workers connect to (tcp://HOST:* picks a free port)")
@@ -84,6 +91,23 @@ int main(int argc, char** argv) {
   app.add_option("--rest-port", rest_port, "REST API and web page port (0 = any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  app.add_option("--rest-token-file", rest_token_file,
+                 "file holding the bearer token that REST calls which change anything (POST, "
+                 "PATCH, PUT, DELETE) must send; GETs stay open");
+  auto* tls_cert = app.add_option("--rest-tls-cert", rest_tls_cert,
+                                  "serve REST over HTTPS with this PEM certificate chain");
+  auto* tls_key = app.add_option("--rest-tls-key", rest_tls_key,
+                                 "the PEM private key of --rest-tls-cert");
+  tls_cert->needs(tls_key);
+  tls_key->needs(tls_cert);
+  app.add_flag("--insecure-rest", insecure_rest,
+               "allow REST on a non-loopback address without --rest-token-file (anyone who "
+               "reaches the port can submit and cancel jobs)");
+  app.add_option("--savepoint-root", savepoint_root,
+                 "REST and CLI savepoint targets are relative paths under this folder "
+                 "(default: <state-dir>/savepoints)");
+  app.add_flag("--allow-savepoint-anywhere", allow_savepoint_anywhere,
+               "also accept absolute savepoint targets from REST and the CLI");
   app.add_option("--log-level", log_level,
                  log_level_names() + " (default: SPDLOG_LEVEL, else info)");
   app.add_option("--heartbeat-interval-ms", interval_ms, "how often workers heartbeat")
@@ -136,6 +160,34 @@ int main(int argc, char** argv) {
     std::cerr << program << ": " << logging.err().message << "\n";
     return exit_usage;
   }
+  rest::rest_server_options rest_options;
+  if (!rest_token_file.empty()) {
+    auto token = rest::bearer_token::read_file(rest_token_file);
+    if (!token) {
+      std::cerr << program << ": --rest-token-file: " << token.err().message << "\n";
+      return exit_usage;
+    }
+    rest_options.token = std::move(token).value();
+  }
+  if (!rest_tls_cert.empty()) {
+    auto tls = rest::tls_context::load(rest_tls_cert, rest_tls_key);
+    if (!tls) {
+      std::cerr << program << ": " << tls.err().message << "\n";
+      return exit_usage;
+    }
+    rest_options.tls = std::move(tls).value();
+  }
+  if (!rest::is_loopback_host(rest_host) && !rest_options.token) {
+    if (!insecure_rest) {
+      std::cerr << program << ": --rest-host " << rest_host
+                << " is reachable from other machines: give --rest-token-file so that only "
+                   "token holders can change jobs, or --insecure-rest to serve it open\n";
+      return exit_usage;
+    }
+    spdlog::warn("REST on {} without a token (--insecure-rest): anyone who reaches it can "
+                 "submit, cancel and savepoint jobs",
+                 rest_host);
+  }
   // Before any thread starts (ZeroMQ's, the I/O pool, REST): they inherit it.
   if (cpus) {
     const auto placed = apply_cpus_option(*cpus);
@@ -179,6 +231,16 @@ int main(int argc, char** argv) {
               << fs_error.message() << "\n";
     return exit_failure;
   }
+  // Created now: the symlink checks of savepoint targets resolve what exists under it.
+  const std::filesystem::path savepoint_folder =
+      savepoint_root.empty() ? std::filesystem::path(state_dir) / "savepoints"
+                             : std::filesystem::path(savepoint_root);
+  std::filesystem::create_directories(savepoint_folder, fs_error);
+  if (fs_error) {
+    std::cerr << program << ": cannot create the savepoint root " << savepoint_folder.string()
+              << ": " << fs_error.message() << "\n";
+    return exit_failure;
+  }
 
   // Destroyed in reverse: the ZeroMQ context (and the ZAP handler's socket in it) outlives the
   // io_context whose coroutines own the sockets.
@@ -218,6 +280,7 @@ int main(int argc, char** argv) {
   auto task_io = std::make_shared<task_io_metrics>();
   endpoint->set_handler(std::make_shared<transport::dispatcher_event_handler>(jobs, task_io));
   auto api = std::make_shared<rest::coordinator_rest_api>(jobs, task_io);
+  api->set_savepoint_targets({confined_folder(savepoint_folder), allow_savepoint_anywhere});
   // Weak: the API holds the dispatcher, whose job masters hold the endpoint.
   endpoint->set_counters_observer(
       [weak = std::weak_ptr(api)](const transport::coordinator_endpoint_counters& c) {
@@ -241,10 +304,12 @@ int main(int argc, char** argv) {
     release_handler();
     return exit_failure;
   }
-  rest::rest_server rest(io.get_executor(), api);
-  const int bound_port = rest.start(rest_host, rest_port);
-  if (bound_port < 0) {
-    std::cerr << program << ": cannot serve REST on " << rest_host << ":" << rest_port << "\n";
+  rest::rest_server rest(io.get_executor(), api, rest_options);
+  const auto rest_started = rest.start(rest_host, rest_port);
+  const int bound_port = rest_started ? *rest_started : -1;
+  if (!rest_started) {
+    std::cerr << program << ": cannot serve REST on " << rest_host << ":" << rest_port << ": "
+              << rest_started.err().message << "\n";
     release_handler();
     io.restart();
     io.poll();
@@ -253,10 +318,11 @@ int main(int argc, char** argv) {
   // The one line on stdout, for scripts, tests and `snapflow local`.
   std::cout << program << " listening control=" << endpoint->endpoint() << " rest=" << rest_host
             << ":" << bound_port << std::endl;
-  spdlog::info("coordinator started: control {}, REST http://{}:{}/, state in {}, heartbeat {} ms "
-               "/ timeout {} ms{}",
-               endpoint->endpoint(), rest_host, bound_port, state_dir, interval_ms, timeout_ms,
-               o.curve ? ", CURVE required" : "");
+  spdlog::info("coordinator started: control {}, REST {}://{}:{}/{}, state in {}, heartbeat {} "
+               "ms / timeout {} ms{}",
+               endpoint->endpoint(), rest_options.tls ? "https" : "http", rest_host, bound_port,
+               rest_options.token ? " (token required to change jobs)" : "", state_dir,
+               interval_ms, timeout_ms, o.curve ? ", CURVE required" : "");
 
   // Stopping the HTTP server waits for requests in flight, which wait for this thread: so it
   // stops on a thread of its own while this one keeps serving, then ends the loop.

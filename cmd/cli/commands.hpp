@@ -3,12 +3,16 @@
 #include <optional>
 #include <string>
 
+#include "cmd/cli/rest_client.hpp"
+
 namespace snapflow::cli {
 
 struct common_options {
   std::string coordinator = "127.0.0.1:8081";  // REST address of a running coordinator
   bool json = false;
   std::string log_level;  // empty: SPDLOG_LEVEL, else warn
+  std::string token_file;  // --rest-token-file: read into rest.token before a command runs
+  rest_access rest;
 };
 
 struct local_options {

@@ -16,9 +16,16 @@ int main(int argc, char** argv) {
 
   common_options common;
   auto add_common = [&](CLI::App* sub, bool json) {
-    sub->add_option("--coordinator", common.coordinator, "REST address of the coordinator")
+    sub->add_option("--coordinator", common.coordinator, "REST address of the coordinator: host:port, http://host:port or https://host:port")
         ->envname("SNAPFLOW_COORDINATOR")
         ->capture_default_str();
+    sub->add_option("--rest-token-file", common.token_file,
+                    "file holding the coordinator's REST token, sent with every call")
+        ->envname("SNAPFLOW_REST_TOKEN_FILE");
+    sub->add_option("--ca-cert", common.rest.ca_cert,
+                    "PEM file of the CA (or the self-signed certificate) to trust for an "
+                    "https:// coordinator (default: the system's)")
+        ->envname("SNAPFLOW_CA_CERT");
     if (json) sub->add_flag("--json", common.json, "print JSON");
     sub->add_option("--log-level", common.log_level,
                     "this command's log level on stderr: " + snapflow::log_level_names() +
@@ -73,11 +80,12 @@ int main(int argc, char** argv) {
   auto* sp = app.add_subcommand("savepoint", "take a savepoint and wait for it");
   add_common(sp, true);
   sp->add_option("job", job, "job id")->required();
-  sp->add_option("folder", folder, "savepoint base folder (default: the job's savepoint_dir)");
+  sp->add_option("folder", folder, "savepoint base folder, relative to the coordinator's --savepoint-root (default: the job's savepoint_dir)");
   auto* cancel = app.add_subcommand("cancel", "cancel a job");
   add_common(cancel, true);
   cancel->add_option("job", job, "job id")->required();
-  cancel->add_option("--savepoint", savepoint, "take a savepoint into this folder first");
+  cancel->add_option("--savepoint", savepoint,
+                     "take a savepoint into this folder (relative to --savepoint-root) first");
   auto* set_interval =
       app.add_subcommand("set-interval", "change the checkpoint interval of a running job");
   add_common(set_interval, true);
@@ -109,6 +117,14 @@ int main(int argc, char** argv) {
   }
 
   if (l->parsed()) return run_local(local);
+  if (!common.token_file.empty()) {
+    auto token = read_rest_token_file(common.token_file);
+    if (!token) {
+      std::cerr << "snapflow: --rest-token-file: " << token.err().message << "\n";
+      return 2;
+    }
+    common.rest.token = *token;
+  }
   if (submit->parsed()) return run_submit(common, file, savepoint);
   if (list->parsed()) return run_list(common);
   if (status->parsed()) return run_status(common, job);

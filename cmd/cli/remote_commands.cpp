@@ -50,7 +50,7 @@ int run_submit(const common_options& c, const std::string& file,
   if (!in) return fail("cannot read job file " + file);
   std::stringstream text;
   text << in.rdbuf();
-  rest_client client(c.coordinator);
+  rest_client client(c.coordinator, c.rest);
   std::string path = "/jobs?name=" + file;
   if (from_savepoint) path += "&fromSavepoint=" + *from_savepoint;
   auto r = client.post(path, text.str(), "application/toml");
@@ -63,7 +63,7 @@ int run_submit(const common_options& c, const std::string& file,
 }
 
 int run_list(const common_options& c) {
-  rest_client client(c.coordinator);
+  rest_client client(c.coordinator, c.rest);
   auto r = client.get("/jobs");
   if (!r) return fail(r.err().message);
   if (c.json) {
@@ -78,7 +78,7 @@ int run_list(const common_options& c) {
 }
 
 int run_status(const common_options& c, const std::string& job) {
-  rest_client client(c.coordinator);
+  rest_client client(c.coordinator, c.rest);
   auto r = client.get("/jobs/" + job);
   if (!r) return fail(r.err().message);
   if (c.json) {
@@ -99,7 +99,7 @@ int run_status(const common_options& c, const std::string& job) {
 }
 
 int run_checkpoints(const common_options& c, const std::string& job) {
-  rest_client client(c.coordinator);
+  rest_client client(c.coordinator, c.rest);
   auto r = client.get("/jobs/" + job + "/checkpoints");
   if (!r) return fail(r.err().message);
   if (c.json) {
@@ -131,7 +131,7 @@ int run_checkpoints(const common_options& c, const std::string& job) {
 
 int run_checkpoint(const common_options& c, const std::string& job, bool savepoint,
                    const std::string& folder, bool cancel_after) {
-  rest_client client(c.coordinator);
+  rest_client client(c.coordinator, c.rest);
   json body = json::object();
   if (!folder.empty()) body["target-directory"] = folder;
   if (cancel_after) body["cancel-job"] = true;
@@ -157,7 +157,7 @@ int run_checkpoint(const common_options& c, const std::string& job, bool savepoi
 int run_cancel(const common_options& c, const std::string& job,
                const std::optional<std::string>& savepoint_folder) {
   if (savepoint_folder) return run_checkpoint(c, job, true, *savepoint_folder, true);
-  rest_client client(c.coordinator);
+  rest_client client(c.coordinator, c.rest);
   auto r = client.patch("/jobs/" + job + "?mode=cancel");
   if (!r) return fail(r.err().message);
   if (!c.json) std::cout << "cancelling job " << job << "\n";
@@ -165,7 +165,7 @@ int run_cancel(const common_options& c, const std::string& job,
 }
 
 int run_set_interval(const common_options& c, const std::string& job, long long interval_ms) {
-  rest_client client(c.coordinator);
+  rest_client client(c.coordinator, c.rest);
   auto r = client.patch("/jobs/" + job + "/checkpoints/config",
                         json{{"interval", interval_ms}}.dump());
   if (!r) return fail(r.err().message);

@@ -1,11 +1,31 @@
 #include "cmd/cli/rest_client.hpp"
 
+#include <fstream>
+#include <sstream>
+
 #include <httplib.h>
 
 namespace snapflow::cli {
 
-rest_client::rest_client(std::string address) {
-  if (address.rfind("http://", 0) == 0) address = address.substr(7);
+result<std::string> read_rest_token_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return error{"cannot read the REST token file " + file};
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  const auto first = token.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return error{"the REST token file " + file + " is empty"};
+  token = token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
+  return token;
+}
+
+rest_client::rest_client(std::string address, rest_access access) : access_(std::move(access)) {
+  if (address.rfind("http://", 0) == 0) {
+    address = address.substr(7);
+  } else if (address.rfind("https://", 0) == 0) {
+    address = address.substr(8);
+    https_ = true;
+  }
   while (!address.empty() && address.back() == '/') address.pop_back();
   auto colon = address.rfind(':');
   if (colon != std::string::npos) {
@@ -37,15 +57,29 @@ result<nlohmann::json> rest_client::call(const std::string& method, const std::s
   if (port_ <= 0 || port_ > 65535 || host_.empty())
     return error{"invalid coordinator address '" + host_ + ":" + std::to_string(port_) +
                  "' (expected host:port)"};
-  httplib::Client client(host_, port_);
+  const std::string where = (https_ ? "https://" : "http://") + host_ + ":" + std::to_string(port_);
+  httplib::Client client(where);
+  if (https_) {
+    if (!access_.ca_cert.empty()) client.set_ca_cert_path(access_.ca_cert.c_str());
+    client.enable_server_certificate_verification(true);
+  }
+  if (!access_.token.empty()) client.set_bearer_token_auth(access_.token.c_str());
   client.set_connection_timeout(3, 0);
   client.set_read_timeout(30, 0);
   httplib::Result r = method == "GET"    ? client.Get(path.c_str())
                       : method == "POST" ? client.Post(path.c_str(), body, content_type.c_str())
                                          : client.Patch(path.c_str(), body, content_type.c_str());
-  if (!r)
-    return error{"no coordinator answering at " + host_ + ":" + std::to_string(port_) + " (" +
-                 httplib::to_string(r.error()) + ")"};
+  if (!r) {
+    if (r.error() == httplib::Error::SSLServerVerification)
+      return error{"the certificate of " + where + " is not trusted: give its CA with --ca-cert"};
+    return error{"no coordinator answering at " + where + " (" + httplib::to_string(r.error()) +
+                 ")"};
+  }
+  if (r->status == 401)
+    return error{access_.token.empty()
+                     ? "the coordinator requires a REST token for this: give --rest-token-file "
+                       "(or SNAPFLOW_REST_TOKEN_FILE)"
+                     : "the coordinator refused the REST token (is it its --rest-token-file?)"};
   nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
   if (r->status >= 400) {
     if (!j.is_discarded() && j.contains("errors") && j["errors"].is_array() && !j["errors"].empty())

@@ -9,13 +9,19 @@
 
 namespace snapflow::cli {
 
+// How the CLI reaches a coordinator's REST API beyond its address.
+struct rest_access {
+  std::string token;    // sent as `Authorization: Bearer` when not empty
+  std::string ca_cert;  // PEM file of the CA (or self-signed cert) trusted for https://
+};
+
 // A thin client of the coordinator's REST API. Every call returns the parsed JSON body or an
 // error that says what went wrong in words a user can act on (no coordinator at that address,
-// no such job, the coordinator's own error message).
+// no such job, a missing token, the coordinator's own error message).
 class rest_client {
  public:
-  // `address` is host:port or http://host:port.
-  explicit rest_client(std::string address);
+  // `address` is host:port, http://host:port or https://host:port.
+  explicit rest_client(std::string address, rest_access access = {});
 
   result<nlohmann::json> get(const std::string& path) const;
   result<nlohmann::json> post(const std::string& path, const std::string& body,
@@ -29,8 +35,13 @@ class rest_client {
   result<nlohmann::json> call(const std::string& method, const std::string& path,
                               const std::string& body, const std::string& content_type) const;
 
+  bool https_ = false;
   std::string host_;
   int port_ = 8081;
+  rest_access access_;
 };
+
+// The token in `file` (surrounding whitespace dropped); an error when unreadable or empty.
+result<std::string> read_rest_token_file(const std::string& file);
 
 }  // namespace snapflow::cli

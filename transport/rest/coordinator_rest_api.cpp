@@ -477,8 +477,13 @@ rest_response coordinator_rest_api::trigger(const job_id& id, bool savepoint,
   if (!body.empty()) {
     json j = json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return error_response(400, "the body must be JSON");
-    if (j.contains("target-directory") && j["target-directory"].is_string())
-      target = j["target-directory"].get<std::string>();
+    if (j.contains("target-directory") && !j["target-directory"].is_null()) {
+      if (!j["target-directory"].is_string())
+        return error_response(400, "target-directory must be a string");
+      auto confined = savepoint_target(j["target-directory"].get<std::string>());
+      if (!confined) return error_response(400, confined.err().message);
+      target = *confined;
+    }
     if (j.contains("cancel-job") && j["cancel-job"].is_boolean())
       cancel_job = j["cancel-job"].get<bool>();
   }
@@ -498,6 +503,22 @@ rest_response coordinator_rest_api::trigger(const job_id& id, bool savepoint,
           if (auto d = weak.lock()) (void)d->cancel(op->job);
       });
   return json_response(202, json{{"request-id", request_id}});
+}
+
+result<std::string> coordinator_rest_api::savepoint_target(const std::string& requested) const {
+  if (requested.empty()) return std::string();
+  const bool absolute = std::filesystem::path(requested).is_absolute();
+  if (targets_.anywhere && absolute && requested.find('\0') == std::string::npos)
+    return std::filesystem::path(requested).lexically_normal().string();
+  if (!targets_.root)
+    return error{"savepoint targets are refused: this coordinator has no savepoint root"};
+  auto resolved = targets_.root->resolve(requested);
+  if (!resolved)
+    return error{"savepoint target refused: " + resolved.err().message +
+                 "; give a path relative to the savepoint root " + targets_.root->root().string() +
+                 (absolute ? " (absolute targets need the coordinator's --allow-savepoint-anywhere)"
+                           : "")};
+  return resolved->string();
 }
 
 rest_response coordinator_rest_api::operation_status(const job_id& id,

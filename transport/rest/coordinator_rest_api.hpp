@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/jobmaster/dispatcher.hpp"
+#include "engine/paths/confined_folder.hpp"
 #include "engine/jobmaster/task_io_metrics.hpp"
 
 namespace snapflow::rest {
@@ -41,7 +42,9 @@ struct rest_response {
 //   GET   /jobs/:id/checkpoints/details/:cid          one checkpoint with per-subtask stats
 //   POST  /jobs/:id/checkpoints                       trigger a checkpoint: {"request-id"}
 //   GET   /jobs/:id/checkpoints/:request-id           its outcome
-//   POST  /jobs/:id/savepoints                        {"target-directory", "cancel-job"}
+//   POST  /jobs/:id/savepoints                        {"target-directory", "cancel-job"}:
+//                                                     the target is relative to the
+//                                                     savepoint root (set_savepoint_targets)
 //   GET   /jobs/:id/savepoints/:request-id            its outcome
 //   GET   /overview                                   workers, slots, jobs by status
 //   GET   /metrics                                    Prometheus text format
@@ -67,6 +70,16 @@ class coordinator_rest_api {
   };
   void set_transport_counters(transport_counters counters) { counters_ = counters; }
 
+  // Where a "target-directory" of a savepoint or checkpoint request may point: a relative path
+  // resolved under `root` (absolute paths, `..` out, NUL and symlinks out are refused with
+  // 400), or, with `anywhere`, also an absolute path. Without a root, a request that names a
+  // target is refused; one without a target uses the job's savepoint_dir.
+  struct savepoint_targets {
+    std::optional<confined_folder> root;
+    bool anywhere = false;
+  };
+  void set_savepoint_targets(savepoint_targets targets) { targets_ = std::move(targets); }
+
  private:
   struct operation {
     job_id job;
@@ -88,6 +101,8 @@ class coordinator_rest_api {
   rest_response trigger(const job_id& id, bool savepoint, const std::string& body);
   rest_response operation_status(const job_id& id, const std::string& request_id) const;
   rest_response overview() const;
+  // The folder a request's target names, or the 400 that refuses it.
+  result<std::string> savepoint_target(const std::string& requested) const;
 
   std::shared_ptr<dispatcher> jobs_;
   std::shared_ptr<const task_io_metrics> io_;
@@ -97,6 +112,7 @@ class coordinator_rest_api {
       std::make_shared<std::map<job_id, std::string>>();
   std::uint64_t next_operation_ = 1;
   transport_counters counters_;
+  savepoint_targets targets_;
 };
 
 rest_response json_response(int status, const nlohmann::json& body);

@@ -10,18 +10,38 @@ namespace snapflow::rest {
 
 namespace {
 constexpr auto coordinator_deadline = std::chrono::seconds(10);
-constexpr std::size_t max_body_bytes = 16 << 20;
+
+bool reads_only(const std::string& method) {
+  return method == "GET" || method == "HEAD" || method == "OPTIONS";
+}
 }  // namespace
 
 rest_server::rest_server(asio::any_io_executor coordinator,
-                         std::shared_ptr<coordinator_rest_api> api)
-    : coordinator_(std::move(coordinator)), api_(std::move(api)) {}
+                         std::shared_ptr<coordinator_rest_api> api, rest_server_options options)
+    : coordinator_(std::move(coordinator)), api_(std::move(api)), options_(std::move(options)),
+      http_(options_.limits, options_.tls) {}
 
 rest_server::~rest_server() { stop(); }
 
-int rest_server::start(const std::string& host, int port) {
-  server_ = std::make_unique<httplib::Server>();
-  server_->set_payload_max_length(max_body_bytes);
+bool rest_server::unauthorized(const httplib::Request& req, httplib::Response& res) const {
+  if (!options_.token || reads_only(req.method)) return false;
+  if (options_.token->authorizes(req.get_header_value("Authorization"))) return false;
+  const bool presented = req.has_header("Authorization");
+  res.status = 401;
+  res.set_header("WWW-Authenticate",
+                 presented ? "Bearer error=\"invalid_token\"" : "Bearer realm=\"snapflow\"");
+  const auto body = error_response(
+      401, presented ? "the bearer token is not the coordinator's REST token"
+                     : "this call changes the coordinator: send Authorization: Bearer <token> "
+                       "(the coordinator's --rest-token-file)");
+  res.set_content(body.body, body.content_type.c_str());
+  return true;
+}
+
+result<int> rest_server::start(const std::string& host, int port) {
+  http_.set_guard([this](const httplib::Request& req, httplib::Response& res) {
+    return unauthorized(req, res);
+  });
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
     if (req.method == "GET" && (req.path == "/" || req.path == "/index.html")) {
       res.set_content(web_page(), "text/html; charset=utf-8");
@@ -46,20 +66,15 @@ int rest_server::start(const std::string& host, int port) {
     res.status = out.status;
     res.set_content(out.body, out.content_type.c_str());
   };
-  server_->Get(".*", handler);
-  server_->Post(".*", handler);
-  server_->Patch(".*", handler);
-  server_->Put(".*", handler);
-  server_->Delete(".*", handler);
-  int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
-  if (bound < 0) return -1;
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  return bound;
+  auto& routes = http_.routes();
+  routes.Get(".*", handler);
+  routes.Post(".*", handler);
+  routes.Patch(".*", handler);
+  routes.Put(".*", handler);
+  routes.Delete(".*", handler);
+  return http_.start(host, port);
 }
 
-void rest_server::stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
+void rest_server::stop() { http_.stop(); }
 
 }  // namespace snapflow::rest

@@ -13,6 +13,10 @@ namespace snapflow::rest {
 //   #latest-completed[data-checkpoint-id]                     the latest completed checkpoint
 //   #breakdown tr.subtask              the selected checkpoint's subtasks, or for a job of more
 //                                      than 256 subtasks, tr.operator: one row per operator
+//   #checkpoint-now                    triggers a checkpoint of the selected job; #action-status
+//                                      says how it went
+// Calls that change something send the REST token when the coordinator asks for one (401):
+// the page prompts for it once and keeps it in sessionStorage (this tab only).
 const std::string& web_page() {
   static const std::string page = R"HTML(<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>snapflow</title>
@@ -33,7 +37,8 @@ a{color:#0b57d0;cursor:pointer}svg{background:#fff;box-shadow:0 1px 2px #0002;di
 <div id="job" hidden>
  <h2 id="job-title"></h2><div id="job-info"></div>
  <h2>Job graph</h2><svg id="graph" width="10" height="10"></svg>
- <h2>Checkpoints</h2><div id="cp-counts"></div><div id="latest-completed"></div>
+ <h2>Checkpoints</h2><div><button id="checkpoint-now" type="button">checkpoint now</button>
+  <span id="action-status" class="muted"></span></div><div id="cp-counts"></div><div id="latest-completed"></div>
  <svg id="timeline" width="760" height="190"></svg>
  <div class="legend"><span><i class="sw" style="background:#1e8e3e"></i>completed</span>
   <span><i class="sw" style="background:#d93025"></i>failed</span>
@@ -53,6 +58,23 @@ let selected=null,selectedCp=null,follow=true,lastRecords=null,rate=null;
 const $=id=>document.getElementById(id);
 const esc=s=>String(s).replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]));
 async function get(p){const r=await fetch(p);if(!r.ok)throw new Error(p+': HTTP '+r.status);return r.json();}
+const tokenKey='snapflow-rest-token';
+// A call that changes something: with the token when one is kept; on 401, asks for it once.
+async function send(method,p,body){
+ const call=()=>{const h={'Content-Type':'application/json'};const t=sessionStorage.getItem(tokenKey);
+  if(t)h.Authorization='Bearer '+t;return fetch(p,{method,headers:h,body:body||''});};
+ let r=await call();
+ if(r.status===401){const t=prompt("This coordinator needs its REST token (its --rest-token-file) for this:");
+  if(!t)throw new Error('no token given');sessionStorage.setItem(tokenKey,t.trim());r=await call();
+  if(r.status===401)sessionStorage.removeItem(tokenKey);}
+ const j=await r.json().catch(()=>({}));
+ if(!r.ok)throw new Error((j.errors&&j.errors[0])||('HTTP '+r.status));
+ return j;}
+async function checkpointNow(){
+ if(!selected)return;const job=selected;$('action-status').textContent='triggering…';
+ try{const t=await send('POST','/jobs/'+job+'/checkpoints','{}');
+  $('action-status').textContent='checkpoint requested ('+t['request-id']+')';}
+ catch(e){$('action-status').textContent='not triggered: '+e.message;}}
 function us(v){v=Number(v)||0;return v>=1e6?(v/1e6).toFixed(2)+' s':v>=1000?(v/1000).toFixed(2)+' ms':Math.round(v)+' µs';}
 function bytes(v){return v>=1048576?(v/1048576).toFixed(1)+' MiB':v>=1024?(v/1024).toFixed(1)+' KiB':v+' B';}
 function num(v){return Number(v).toLocaleString('en');}
@@ -173,6 +195,7 @@ async function refresh(){
  }catch(e){$('overview').textContent='coordinator unreachable: '+e;}
 }
 const maxListedSubtasks=256;
+$('checkpoint-now').addEventListener('click',checkpointNow);
 refresh();setInterval(refresh,1000);
 </script></body></html>
 )HTML";

@@ -181,8 +181,9 @@ TEST_CASE("REST: checkpoint config and changing the interval of a running job") 
 TEST_CASE("REST: savepoint with cancel, then the job is canceled") {
   fixture f;
   job_id id = f.submit_and_run();
+  f.api->set_savepoint_targets({confined_folder(f.state_dir / "savepoints"), false});
   auto trig = f.call("POST", "/jobs/" + id + "/savepoints",
-                     json{{"target-directory", (f.state_dir / "sp").string()}, {"cancel-job", true}}.dump(),
+                     json{{"target-directory", "sp"}, {"cancel-job", true}}.dump(),
                      202);
   auto* master = f.jobs->find(id);
   for (auto* v : master->graph().all_execution_vertices())
@@ -295,8 +296,9 @@ TEST_CASE("REST: job details carry record counters of current attempts, edges an
 TEST_CASE("REST: the HTTP server answers on loopback and serves the web page") {
   fixture f(false);
   rest_server server(f.io.get_executor(), f.api);
-  int port = server.start("127.0.0.1", 0);
-  REQUIRE(port > 0);
+  auto started = server.start("127.0.0.1", 0);
+  REQUIRE(started);
+  const int port = *started;
   // The coordinator thread: the io_context runs while the client waits.
   auto guard = asio::make_work_guard(f.io);
   std::thread coordinator([&] { f.io.run(); });
@@ -317,4 +319,50 @@ TEST_CASE("REST: the HTTP server answers on loopback and serves the web page") {
   f.io.stop();
   coordinator.join();
   server.stop();
+}
+
+TEST_CASE("REST savepoint targets: absolute, '..', NUL and symlinks out refused, nothing written, "
+          "relative under the root accepted") {
+  fixture f;
+  job_id id = f.submit_and_run();
+  const auto root = f.state_dir / "savepoints";
+  const auto outside = f.state_dir / "outside";
+  std::filesystem::create_directories(root);
+  std::filesystem::create_directories(outside);
+  std::filesystem::create_directory_symlink(outside, root / "escape");
+  f.api->set_savepoint_targets({confined_folder(root), false});
+  const std::string path = "/jobs/" + id + "/savepoints";
+  for (const std::string& target :
+       {outside.string(), std::string("../outside"), std::string("a/../../outside"),
+        std::string("escape"), std::string("escape/deeper"), std::string("bad\0name", 8)}) {
+    INFO(target);
+    auto refused = f.call("POST", path, json{{"target-directory", target}}.dump(), 400);
+    CHECK_THAT(refused["errors"][0].get<std::string>(), Catch::Contains(root.string()));
+  }
+  f.call("POST", path, json{{"target-directory", 7}}.dump(), 400);
+  CHECK(std::filesystem::is_empty(outside));
+  CHECK(f.jobs->find(id)->coordinator()->core().stats().counts().triggered == 0);
+
+  auto trig = f.call("POST", path, json{{"target-directory", "nightly/one"}}.dump(), 202);
+  auto* master = f.jobs->find(id);
+  for (auto* v : master->graph().all_execution_vertices())
+    master->coordinator()->receive_ack({id, v->current_attempt(), 1, {}, {}});
+  f.poll();
+  auto done = f.call("GET", path + "/" + trig["request-id"].get<std::string>());
+  const std::string location = done["operation"]["location"].get<std::string>();
+  CHECK(location.rfind((root / "nightly" / "one").string(), 0) == 0);
+  CHECK(std::filesystem::is_empty(outside));
+}
+
+TEST_CASE("REST savepoint targets: --allow-savepoint-anywhere accepts absolute targets") {
+  fixture f;
+  job_id id = f.submit_and_run();
+  f.api->set_savepoint_targets({confined_folder(f.state_dir / "savepoints"), true});
+  f.call("POST", "/jobs/" + id + "/savepoints",
+         json{{"target-directory", (f.state_dir / "elsewhere").string()}}.dump(), 202);
+  // Relative targets still resolve under the root, and still may not climb out of it.
+  f.call("POST", "/jobs/" + id + "/savepoints", json{{"target-directory", "../x"}}.dump(), 400);
+  // Without any root, a named target is refused.
+  f.api->set_savepoint_targets({});
+  f.call("POST", "/jobs/" + id + "/savepoints", json{{"target-directory", "x"}}.dump(), 400);
 }
