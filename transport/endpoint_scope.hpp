@@ -1,0 +1,13 @@
+#pragma once
+
+#include <string_view>
+
+namespace snapflow::transport {
+
+// Whether a ZeroMQ endpoint a process binds can only be reached from this machine: ipc:// and
+// inproc://, and tcp:// on a loopback address (127.0.0.0/8, ::1, localhost). Everything else
+// (a wildcard, an interface name, any other address, a malformed endpoint) counts as reachable
+// from the network, so a binary can refuse to serve it without CURVE.
+bool is_loopback_endpoint(std::string_view endpoint);
+
+}  // namespace snapflow::transport
