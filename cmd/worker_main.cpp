@@ -220,9 +220,9 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
                 << "' cannot be made absolute\n";
       return exit_usage;
     }
-    // Canonical when it exists, so a root reached through a symlink still holds its files.
-    auto canonical = std::filesystem::weakly_canonical(absolute, ec);
-    root = (ec ? absolute.lexically_normal() : canonical).string();
+    // As given, made absolute: jobs name their files by the same spelling.
+    root = absolute.lexically_normal().string();
+    if (root.size() > 1 && root.back() == '/') root.pop_back();
   }
   o.data_roots = data_roots;
   o.worker_id = id.empty() ? default_worker_id() : id;

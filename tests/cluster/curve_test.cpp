@@ -209,7 +209,7 @@ TEST_CASE(
         "--executor", "runtime", "--heartbeat-interval-ms", std::to_string(heartbeat_interval_ms),
         "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms), "--curve-secret-key",
         (dir.path() / (id + ".secret")).string(), "--curve-coordinator-key", coordinator_public,
-        "--curve-peer-wait-ms", "3000"});
+        "--curve-peer-wait-ms", "3000", "--data-root", test_data_root()});
   };
   auto w1 = runtime_worker("w1");
   auto w2 = runtime_worker("w2");
