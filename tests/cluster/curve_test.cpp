@@ -282,3 +282,41 @@ TEST_CASE(
   CHECK(w2->count_in_stderr("wrong_key_frames=0") == 1);
   CHECK(w2->count_in_stderr("handshakes_refused=0 ") == 0);
 }
+
+TEST_CASE("a worker whose CURVE handshake fails says so and keeps retrying") {
+  REQUIRE(transport::curve_available());
+  temp_dir dir;
+  keygen(dir.path() / "coordinator");
+  const auto good_keys = keygen(dir.path() / "good");
+  keygen(dir.path() / "impostor");  // a key pair the coordinator does not hold
+  keygen(dir.path() / "rogue");
+  std::ofstream(dir.path() / "allowed") << good_keys.public_key << "\n";
+  coordinator_process coordinator(
+      dir.path() / "state",
+      {"--curve-secret-key", (dir.path() / "coordinator.secret").string(), "--curve-allowlist",
+       (dir.path() / "allowed").string()});
+
+  // An allowed key, but the wrong coordinator key: the coordinator cannot read its hello.
+  auto wrong_server = start_worker(
+      coordinator.control(), "good",
+      {"--curve-secret-key", (dir.path() / "good.secret").string(), "--curve-coordinator-key",
+       (dir.path() / "impostor.public").string()});
+  // The right coordinator key, but a key the allowlist does not name: ZAP denies it.
+  auto not_listed = start_worker(
+      coordinator.control(), "rogue",
+      {"--curve-secret-key", (dir.path() / "rogue.secret").string(), "--curve-coordinator-key",
+       (dir.path() / "coordinator.public").string()});
+  // No keys at all against a CURVE coordinator.
+  auto no_keys = start_worker(coordinator.control(), "plain");
+
+  for (auto* worker : {wrong_server.get(), not_listed.get(), no_keys.get()}) {
+    CHECK(worker->wait_for_stderr("the handshake with the coordinator at", patience));
+    CHECK(worker->count_in_stderr("registered with") == 0);
+    CHECK_FALSE(worker->exited());
+  }
+  CHECK(coordinator.process().wait_for_stderr("refused a connection's handshake", patience));
+  CHECK(coordinator.process().wait_for_stderr("CURVE: denied a connection", patience));
+  // None got in, and each is still up, retrying.
+  CHECK(coordinator.overview()["taskmanagers"] == 0);
+  CHECK_FALSE(not_listed->exited());
+}
