@@ -69,8 +69,8 @@ TEST_CASE("a register_worker spoofed under a live worker's id changes nothing") 
   REQUIRE(coordinator.wait_for_completed_checkpoints(job, 2));
 
   // Whoever knows the id connects under it and claims a new incarnation: with ROUTER_HANDOVER
-  // off its connection cannot take the id from the live one, so its frames arrive under
-  // another routing id and are refused.
+  // off its connection cannot take the id from the live one: its frames never arrive as the
+  // worker's (ZeroMQ holds them back, or they arrive under another routing id and are refused).
   zmq::context_t context(1);
   zmq::socket_t spoofer(context, zmq::socket_type::dealer);
   spoofer.set(zmq::sockopt::linger, 0);
@@ -83,13 +83,10 @@ TEST_CASE("a register_worker spoofed under a live worker's id changes nothing") 
   claim.pid = 4242;
   claim.session = 77;
   const std::string frame = snapflow::wire::encode(snapflow::wire::message{claim});
-  const auto refused_before = coordinator.overview().value("refused-messages", 0);
   for (int i = 0; i < 10; ++i) {
     spoofer.send(zmq::buffer(frame), zmq::send_flags::dontwait);
     std::this_thread::sleep_for(20ms);  // paces the claims; nothing depends on it
   }
-  REQUIRE(eventually(
-      [&] { return coordinator.overview().value("refused-messages", 0) > refused_before; }));
 
   // The job runs on, unrestarted, on the same incarnation; the live worker is still answered.
   const std::int64_t completed =
