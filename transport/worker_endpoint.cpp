@@ -31,6 +31,8 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr int frames_per_turn = 64;
+// Between closing a connection and opening its replacement (see reconnect).
+constexpr std::chrono::milliseconds reconnect_pause{100};
 constexpr std::size_t max_log_lines_per_interval = 20;
 // An acknowledgement batch stays within what the coordinator takes (register_ack's
 // max_batch_bytes): a new frame is begun when the estimate would pass it (an acknowledgement
@@ -284,6 +286,7 @@ worker_endpoint::worker_endpoint(asio::any_io_executor executor, zmq::context_t&
       options_(std::move(options)),
       tick_timer_(executor_),
       handshake_retry_timer_(executor_),
+      reconnect_timer_(executor_),
       interval_(options_.heartbeat_interval),
       timeout_(options_.heartbeat_timeout),
       log_limiter_(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -347,6 +350,7 @@ void worker_endpoint::stop() {
   if (connection_) connection_->close();
   tick_timer_.cancel();
   handshake_retry_timer_.cancel();
+  reconnect_timer_.cancel();
 }
 
 void worker_endpoint::new_session() {
@@ -406,11 +410,22 @@ std::error_code worker_endpoint::open_connection() {
 
 void worker_endpoint::reconnect() {
   ++counters_.reconnects;
-  if (auto e = open_connection()) {
-    // The address connected before, so this is not the configuration's fault: try later.
-    spdlog::error("cannot reconnect to the coordinator at {}: {}", options_.coordinator_address,
-                  e.message());
-  }
+  // The old connection is closed now and the new one opened a moment later: the coordinator's
+  // ROUTER keeps this worker's id for the old connection until it has seen it close, and a
+  // connection that arrives before that never gets the id (ROUTER_HANDOVER off).
+  if (inbox_) inbox_->set_direct(nullptr);
+  if (connection_) connection_->close();
+  registered_ = false;
+  reconnect_timer_.expires_after(reconnect_pause);
+  reconnect_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || !self->running_) return;
+    if (auto e = self->open_connection()) {
+      // The address connected before, so this is not the configuration's fault: try later.
+      spdlog::error("cannot reconnect to the coordinator at {}: {}",
+                    self->options_.coordinator_address, e.message());
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -515,7 +530,12 @@ asio::awaitable<void> worker_endpoint::ticker() {
     if (!running_) co_return;
     if (ec == asio::error::operation_aborted) continue;  // the interval changed: re-arm
     const std::int64_t silent_us = now_us() - last_heard_us_;
-    if (silent_us > std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count()) {
+    // Registering, a fresh connection is tried sooner: a reconnection can reach the
+    // coordinator before the close of the connection it replaces, and the coordinator's ROUTER
+    // lets no second connection take this worker's id while the first is open (ROUTER_HANDOVER
+    // off), so the frames of that attempt never arrive as this worker's.
+    const auto patience = registered_ ? timeout_ : std::min(timeout_, 4 * interval_);
+    if (silent_us > std::chrono::duration_cast<std::chrono::microseconds>(patience).count()) {
       if (registered_) {
         spdlog::warn("nothing heard from the coordinator at {} for {} ms: cancelling every task "
                      "and reconnecting",

@@ -167,6 +167,7 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   std::shared_ptr<connection> connection_;
   asio::steady_timer tick_timer_;
   asio::steady_timer handshake_retry_timer_;
+  asio::steady_timer reconnect_timer_;
   std::chrono::milliseconds handshake_backoff_{0};
   bool running_ = false;
   bool registered_ = false;
