@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
       spdlog::warn("the CURVE allowlist {} is empty: no worker can connect", curve_allowlist);
     o.curve = transport::curve_server_config{*keys, *allowed};
   }
-  if (!o.curve && !transport::is_loopback_endpoint(o.bind_address)) {
+  if (!o.curve && transport::is_plaintext_risk(o.bind_address)) {
     if (!insecure) {
       std::cerr << program << ": --bind " << o.bind_address
                 << " is reachable beyond this machine and CURVE is off: anyone reaching it "

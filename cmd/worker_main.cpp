@@ -199,7 +199,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
   } else {
     spdlog::info("scheduling policy {}", to_string(policy));
   }
-  if (curve_secret.empty() && !transport::is_loopback_endpoint(data_bind)) {
+  if (curve_secret.empty() && transport::is_plaintext_risk(data_bind)) {
     if (!insecure) {
       std::cerr << extensions.program_name << ": --data-bind " << data_bind
                 << " is reachable beyond this machine and CURVE is off: anyone reaching it "

@@ -52,4 +52,8 @@ bool is_loopback_endpoint(std::string_view endpoint) {
   return !host.empty() && is_loopback_host(host);
 }
 
+bool is_plaintext_risk(std::string_view endpoint) {
+  return endpoint.find("://") != std::string_view::npos && !is_loopback_endpoint(endpoint);
+}
+
 }  // namespace snapflow::transport

@@ -10,4 +10,9 @@ namespace snapflow::transport {
 // from the network, so a binary can refuse to serve it without CURVE.
 bool is_loopback_endpoint(std::string_view endpoint);
 
+// Whether a process binding `endpoint` without CURVE would serve the network in plaintext:
+// not loopback, and well-formed enough to name a transport (a malformed one is left to the
+// bind, which says what is wrong with it).
+bool is_plaintext_risk(std::string_view endpoint);
+
 }  // namespace snapflow::transport

@@ -5,6 +5,7 @@
 #include "transport/endpoint_scope.hpp"
 
 using snapflow::transport::is_loopback_endpoint;
+using snapflow::transport::is_plaintext_risk;
 
 TEST_CASE("endpoint scope: loopback addresses, ipc and inproc are local; the rest is not") {
   CHECK(is_loopback_endpoint("tcp://127.0.0.1:6123"));
@@ -30,4 +31,12 @@ TEST_CASE("endpoint scope: loopback addresses, ipc and inproc are local; the res
   CHECK_FALSE(is_loopback_endpoint("udp://127.0.0.1:6123"));
   CHECK_FALSE(is_loopback_endpoint("nowhere"));
   CHECK_FALSE(is_loopback_endpoint(""));
+}
+
+TEST_CASE("endpoint scope: a plaintext risk is a well-formed endpoint beyond loopback") {
+  CHECK(is_plaintext_risk("tcp://0.0.0.0:6123"));
+  CHECK(is_plaintext_risk("tcp://*:*"));
+  CHECK_FALSE(is_plaintext_risk("tcp://127.0.0.1:*"));
+  CHECK_FALSE(is_plaintext_risk("ipc:///tmp/x"));
+  CHECK_FALSE(is_plaintext_risk("nowhere"));  // the bind refuses it, saying why
 }
