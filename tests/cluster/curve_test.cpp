@@ -121,9 +121,9 @@ TEST_CASE("with CURVE a key bound to a worker id cannot speak for another worker
   CHECK(thief->wait_exit(patience) == 3);
   CHECK_THAT(thief->stderr_text(), Catch::Contains("bound to worker id 'good'"));
 
-  // An allowed key sending as "good" (ROUTER_HANDOVER hands it good's routing id) without
-  // good's key: nothing it sends is acted on.
-  const std::uint64_t refused_before = coordinator.overview().value("refused-messages", 0ull);
+  // An allowed key sending as "good" without good's key: with ROUTER_HANDOVER off its
+  // connection never gets good's routing id while good's is open, so nothing it sends is taken
+  // as good's (were it to get the id later, the key check would refuse it).
   const json details = coordinator.job(job);
   const json& source = details["vertices"][0];
   const execution_attempt_id attempt{
@@ -139,17 +139,19 @@ TEST_CASE("with CURVE a key bound to a worker id cannot speak for another worker
     impostor.connect(coordinator.control());
     const std::string forged = wire::encode(wire::task_state_update{
         job, attempt, wire::task_state::failed, "forged by an impostor"});
-    REQUIRE(impostor.send(zmq::buffer(forged), zmq::send_flags::none));
-    CHECK(coordinator.process().wait_for_stderr(
-        "sent with a CURVE key other than the one this worker registered with", patience));
-    CHECK(coordinator.overview().value("refused-messages", 0ull) > refused_before);
+    for (int i = 0; i < 5; ++i)
+      REQUIRE(impostor.send(zmq::buffer(forged), zmq::send_flags::none));
+    // Past the impostor's handshake and frames: checkpoints go on completing meanwhile.
+    const auto before = coordinator.checkpoints(job)["counts"]["completed"].get<std::int64_t>();
+    CHECK(coordinator.wait_for_completed_checkpoints(job, before + 3));
   }
-  // The forged failure did nothing, and once good's own connection is back (the takeover may
-  // have cost a trigger or two, so no claim about restarts) its checkpoints complete again.
+  // The forged failure did nothing: no restart, and good's own connection was never cut.
   const auto completed = coordinator.checkpoints(job)["counts"]["completed"].get<std::int64_t>();
   CHECK(coordinator.wait_for_completed_checkpoints(job, completed + 2));
   CHECK(coordinator.job(job).dump().find("forged") == std::string::npos);
   CHECK(coordinator.process().count_in_stderr("forged by an impostor") == 0);
+  CHECK(coordinator.job(job).value("restarts", 0) == 0);
+  CHECK(good->count_in_stderr("registered with the coordinator") == 1);
   CHECK_FALSE(good->exited());
 }
 
