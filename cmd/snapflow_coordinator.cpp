@@ -22,6 +22,7 @@
 #include "engine/jobmaster/dispatcher.hpp"
 #include "transport/coordinator_endpoint.hpp"
 #include "transport/curve_keys.hpp"
+#include "transport/endpoint_scope.hpp"
 #include "transport/dispatcher_event_handler.hpp"
 #include "transport/rest/listen_socket.hpp"
 #include "transport/rest/rest_server.hpp"
@@ -83,8 +84,13 @@ int main(int argc, char** argv) {
   bool allow_savepoint_anywhere = false;
 
   app.add_option("--bind", o.bind_address,
-                 "control endpoint the workers connect to (tcp://HOST:* picks a free port)")
+                 "control endpoint the workers connect to (tcp://HOST:* picks a free port); "
+                 "beyond loopback it needs CURVE (--curve-secret-key) or --insecure")
       ->capture_default_str();
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "allow a --bind beyond loopback without CURVE: anyone who reaches it can "
+               "register workers and speak for them");
   app.add_option("--state-dir", state_dir, "jobs and checkpoints are kept here")
       ->capture_default_str();
   app.add_option("--rest-host", rest_host, "REST API and web page address")->capture_default_str();
@@ -223,6 +229,18 @@ int main(int argc, char** argv) {
     if (allowed->empty())
       spdlog::warn("the CURVE allowlist {} is empty: no worker can connect", curve_allowlist);
     o.curve = transport::curve_server_config{*keys, *allowed};
+  }
+  if (!o.curve && transport::is_plaintext_risk(o.bind_address)) {
+    if (!insecure) {
+      std::cerr << program << ": --bind " << o.bind_address
+                << " is reachable beyond this machine and CURVE is off: anyone reaching it "
+                   "could register workers and speak for them. Give --curve-secret-key and "
+                   "--curve-allowlist, bind to loopback, or pass --insecure\n";
+      return exit_usage;
+    }
+    spdlog::warn("--insecure: the control endpoint {} is open beyond loopback without CURVE; "
+                 "anyone who reaches it can register workers and speak for them",
+                 o.bind_address);
   }
   std::error_code fs_error;
   std::filesystem::create_directories(state_dir, fs_error);

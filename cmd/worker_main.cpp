@@ -4,6 +4,7 @@
 
 #include <array>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "cmd/thread_scheduling.hpp"
 #include "engine/runtime/runtime_task_executor.hpp"
 #include "transport/curve_keys.hpp"
+#include "transport/endpoint_scope.hpp"
 #include "transport/data/network_data_plane.hpp"
 #include "transport/stub_task_executor.hpp"
 #include "transport/worker_endpoint.hpp"
@@ -59,6 +61,7 @@ result<std::shared_ptr<task_executor>> make_executor(
     runtime_task_executor_options options;
     options.operators = context.operators;
     options.registry = context.registry;
+    options.data_roots = context.data_roots;
     return std::shared_ptr<task_executor>(
         std::make_shared<runtime_task_executor>(context.listener, *plane, options));
   }
@@ -148,6 +151,15 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
                      "checkpoint run in fewer slices) or normal (SCHED_OTHER)")
           ->check(scheduling_policy_check, "batch or normal")
           ->capture_default_str();
+  std::vector<std::string> data_roots;
+  app.add_option("--data-root", data_roots,
+                 "a folder jobs' file paths (file sources and sinks) may lead into; repeat for "
+                 "more; relative paths resolve against the first. A task naming a path "
+                 "outside is refused (default: the working folder)");
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "allow a --data-bind beyond loopback without CURVE: anyone who reaches it can "
+               "feed records into this worker's tasks");
   // Tests only: claim another protocol version to see it refused. Hidden from --help.
   app.add_option("--protocol-version", o.protocol_version, "")->group("");
 
@@ -187,6 +199,32 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
   } else {
     spdlog::info("scheduling policy {}", to_string(policy));
   }
+  if (curve_secret.empty() && transport::is_plaintext_risk(data_bind)) {
+    if (!insecure) {
+      std::cerr << extensions.program_name << ": --data-bind " << data_bind
+                << " is reachable beyond this machine and CURVE is off: anyone reaching it "
+                   "could feed records into this worker's tasks. Give --curve-secret-key and "
+                   "--curve-coordinator-key, bind to loopback, or pass --insecure\n";
+      return exit_usage;
+    }
+    spdlog::warn("--insecure: the data endpoint {} is open beyond loopback without CURVE; "
+                 "anyone who reaches it can feed records into this worker's tasks",
+                 data_bind);
+  }
+  if (data_roots.empty()) data_roots.push_back(".");
+  for (auto& root : data_roots) {
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(root, ec);
+    if (ec || root.empty()) {
+      std::cerr << extensions.program_name << ": --data-root '" << root
+                << "' cannot be made absolute\n";
+      return exit_usage;
+    }
+    // As given, made absolute: jobs name their files by the same spelling.
+    root = absolute.lexically_normal().string();
+    if (root.size() > 1 && root.back() == '/') root.pop_back();
+  }
+  o.data_roots = data_roots;
   o.worker_id = id.empty() ? default_worker_id() : id;
   o.heartbeat_interval = std::chrono::milliseconds(interval_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(timeout_ms);
@@ -220,6 +258,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
   context.worker_id = o.worker_id;
   context.slots = o.slots;
   context.data_bind_address = data_bind;
+  context.data_roots = data_roots;
   if (o.curve) context.curve = o.curve->keys;
   context.curve_peer_wait_ms = curve_peer_wait_ms;
   context.listener = endpoint->listener();
@@ -257,8 +296,12 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
               << ": " << started.message() << "\n";
     return exit_usage;
   }
-  spdlog::info("worker {} started: coordinator {}, {} slots, executor {}, data endpoint {}{}",
+  std::string root_list;
+  for (const auto& root : data_roots) root_list += (root_list.empty() ? "" : ", ") + root;
+  spdlog::info("worker {} started: coordinator {}, {} slots, executor {}, data endpoint {}, "
+               "data roots {}{}",
                o.worker_id, o.coordinator_address, o.slots, executor_name, tasks->data_endpoint(),
+               root_list,
                o.curve ? ", CURVE (control and data)" : "");
   try {
     io.run();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 
@@ -22,6 +23,9 @@ struct worker_context {
   std::string worker_id;
   std::uint32_t slots = 1;
   std::string data_bind_address;  // --data-bind
+  // --data-root, absolute: where tasks' file parameters may lead (the first one is where
+  // relative ones resolve). Never empty: the worker's working folder by default.
+  std::vector<std::string> data_roots;
   // With --curve-secret-key: this worker's key pair, which its data plane must use too (a
   // CURVE server on the data endpoint, CURVE clients to its peers). Without it, none.
   std::optional<transport::curve_key_pair> curve;

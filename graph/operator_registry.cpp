@@ -33,6 +33,11 @@ param_spec integer(std::string name, bool required, std::string def, std::string
 param_spec text(std::string name, bool required, std::string def, std::string help) {
   return {std::move(name), param_type::string, required, std::move(def), std::move(help)};
 }
+param_spec path(std::string name, bool required, std::string def, std::string help) {
+  param_spec p = text(std::move(name), required, std::move(def), std::move(help));
+  p.is_path = true;
+  return p;
+}
 
 // Every built-in kind's operator state belongs to one subtask: the sources' offsets (which they
 // refuse to move to another parallelism) and the exactly-once sink's transactions (which new
@@ -57,7 +62,7 @@ operator_registry make_builtin() {
          "deterministic sequence 0..count-1; replayable from the offset kept in its state"});
   r.add({"line_source",
          operator_role::source,
-         {text("path", true, "", "file to read, one record per line")},
+         {path("path", true, "", "file to read, one record per line")},
          "lines of a file as records; offset kept in state"});
   r.add({"map_identity",
          operator_role::transform,
@@ -94,13 +99,13 @@ operator_registry make_builtin() {
          "drops every record (benchmarks: the pipeline's cost without a sink's)"});
   r.add({"file_sink",
          operator_role::sink,
-         {text("path", true, "", "output folder"),
+         {path("path", true, "", "output folder"),
           integer("delay_us_per_record", false, "0",
                   "sleep before each record, 0..1000000 (a deliberately slow sink)")},
          "appends records to a file (at-least-once)"});
   r.add({"two_phase_commit_file_sink",
          operator_role::sink,
-         {text("path", true, "", "output folder; only committed files appear in it")},
+         {path("path", true, "", "output folder; only committed files appear in it")},
          "exactly-once file sink: pre-commit on barrier, commit on notify-complete"});
   // Kinds backed by a C++ callable declared through stream_environment.
   r.add({"user_map", operator_role::transform, {}, "C++ map callable"});

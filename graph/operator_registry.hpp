@@ -42,6 +42,10 @@ struct param_spec {
   bool required = false;
   std::string default_value;  // empty when there is none
   std::string help;
+  // A file or folder the operator reads or writes. Confined to the data roots of the workers
+  // (their --data-root): checked by the coordinator at submission and by the worker at
+  // deployment, and relative values resolve against the worker's first data root.
+  bool is_path = false;
 };
 
 struct operator_kind {

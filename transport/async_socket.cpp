@@ -147,9 +147,14 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
     if (t == zmq::socket_type::router) {
       // Unknown peer: an error instead of a silent drop; full peer: EAGAIN instead of a drop.
       socket.set(zmq::sockopt::router_mandatory, true);
-      // A worker that restarts under the same id takes over its old connection at once.
-      socket.set(zmq::sockopt::router_handover, true);
+      socket.set(zmq::sockopt::router_handover, options.router_handover);
     }
+    if (options.zmtp_heartbeat_interval_ms > 0) {
+      socket.set(zmq::sockopt::heartbeat_ivl, options.zmtp_heartbeat_interval_ms);
+      socket.set(zmq::sockopt::heartbeat_timeout, options.zmtp_heartbeat_timeout_ms);
+    }
+    if (options.reconnect_interval_max_ms > 0)
+      socket.set(zmq::sockopt::reconnect_ivl_max, options.reconnect_interval_max_ms);
     descriptor.assign(socket.get(zmq::sockopt::fd));
   }
 

@@ -35,6 +35,19 @@ struct socket_options {
   // Allows try_send_from_any_thread(): every ZeroMQ call on the socket is then made under a
   // mutex, which the owner thread's own operations take too (uncontended, a few nanoseconds).
   bool shared_sends = false;
+  // ZMTP heartbeats (ZMQ_HEARTBEAT_IVL / _TIMEOUT), 0: none. A connection whose peer stops
+  // answering them is closed, which on a ROUTER frees the peer's routing id for its next
+  // connection (see router_handover).
+  int zmtp_heartbeat_interval_ms = 0;
+  int zmtp_heartbeat_timeout_ms = 0;
+  // Connecting sockets: the longest pause between ZeroMQ's own reconnection attempts
+  // (ZMQ_RECONNECT_IVL_MAX; they start at 100 ms and double). 0: ZeroMQ's default, no growth.
+  int reconnect_interval_max_ms = 0;
+  // ROUTER: whether a new connection presenting a routing id that a live connection holds
+  // takes it over (ZMQ_ROUTER_HANDOVER). Off, it cannot: whoever knows a worker's id cannot
+  // cut the worker off by connecting under it; a restarted worker gets its id once the old
+  // connection is closed (by the kernel when its process died, else by the ZMTP heartbeat).
+  bool router_handover = false;
 };
 
 // Faults of the adapter itself; ZeroMQ's own errors come as std::generic_category (POSIX

@@ -159,11 +159,29 @@ std::error_code coordinator_endpoint::start() {
   so.max_frame_bytes = options_.max_frame_bytes;
   so.send_hwm = options_.socket_send_hwm;
   so.read_user_id = options_.curve.has_value();  // the ZAP handler names each client's key
+  // A dead connection (a host gone, a cable pulled) is closed within the heartbeat timeout,
+  // which frees its worker's routing id for the worker's next connection.
+  so.zmtp_heartbeat_interval_ms = static_cast<int>(options_.heartbeat_interval.count());
+  so.zmtp_heartbeat_timeout_ms = static_cast<int>(options_.heartbeat_timeout.count());
+  so.router_handover = false;  // a live worker's id cannot be taken over by another connection
   auto socket = std::make_unique<async_socket>(executor_, context_, zmq::socket_type::router, so);
   if (options_.curve) {
     if (auto e = apply_curve_server(socket->native_handle(), *options_.curve)) return e;
   }
-  if (auto e = socket->bind(options_.bind_address)) return e;
+  // ZAP denials are logged by the ZAP handler; what fails before ZAP (a client that used
+  // another server key, or none) only the monitor sees.
+  auto monitored = handshakes_.start(
+      context_, socket->native_handle(),
+      [weak = weak_from_this(), executor = executor_](const handshake_event& event) {
+        asio::post(executor, [weak, event] {
+          if (auto self = weak.lock()) self->on_handshake_failed(event);
+        });
+      });
+  if (monitored) return monitored;
+  if (auto e = socket->bind(options_.bind_address)) {
+    handshakes_.stop();
+    return e;
+  }
   socket_ = std::move(socket);
   endpoint_ = socket_->last_endpoint();
   running_ = true;
@@ -181,6 +199,7 @@ std::error_code coordinator_endpoint::start() {
 void coordinator_endpoint::stop() {
   if (!running_) return;
   running_ = false;
+  handshakes_.stop();
   socket_->close();  // ends the pending receive and send with operation_aborted
   writer_wake_.cancel();
   send_deadline_.cancel();
@@ -448,12 +467,39 @@ std::optional<std::string> coordinator_endpoint::curve_binding_refusal(
   return std::nullopt;
 }
 
+void coordinator_endpoint::on_handshake_failed(const handshake_event& event) {
+  if (auto d = bad_input_log_.allow("handshake", now_us()); d.allowed)
+    spdlog::warn("refused a connection's handshake on {}: {} (detail {}){}", event.endpoint,
+                 to_string(event.failure), event.detail, suppressed_note(d.suppressed));
+}
+
+std::optional<std::string> coordinator_endpoint::live_worker_refusal(
+    const std::string& peer, const wire::register_worker& m) const {
+  const auto it = sessions_.find(peer);
+  if (it == sessions_.end() || it->second.session == m.session) return std::nullopt;
+  const worker_info* live = handler_->workers().find(peer);
+  if (live == nullptr) return std::nullopt;
+  // A live worker heartbeats every interval; twice that allows for a late one. A restarted
+  // worker (its process killed, its connection closed) is let in once its predecessor has been
+  // silent that long: it resends register_worker every interval until then.
+  const std::int64_t silent_us = now_us() - live->last_heartbeat_us;
+  const std::int64_t live_us =
+      2 * std::chrono::duration_cast<std::chrono::microseconds>(options_.heartbeat_interval).count();
+  if (silent_us >= live_us) return std::nullopt;
+  return "worker '" + printable_peer(peer) + "' is alive (pid " + std::to_string(it->second.pid) +
+         ", heard from " + std::to_string(silent_us / 1000) + " ms ago) and this register_worker "
+         "(pid " + std::to_string(m.pid) + ") starts another session: not failing it over";
+}
+
 void coordinator_endpoint::on_register(const std::string& peer, const wire::register_worker& m,
                                        const std::string& curve_key) {
   if (m.worker_id != peer) {
-    refuse_registration(peer, "worker id '" + printable_peer(m.worker_id) +
-                                  "' differs from the socket's routing id '" +
-                                  printable_peer(peer) + "'");
+    // With ROUTER_HANDOVER off, a connection that presented an id a live connection holds is
+    // given another id by ZeroMQ (its first frame's bytes): its frames arrive here. No answer:
+    // a worker that lands here by a race of its own reconnection starts over by itself.
+    refuse(peer, "a register_worker for worker '" + printable_peer(m.worker_id) +
+                     "' on a connection whose routing id differs (the id is taken by a live "
+                     "connection, or the client is misconfigured)");
     return;
   }
   if (m.protocol_version != wire::current_protocol_version) {
@@ -480,8 +526,17 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
     send_to_worker(peer, accepted);
     return;
   }
+  if (auto why = live_worker_refusal(peer, m)) {
+    // Dropped without an answer: an answer to this routing id could reach the live worker.
+    refuse(peer, "registration refused: " + *why);
+    return;
+  }
+  std::vector<std::string> roots;
+  roots.reserve(m.data_roots.size());
+  for (const auto& root : m.data_roots) roots.push_back(root.path);
   // The key it proved at the handshake also guards its data endpoint (docs/protocol.md 7.4).
-  auto registered = registry.register_worker(peer, m.slots, m.data_endpoint, now_us(), curve_key);
+  auto registered = registry.register_worker(peer, m.slots, m.data_endpoint, now_us(), curve_key,
+                                             std::move(roots));
   if (!registered) {
     // The registry checks before it replaces: an earlier registration of this id stands.
     refuse_registration(peer, registered.err().message);

@@ -23,6 +23,7 @@
 #include "transport/curve_keys.hpp"
 #include "transport/decode_error.hpp"
 #include "transport/frame_limits.hpp"
+#include "transport/handshake_monitor.hpp"
 #include "transport/messages.hpp"
 #include "transport/outgoing_queues.hpp"
 #include "transport/peer_rate_limiter.hpp"
@@ -161,6 +162,12 @@ class coordinator_endpoint : public task_deployment_gateway,
   void on_message(const std::string& peer, wire::message&& m, const std::string& curve_key);
   void on_register(const std::string& peer, const wire::register_worker& m,
                    const std::string& curve_key);
+  // Why a register_worker with a new session must not replace the registration of `peer`:
+  // that worker is alive (heard from within two heartbeat intervals), so the frame is not
+  // from it and must not fail its tasks over. Nothing when it may register.
+  std::optional<std::string> live_worker_refusal(const std::string& peer,
+                                                 const wire::register_worker& m) const;
+  void on_handshake_failed(const handshake_event& event);
   // With CURVE, why `curve_key` may not register `worker` (the allowlist binds the key to
   // another worker id, or the worker is registered with another key); nothing otherwise.
   std::optional<std::string> curve_binding_refusal(const worker_id& worker,
@@ -221,6 +228,7 @@ class coordinator_endpoint : public task_deployment_gateway,
   std::shared_ptr<worker_event_handler> handler_;
   counters_observer observer_;
   std::unique_ptr<async_socket> socket_;
+  handshake_monitor handshakes_;  // logs refused handshakes (a CURVE key the server cannot read)
   std::string endpoint_;
   bool running_ = false;
 

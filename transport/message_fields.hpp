@@ -34,6 +34,7 @@ void describe(V& v, M& m) {
   v.required("pid", m.pid);
   v.optional("session", m.session);
   v.optional("max_batch_bytes", m.max_batch_bytes);
+  v.optional("data_roots", m.data_roots);
 }
 
 template <typename V, message_of<not_registered> M>
@@ -208,6 +209,11 @@ void describe(V& v, M& m) {
   v.optional("public_key", m.public_key);
 }
 
+template <typename V, message_of<data_root> M>
+void describe(V& v, M& m) {
+  v.required("path", m.path);
+}
+
 template <typename V, message_of<task_io> M>
 void describe(V& v, M& m) {
   v.required("job_id", m.job);
@@ -239,6 +245,7 @@ struct is_optional<std::optional<T>> : std::true_type {};
 template <typename T>
 concept record = std::same_as<T, execution_attempt_id> || std::same_as<T, state_handle> ||
                  std::same_as<T, subtask_endpoint> || std::same_as<T, subtask_restore_state> ||
+                 std::same_as<T, data_root> ||
                  std::same_as<T, task_io> || std::same_as<T, checkpoint_notified> ||
                  std::same_as<T, acknowledge_checkpoint>;
 

@@ -73,6 +73,8 @@ std::ostream& operator<<(std::ostream& os, const subtask_endpoint& e) {
   return os;
 }
 
+std::ostream& operator<<(std::ostream& os, const data_root& r) { return os << r.path; }
+
 std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r) {
   return os << "restore{subtask=" << r.subtask << ", size=" << r.state_size_bytes
             << ", handles=" << r.state_handles << "}";
@@ -82,7 +84,8 @@ std::ostream& operator<<(std::ostream& os, const register_worker& m) {
   return os << "register_worker{worker=" << m.worker_id << ", slots=" << m.slots
             << ", data=" << m.data_endpoint << ", version=" << m.protocol_version
             << ", pid=" << m.pid << ", session=" << m.session
-            << ", max_batch_bytes=" << m.max_batch_bytes << "}";
+            << ", max_batch_bytes=" << m.max_batch_bytes << ", data_roots=" << m.data_roots
+            << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const not_registered& m) {

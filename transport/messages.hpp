@@ -60,6 +60,14 @@ enum class task_state : std::uint8_t { deploying, running, finished, failed, can
 std::string_view to_string(task_state state);
 std::optional<task_state> parse_task_state(std::string_view text);
 
+// A folder a worker lets jobs read and write files under (its --data-root). A record of its
+// own so fields can be added.
+struct data_root {
+  std::string path;
+
+  bool operator==(const data_root&) const = default;
+};
+
 // worker -> coordinator, first message on a new connection.
 struct register_worker {
   static constexpr std::string_view wire_type = "register_worker";
@@ -76,6 +84,10 @@ struct register_worker {
   // It reads the *_batch messages (trigger, notify complete / aborted) in frames of up to this
   // many bytes. 0, and absent from older workers: it is sent one message per attempt.
   std::uint64_t max_batch_bytes = 0;
+  // The folders its tasks' file paths must lie under, the first one the folder relative paths
+  // resolve against. Absent from older workers: the coordinator then checks nothing at
+  // submission for this worker (the worker itself still checks at deployment).
+  std::vector<data_root> data_roots;
 
   bool operator==(const register_worker&) const = default;
 };
@@ -359,6 +371,7 @@ std::string_view type_name(const message& m);
 std::ostream& operator<<(std::ostream& os, task_state state);
 std::ostream& operator<<(std::ostream& os, const state_handle& h);
 std::ostream& operator<<(std::ostream& os, const subtask_endpoint& e);
+std::ostream& operator<<(std::ostream& os, const data_root& r);
 std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r);
 std::ostream& operator<<(std::ostream& os, const register_worker& m);
 std::ostream& operator<<(std::ostream& os, const register_ack& m);

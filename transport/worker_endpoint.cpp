@@ -31,6 +31,8 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr int frames_per_turn = 64;
+// Between closing a connection and opening its replacement (see reconnect).
+constexpr std::chrono::milliseconds reconnect_pause{100};
 constexpr std::size_t max_log_lines_per_interval = 20;
 // An acknowledgement batch stays within what the coordinator takes (register_ack's
 // max_batch_bytes): a new frame is begun when the estimate would pass it (an acknowledgement
@@ -83,11 +85,13 @@ struct worker_endpoint::connection {
 
   void close() {
     closed = true;
+    handshakes.stop();  // before the socket it watches goes
     socket->close();
     wake.cancel();
   }
 
   std::unique_ptr<async_socket> socket;
+  handshake_monitor handshakes;
   std::deque<std::string> outgoing;
   asio::steady_timer wake;
   bool writer_waiting = false;
@@ -281,6 +285,8 @@ worker_endpoint::worker_endpoint(asio::any_io_executor executor, zmq::context_t&
       context_(context),
       options_(std::move(options)),
       tick_timer_(executor_),
+      handshake_retry_timer_(executor_),
+      reconnect_timer_(executor_),
       interval_(options_.heartbeat_interval),
       timeout_(options_.heartbeat_timeout),
       log_limiter_(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -343,6 +349,8 @@ void worker_endpoint::stop() {
   update_direct_path();
   if (connection_) connection_->close();
   tick_timer_.cancel();
+  handshake_retry_timer_.cancel();
+  reconnect_timer_.cancel();
 }
 
 void worker_endpoint::new_session() {
@@ -357,14 +365,37 @@ std::error_code worker_endpoint::open_connection() {
   so.max_frame_bytes = options_.max_frame_bytes;
   so.routing_id = options_.worker_id;
   so.shared_sends = true;  // task threads send their acknowledgements themselves
+  // A coordinator host that vanished is noticed by ZeroMQ too, and reconnection attempts back
+  // off to at most the pause of a failed handshake.
+  so.zmtp_heartbeat_interval_ms = static_cast<int>(interval_.count());
+  so.zmtp_heartbeat_timeout_ms = static_cast<int>(timeout_.count());
+  so.reconnect_interval_max_ms = static_cast<int>(options_.handshake_retry_max.count());
+  // The old connection goes first: the coordinator's ROUTER lets no second connection take
+  // this worker's id while the first is open (ROUTER_HANDOVER off).
+  if (inbox_) inbox_->set_direct(nullptr);  // before the old socket goes
+  if (connection_) connection_->close();
   auto socket = std::make_unique<async_socket>(executor_, context_, zmq::socket_type::dealer, so);
   if (options_.curve) {
     if (auto e = apply_curve_client(socket->native_handle(), *options_.curve)) return e;
   }
-  if (auto e = socket->connect(options_.coordinator_address)) return e;
-  if (inbox_) inbox_->set_direct(nullptr);  // before the old socket goes
-  if (connection_) connection_->close();
-  connection_ = std::make_shared<connection>(executor_, std::move(socket));
+  auto c = std::make_shared<connection>(executor_, std::move(socket));
+  // Before connecting, so not even the first handshake's failure goes unseen.
+  auto monitored = c->handshakes.start(
+      context_, c->socket->native_handle(),
+      [weak = weak_from_this(), executor = executor_,
+       weak_c = std::weak_ptr<connection>(c)](const handshake_event& event) {
+        asio::post(executor, [weak, weak_c, event] {
+          auto self = weak.lock();
+          auto conn = weak_c.lock();
+          if (self && conn) self->on_handshake_failed(conn, event);
+        });
+      });
+  if (monitored) return monitored;
+  if (auto e = c->socket->connect(options_.coordinator_address)) {
+    c->close();
+    return e;
+  }
+  connection_ = std::move(c);
   registered_ = false;
   new_session();
   last_heard_us_ = now_us();
@@ -379,11 +410,22 @@ std::error_code worker_endpoint::open_connection() {
 
 void worker_endpoint::reconnect() {
   ++counters_.reconnects;
-  if (auto e = open_connection()) {
-    // The address connected before, so this is not the configuration's fault: try later.
-    spdlog::error("cannot reconnect to the coordinator at {}: {}", options_.coordinator_address,
-                  e.message());
-  }
+  // The old connection is closed now and the new one opened a moment later: the coordinator's
+  // ROUTER keeps this worker's id for the old connection until it has seen it close, and a
+  // connection that arrives before that never gets the id (ROUTER_HANDOVER off).
+  if (inbox_) inbox_->set_direct(nullptr);
+  if (connection_) connection_->close();
+  registered_ = false;
+  reconnect_timer_.expires_after(reconnect_pause);
+  reconnect_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || !self->running_) return;
+    if (auto e = self->open_connection()) {
+      // The address connected before, so this is not the configuration's fault: try later.
+      spdlog::error("cannot reconnect to the coordinator at {}: {}",
+                    self->options_.coordinator_address, e.message());
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -488,7 +530,12 @@ asio::awaitable<void> worker_endpoint::ticker() {
     if (!running_) co_return;
     if (ec == asio::error::operation_aborted) continue;  // the interval changed: re-arm
     const std::int64_t silent_us = now_us() - last_heard_us_;
-    if (silent_us > std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count()) {
+    // Registering, a fresh connection is tried sooner: a reconnection can reach the
+    // coordinator before the close of the connection it replaces, and the coordinator's ROUTER
+    // lets no second connection take this worker's id while the first is open (ROUTER_HANDOVER
+    // off), so the frames of that attempt never arrive as this worker's.
+    const auto patience = registered_ ? timeout_ : std::min(timeout_, 4 * interval_);
+    if (silent_us > std::chrono::duration_cast<std::chrono::microseconds>(patience).count()) {
       if (registered_) {
         spdlog::warn("nothing heard from the coordinator at {} for {} ms: cancelling every task "
                      "and reconnecting",
@@ -516,7 +563,10 @@ asio::awaitable<void> worker_endpoint::ticker() {
 
 void worker_endpoint::on_frame(std::string_view payload) {
   ++counters_.frames_received;
-  last_heard_us_ = now_us();  // any frame on the connection means the coordinator is there
+  // Any frame on the connection means the coordinator is there; until it accepts this worker,
+  // only its register_ack counts (on_register_ack), so a connection on which registering never
+  // succeeds is given up after the timeout.
+  if (registered_) last_heard_us_ = now_us();
   // A trigger, the message of every checkpoint, is read into a kept struct when it is
   // canonical (what a snapflow coordinator sends): no message variant, no allocation.
   // Not held back: a single trigger makes one report per attempt at most, and each goes out as
@@ -617,8 +667,10 @@ void worker_endpoint::on_register_ack(const wire::register_ack& ack) {
     if (on_fatal_) on_fatal_(why);
     return;
   }
+  last_heard_us_ = now_us();
   if (registered_) return;  // the answer to a resend
   registered_ = true;
+  handshake_backoff_ = std::chrono::milliseconds(0);
   update_direct_path();
   coordinator_max_batch_bytes_ = ack.max_batch_bytes;
   ++counters_.registrations;
@@ -644,7 +696,37 @@ void worker_endpoint::on_not_registered(const wire::not_registered& m) {
                m.reason);
   drop_tasks("the coordinator no longer knows this worker");
   new_session();
+  last_heard_us_ = now_us();  // the timeout for this registration starts now
   send_register();
+}
+
+void worker_endpoint::on_handshake_failed(const std::shared_ptr<connection>& c,
+                                          const handshake_event& event) {
+  if (!running_ || c != connection_ || c->closed) return;  // an old connection's late report
+  ++counters_.handshake_failures;
+  const bool retried_by_zeromq = event.failure == handshake_failure::no_detail;
+  // An error, not a warning: a worker that cannot complete its handshake never registers, and
+  // nothing else says why (a CURVE key pair the coordinator does not list, the wrong
+  // coordinator key, CURVE on one side only).
+  if (auto d = log_limiter_.allow("handshake", now_us()); d.allowed)
+    spdlog::error("the handshake with the coordinator at {} failed: {} (detail {}){}; check "
+                  "--curve-secret-key, --curve-coordinator-key and the coordinator's allowlist; "
+                  "retrying",
+                  options_.coordinator_address, to_string(event.failure), event.detail,
+                  d.suppressed > 0 ? " (" + std::to_string(d.suppressed) + " more since)" : "");
+  if (retried_by_zeromq) return;  // ZeroMQ reconnects by itself, backing off to the maximum
+  // ZeroMQ gives the connection up for good: start over on a fresh one after a pause.
+  handshake_backoff_ = handshake_backoff_.count() == 0
+                           ? options_.handshake_retry_min
+                           : std::min(handshake_backoff_ * 2, options_.handshake_retry_max);
+  handshake_retry_timer_.expires_after(handshake_backoff_);
+  handshake_retry_timer_.async_wait(
+      [weak = weak_from_this(), weak_c = std::weak_ptr<connection>(c)](std::error_code ec) {
+        auto self = weak.lock();
+        if (ec || !self || !self->running_ || self->connection_ != weak_c.lock()) return;
+        if (self->registered_) return;
+        self->reconnect();
+      });
 }
 
 void worker_endpoint::drop_tasks(const std::string& why) {
@@ -667,6 +749,8 @@ void worker_endpoint::send_register() {
   m.session = session_;
   // Half the frame limit: room for the estimate the coordinator makes of a batch to be off.
   m.max_batch_bytes = options_.max_frame_bytes / 2;
+  m.data_roots.reserve(options_.data_roots.size());
+  for (const auto& root : options_.data_roots) m.data_roots.push_back(wire::data_root{root});
   send(m);
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -19,6 +20,7 @@
 #include "transport/async_socket.hpp"
 #include "transport/curve_keys.hpp"
 #include "transport/frame_limits.hpp"
+#include "transport/handshake_monitor.hpp"
 #include "transport/messages.hpp"
 #include "transport/peer_rate_limiter.hpp"
 
@@ -40,6 +42,13 @@ struct worker_endpoint_options {
   std::uint32_t protocol_version = wire::current_protocol_version;
   std::optional<curve_client_config> curve;
   std::chrono::milliseconds bad_input_log_interval{10000};
+  // Sent in register_worker: the folders this worker's tasks may name files under (its
+  // --data-root), so the coordinator can refuse a job that names others at submission.
+  std::vector<std::string> data_roots;
+  // A handshake ZeroMQ does not retry by itself (a protocol error, a ZAP denial) is retried on
+  // a fresh connection after a pause that starts here and doubles up to the maximum.
+  std::chrono::milliseconds handshake_retry_min{100};
+  std::chrono::milliseconds handshake_retry_max{2000};
 };
 
 struct worker_endpoint_counters {
@@ -52,6 +61,7 @@ struct worker_endpoint_counters {
   std::uint64_t dropped_task_reports = 0;  // while not registered, or the queue was full
   std::uint64_t registrations = 0;
   std::uint64_t reconnects = 0;
+  std::uint64_t handshake_failures = 0;
 };
 
 // The worker's end of the control plane (docs/protocol.md): one DEALER socket whose routing id
@@ -111,6 +121,8 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   void on_trigger(const wire::trigger_checkpoint& m);
   void on_register_ack(const wire::register_ack& ack);
   void on_not_registered(const wire::not_registered& m);
+  // Posted by the connection's handshake monitor (from its thread).
+  void on_handshake_failed(const std::shared_ptr<connection>& c, const handshake_event& event);
   void drop_tasks(const std::string& why);
   void send_register();
   // Encode into scratch_frame_ and send it (queued as a copy when it cannot go at once).
@@ -154,6 +166,9 @@ class worker_endpoint : public std::enable_shared_from_this<worker_endpoint> {
   fatal_handler on_fatal_;
   std::shared_ptr<connection> connection_;
   asio::steady_timer tick_timer_;
+  asio::steady_timer handshake_retry_timer_;
+  asio::steady_timer reconnect_timer_;
+  std::chrono::milliseconds handshake_backoff_{0};
   bool running_ = false;
   bool registered_ = false;
   // The largest acknowledge_checkpoint_batch the coordinator reads (its register_ack said so);

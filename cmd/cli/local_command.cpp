@@ -152,7 +152,11 @@ int run_local(const local_options& o) {
   for (int w = 0; w < o.workers; ++w) {
     std::vector<std::string> worker_args{
         "--coordinator", control, "--id", "local-worker-" + std::to_string(w + 1), "--slots",
-        std::to_string(o.slots), "--data-bind", "tcp://127.0.0.1:*", "--executor", o.executor};
+        std::to_string(o.slots), "--data-bind", "tcp://127.0.0.1:*", "--executor", o.executor,
+        // The job's files may lie under the working folder (where its relative paths resolve,
+        // as they did before workers confined them) and under the job file's own folder.
+        "--data-root", std::filesystem::current_path().string(), "--data-root",
+        std::filesystem::absolute(o.job_file).parent_path().string()};
     if (o.pin_workers) {
       worker_args.push_back("--cpus");
       worker_args.push_back(format_cpu_list(cpu_share(cpus, o.workers, w)));

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
+#include "engine/paths/job_paths.hpp"
 #include "graph/job_graph_codec.hpp"
 
 namespace snapflow {
@@ -34,6 +35,10 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
   }
   if (auto invalid = validate(graph, operator_registry::builtin())) {
     done(error{"invalid job '" + graph.name + "': " + *invalid});
+    return;
+  }
+  if (auto refused = path_refusal(graph)) {
+    done(error{"job '" + graph.name + "' names a path it may not use: " + *refused});
     return;
   }
   auto self = shared_from_this();
@@ -78,6 +83,17 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
       done(id);
     });
   });
+}
+
+std::optional<std::string> dispatcher::path_refusal(const job_graph& graph) const {
+  for (const auto& [id, worker] : workers_->workers()) {
+    if (worker.data_roots.empty()) continue;
+    const std::vector<confined_folder> roots = make_data_roots(worker.data_roots);
+    for (job_vertex vertex : graph.vertices)  // a copy: checked, not rewritten
+      if (auto why = confine_vertex_paths(vertex, operator_registry::builtin(), roots, false))
+        return *why + " (worker '" + id + "')";
+  }
+  return std::nullopt;
 }
 
 result<std::shared_ptr<job_master>> dispatcher::start_job(

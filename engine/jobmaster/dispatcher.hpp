@@ -54,6 +54,11 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   // coordinator executor. With `savepoint`, the job starts from that savepoint's state.
   void submit(job_graph graph, std::optional<std::filesystem::path> savepoint,
               submit_callback done);
+  // Why `graph` may not run here: a file parameter (param_spec::is_path) outside the data
+  // roots of a registered worker (any of them may be given the subtask). Workers that sent no
+  // roots are not checked here (they check at deployment). Nothing when every path is inside.
+  // submit() checks it too; a caller that answers synchronously (REST) may ask first.
+  std::optional<std::string> path_refusal(const job_graph& graph) const;
   // Resumes every persisted job that has not ended. Blocking disk reads: call once at start,
   // before serving. Returns the ids resumed.
   std::vector<job_id> recover();

@@ -9,7 +9,8 @@ result<worker_registry::registration> worker_registry::register_worker(worker_id
                                                                        std::uint32_t slots,
                                                                        std::string data_endpoint,
                                                                        std::int64_t now_us,
-                                                                       std::string public_key) {
+                                                                       std::string public_key,
+                                                                       std::vector<std::string> data_roots) {
   if (id.empty()) return error{"worker id must not be blank"};
   if (slots < 1 || slots > max_slots_per_worker)
     return error{"worker '" + id + "' offers " + std::to_string(slots) +
@@ -21,6 +22,7 @@ result<worker_registry::registration> worker_registry::register_worker(worker_id
   w.slots = slots;
   w.data_endpoint = std::move(data_endpoint);
   w.public_key = std::move(public_key);
+  w.data_roots = std::move(data_roots);
   w.registered_us = now_us;
   w.last_heartbeat_us = now_us;
   w.incarnation = next_incarnation_++;

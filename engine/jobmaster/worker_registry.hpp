@@ -18,6 +18,10 @@ struct worker_info {
   // With CURVE: the public key (Z85) the worker registered with, which its data endpoint also
   // serves with; deployments hand it to the worker's neighbours. Empty without CURVE.
   std::string public_key;
+  // The folders the worker lets tasks' file paths name (its --data-root), the first one the
+  // folder relative paths resolve against. Empty: it did not say (an older worker), and the
+  // dispatcher leaves the check to the worker's deployment.
+  std::vector<std::string> data_roots;
   std::int64_t registered_us = 0;
   std::int64_t last_heartbeat_us = 0;
   std::uint32_t used_slots = 0;
@@ -39,7 +43,8 @@ class worker_registry {
   // ran there is gone). Refuses 0 or absurd slot counts and blank ids. `public_key`: the CURVE
   // key the worker proved at the handshake (empty without CURVE).
   result<registration> register_worker(worker_id id, std::uint32_t slots, std::string data_endpoint,
-                                       std::int64_t now_us, std::string public_key = {});
+                                       std::int64_t now_us, std::string public_key = {},
+                                       std::vector<std::string> data_roots = {});
   // False when the id is unknown (a worker must register first).
   bool heartbeat(const worker_id& id, std::int64_t now_us);
   // Removes and returns the workers not heard from for longer than timeout_us.

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/paths/job_paths.hpp"
 #include "graph/job_graph_codec.hpp"
 
 namespace snapflow {
@@ -42,7 +43,8 @@ class runtime_task_executor::reporter final : public checkpoint_responder,
 runtime_task_executor::runtime_task_executor(std::shared_ptr<task_executor_listener> listener,
                                              std::shared_ptr<channel_factory> channels,
                                              runtime_task_executor_options options)
-    : listener_(std::move(listener)), channels_(std::move(channels)), options_(options) {
+    : listener_(std::move(listener)), channels_(std::move(channels)), options_(options),
+      data_roots_(make_data_roots(options_.data_roots)) {
   assert(listener_);
   assert(channels_);
   assert(options_.batch_size >= 1);
@@ -113,6 +115,12 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
   c.job = d.job;
   c.attempt = d.attempt;
   c.vertex = *v;
+  // The coordinator checked the paths against this worker's roots at submission, if it knew
+  // them; this is the check that counts (an older coordinator, a root changed since).
+  if (!data_roots_.empty()) {
+    if (auto why = confine_vertex_paths(c.vertex, *options_.registry, data_roots_, true))
+      return fail_deploy(d, "refused by this worker: " + *why);
+  }
   bool has_inputs = false;
   bool all_inputs_hashed = true;
   for (const job_edge& edge : job.edges)

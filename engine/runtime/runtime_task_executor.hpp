@@ -4,7 +4,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "engine/paths/confined_folder.hpp"
 #include "engine/runtime/channel_factory.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/snapshot_writer.hpp"
@@ -25,6 +27,10 @@ struct runtime_task_executor_options {
   // not know is a source without inputs, keyed when every input is hash-partitioned (it gets
   // keyed state, which a kind that never touches it does not notice), a transform otherwise.
   std::shared_ptr<const operator_registry> registry;
+  // The folders tasks' file parameters (param_spec::is_path) must lie under; relative ones
+  // resolve against the first. A deployment naming a path outside fails, saying why. Empty:
+  // not checked (in-process use; snapflow-worker always gives its --data-root folders).
+  std::vector<std::string> data_roots;
 };
 
 // The worker's task_executor over real stream_tasks (Flink's TaskExecutor): deploy decodes the
@@ -74,6 +80,7 @@ class runtime_task_executor final : public task_executor {
   std::shared_ptr<task_executor_listener> listener_;
   std::shared_ptr<channel_factory> channels_;
   runtime_task_executor_options options_;
+  std::vector<confined_folder> data_roots_;  // options_.data_roots
   std::shared_ptr<snapshot_writer> writer_;
   std::map<task_key, std::unique_ptr<stream_task>> tasks_;
   // Final counters of reaped tasks not yet taken (bounded: the oldest go first).

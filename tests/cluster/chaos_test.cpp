@@ -43,7 +43,8 @@ std::unique_ptr<child_process> runtime_worker(const std::string& control, const 
   return std::make_unique<child_process>(std::vector<std::string>{
       SNAPFLOW_WORKER_BIN, "--coordinator", control, "--id", id, "--slots", "2", "--executor",
       "runtime", "--heartbeat-interval-ms", std::to_string(heartbeat_interval_ms),
-      "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms)});
+      "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms), "--data-root",
+      test_data_root()});
 }
 
 constexpr std::int64_t chaos_records = 1'000'000;

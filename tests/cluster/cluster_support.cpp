@@ -128,9 +128,13 @@ std::unique_ptr<child_process> start_worker(const std::string& control, const st
   // longer defaults to, unless they ask for another.
   if (std::find(extra_args.begin(), extra_args.end(), "--executor") == extra_args.end())
     argv.insert(argv.end(), {"--executor", "stub"});
+  if (std::find(extra_args.begin(), extra_args.end(), "--data-root") == extra_args.end())
+    argv.insert(argv.end(), {"--data-root", test_data_root()});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   return std::make_unique<child_process>(std::move(argv));
 }
+
+std::string test_data_root() { return std::filesystem::temp_directory_path().string(); }
 
 std::string sources_job(int parallelism) {
   return "[job]\n"

@@ -78,6 +78,10 @@ class coordinator_process {
   std::unique_ptr<rest_client> rest_;
 };
 
+// The --data-root test workers get unless they ask for another: the system's temporary folder,
+// where every test's own folder lies.
+std::string test_data_root();
+
 // A worker process (snapflow-worker, or `binary`) with test heartbeat timing.
 std::unique_ptr<child_process> start_worker(const std::string& control, const std::string& id,
                                             std::vector<std::string> extra_args = {},

@@ -40,7 +40,8 @@ std::unique_ptr<child_process> runtime_worker(const std::string& control, const 
   return std::make_unique<child_process>(std::vector<std::string>{
       SNAPFLOW_WORKER_BIN, "--coordinator", control, "--id", id, "--slots", "2", "--executor",
       "runtime", "--heartbeat-interval-ms", std::to_string(heartbeat_interval_ms),
-      "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms)});
+      "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms), "--data-root",
+      test_data_root()});
 }
 
 // Checks the committed output: every seq exactly once, with the running sum of its key after it

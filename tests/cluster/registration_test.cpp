@@ -3,8 +3,11 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <thread>
+#include <zmq.hpp>
 
 #include "tests/cluster/cluster_support.hpp"
+#include "transport/envelope.hpp"
 
 using namespace snapflow::testing;
 
@@ -55,6 +58,100 @@ TEST_CASE("a killed worker is declared lost and a fresh one registers in its pla
   const json details = coordinator.job(job);
   CHECK(details["state"] == "RUNNING");
   CHECK(details["restarts"].get<int>() >= 1);
+}
+
+TEST_CASE("a register_worker spoofed under a live worker's id changes nothing") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto worker = start_worker(coordinator.control(), "w1");
+  REQUIRE(coordinator.wait_for_workers(1));
+  const std::string job = coordinator.submit(sources_job(1));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, 2));
+
+  // Whoever knows the id connects under it and claims a new incarnation: with ROUTER_HANDOVER
+  // off its connection cannot take the id from the live one: its frames never arrive as the
+  // worker's (ZeroMQ holds them back, or they arrive under another routing id and are refused).
+  zmq::context_t context(1);
+  zmq::socket_t spoofer(context, zmq::socket_type::dealer);
+  spoofer.set(zmq::sockopt::linger, 0);
+  spoofer.set(zmq::sockopt::routing_id, "w1");
+  spoofer.connect(coordinator.control());
+  snapflow::wire::register_worker claim;
+  claim.worker_id = "w1";
+  claim.slots = 1;
+  claim.data_endpoint = "tcp://127.0.0.1:1";
+  claim.pid = 4242;
+  claim.session = 77;
+  const std::string frame = snapflow::wire::encode(snapflow::wire::message{claim});
+  for (int i = 0; i < 10; ++i) {
+    spoofer.send(zmq::buffer(frame), zmq::send_flags::dontwait);
+    std::this_thread::sleep_for(20ms);  // paces the claims; nothing depends on it
+  }
+
+  // The job runs on, unrestarted, on the same incarnation; the live worker is still answered.
+  const std::int64_t completed =
+      coordinator.checkpoints(job)["counts"]["completed"].get<std::int64_t>();
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, completed + 3));
+  const json details = coordinator.job(job);
+  CHECK(details["state"] == "RUNNING");
+  CHECK(details.value("restarts", 0) == 0);
+  CHECK(coordinator.overview()["taskmanagers"] == 1);
+  CHECK(coordinator.process().count_in_stderr("new incarnation") == 0);
+  CHECK(coordinator.process().count_in_stderr("worker w1 registered") == 1);
+  CHECK(coordinator.process().count_in_stderr("is lost") == 0);
+  CHECK(worker->count_in_stderr("registered with the coordinator") == 1);
+  CHECK(worker->count_in_stderr("no longer knows this worker") == 0);
+  CHECK(worker->count_in_stderr("reconnecting") == 0);
+  // No answer went to the spoofer: nothing tells it whether it guessed a live id.
+  zmq::message_t answer;
+  CHECK_FALSE(spoofer.recv(answer, zmq::recv_flags::dontwait));
+}
+
+TEST_CASE("a worker restarted under its id at once registers again and takes its job back") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  auto worker = start_worker(coordinator.control(), "w1");
+  REQUIRE(coordinator.wait_for_workers(1));
+  const std::string job = coordinator.submit(sources_job(1));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, 2));
+
+  // Killed and started again without waiting for the coordinator to declare it lost: its old
+  // connection closed with its process, so the id is free for the new one.
+  worker->send_signal(SIGKILL);
+  REQUIRE(worker->wait_exit(patience) == 128 + SIGKILL);
+  const std::int64_t completed =
+      coordinator.checkpoints(job)["counts"]["completed"].get<std::int64_t>();
+  auto fresh = start_worker(coordinator.control(), "w1");
+  CHECK(fresh->wait_for_stderr("registered with the coordinator", patience));
+  REQUIRE(coordinator.wait_for_workers(1));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, completed + 2));
+  const json details = coordinator.job(job);
+  CHECK(details["state"] == "RUNNING");
+  CHECK(details.value("restarts", 0) >= 1);
+  CHECK(coordinator.process().count_in_stderr("worker w1 registered") >= 2);
+}
+
+TEST_CASE("binding the control plane beyond loopback needs CURVE or --insecure") {
+  temp_dir dir;
+  // "lo" is an interface name: bound, it is loopback, yet it is not a loopback address, so
+  // the binaries judge it as they would a public one (and the test stays on loopback).
+  child_process refused({SNAPFLOW_COORDINATOR_BIN, "--bind", "tcp://lo:*", "--rest-port", "0",
+                         "--state-dir", (dir.path() / "refused").string()});
+  REQUIRE(refused.wait_exit(patience) == 2);
+  CHECK_THAT(refused.stderr_text(),
+             Catch::Contains("--bind tcp://lo:*") && Catch::Contains("--insecure"));
+  child_process worker_refused({SNAPFLOW_WORKER_BIN, "--coordinator", "tcp://127.0.0.1:1",
+                                "--data-bind", "tcp://lo:*"});
+  REQUIRE(worker_refused.wait_exit(patience) == 2);
+  CHECK_THAT(worker_refused.stderr_text(),
+             Catch::Contains("--data-bind tcp://lo:*") && Catch::Contains("--insecure"));
+
+  coordinator_process coordinator(dir.path() / "state", {"--insecure"}, "tcp://lo:*");
+  CHECK(coordinator.process().wait_for_stderr("--insecure", patience));
+  auto worker = start_worker(coordinator.control(), "w1",
+                             {"--executor", "runtime", "--data-bind", "tcp://lo:*", "--insecure"});
+  CHECK(worker->wait_for_stderr("--insecure", patience));
+  REQUIRE(coordinator.wait_for_workers(1));
 }
 
 TEST_CASE("a worker registers again with a restarted coordinator") {

@@ -66,7 +66,8 @@ class runtime_cluster {
     return std::make_unique<child_process>(std::vector<std::string>{
         SNAPFLOW_WORKER_BIN, "--coordinator", coordinator_.control(), "--id", id, "--slots", "2",
         "--executor", "runtime", "--heartbeat-interval-ms", std::to_string(heartbeat_interval_ms),
-        "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms)});
+        "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms), "--data-root",
+        test_data_root()});
   }
 
   temp_dir dir_;

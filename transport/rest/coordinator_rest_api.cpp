@@ -187,6 +187,8 @@ rest_response coordinator_rest_api::submit(const rest_request& r) {
   // Submission completes asynchronously (the job file is persisted on the I/O executor): the
   // answer is the job id; its status is at /jobs/:id.
   auto graph = std::move(parsed).value();
+  // A file parameter outside the workers' data roots is refused now, naming path and roots.
+  if (auto refused = jobs_->path_refusal(graph)) return error_response(422, *refused);
   const job_id id = graph.id;
   jobs_->submit(std::move(graph), savepoint,
                 [failed = failed_submissions_, id](result<job_id> r) {

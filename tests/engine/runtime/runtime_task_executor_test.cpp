@@ -324,3 +324,47 @@ TEST_CASE("a custom kind the registry lacks takes its role from the job graph's 
   // not know test_tally's shape either: role = "keyed" in the job file is what gives it state.
   run_custom_keyed_kind(nullptr, true);
 }
+
+TEST_CASE("a worker refuses a deployment whose file path lies outside its data roots") {
+  temp_folder dir;
+  const auto root = dir.path() / "data";
+  std::filesystem::create_directories(root);
+  const auto outside = dir.path() / "elsewhere";
+  std::filesystem::create_directories(outside);
+  std::filesystem::create_symlink(outside, root / "link-out");
+  const std::vector<std::string> refused_paths = {
+      (outside / "out").string(),              // absolute, elsewhere
+      (root / ".." / "elsewhere").string(),    // `..` out
+      "../elsewhere",                          // relative, climbing out of the first root
+      (root / "link-out" / "out").string(),    // through a symlink that leads out
+  };
+  for (const auto& path : refused_paths) {
+    INFO("path " << path);
+    const std::string text =
+        "[job]\nname = \"confined\"\nparallelism = 1\n\n"
+        "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\n"
+        "params = { count = 10 }\n\n"
+        "[[operator]]\nuid = \"sink\"\nkind = \"file_sink\"\ninput = \"source\"\n"
+        "params = { path = \"" + path + "\" }\n";
+    auto parsed = parse_job_file(text, "confined.toml");
+    REQUIRE(parsed);
+    job_graph graph = std::move(parsed).value();
+    const job_vertex* sink = nullptr;
+    for (const auto& v : graph.vertices)
+      if (v.uid == "sink") sink = &v;
+    REQUIRE(sink != nullptr);
+    auto listener = std::make_shared<recording_executor_listener>();
+    runtime_task_executor_options options;
+    options.data_roots = {root.string()};
+    runtime_task_executor executor(listener, std::make_shared<memory_channels>(), options);
+    task_deployment_descriptor d;
+    d.job = graph.id;
+    d.attempt = execution_attempt_id{subtask_id{sink->id, 0}, 0};
+    d.job_graph_bytes = encode_job_graph(graph);
+    executor.deploy(d);
+    REQUIRE(listener->wait_all(1, execution_state::failed));
+    CHECK_THAT(listener->failures(), Catch::Contains("refused by this worker") &&
+                                         Catch::Contains("outside the allowed roots") &&
+                                         Catch::Contains(root.string()));
+  }
+}
