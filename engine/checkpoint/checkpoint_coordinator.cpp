@@ -205,6 +205,12 @@ void checkpoint_coordinator::receive_decline(const checkpoint_decline& decline) 
   run_actions();
 }
 
+void checkpoint_coordinator::task_ended(const execution_attempt_id& subtask,
+                                        execution_state final_state) {
+  core_.on_task_ended(subtask, final_state, coordinator_clock::now_us());
+  if (core_.has_actions()) run_actions();
+}
+
 void checkpoint_coordinator::abort_pending_checkpoints(checkpoint_failure_reason reason,
                                                        const std::string& message) {
   core_.abort_pending_checkpoints(reason, message, coordinator_clock::now_us());

@@ -75,6 +75,10 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // Acknowledgements refused for the state files they named (see receive_ack).
   std::uint64_t refused_state_handles() const { return refused_state_handles_; }
   void receive_decline(const checkpoint_decline& decline);
+  // A subtask attempt ended (FINISHED, FAILED, CANCELED): the pending checkpoints still waiting
+  // for it are aborted now (checkpoint_coordinator_core::on_task_ended); their collectors are
+  // woken by the cancel_timeout the abort queues.
+  void task_ended(const execution_attempt_id& subtask, execution_state final_state);
   void abort_pending_checkpoints(checkpoint_failure_reason reason, const std::string& message);
   // Changes the periodic interval of a running job; takes effect from the next tick.
   void set_interval(std::chrono::milliseconds interval);

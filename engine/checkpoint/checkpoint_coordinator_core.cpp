@@ -143,6 +143,16 @@ std::optional<checkpoint_failure_reason> checkpoint_coordinator_core::trigger_re
     *message = "not triggering: " + not_running;
     return checkpoint_failure_reason::not_all_required_tasks_running;
   }
+  // A subtask that must acknowledge but has ended (FINISHED, FAILED, CANCELED) would never
+  // ack: the checkpoint could only expire. (A bounded job's final checkpoint is taken before
+  // any subtask may finish: final_checkpoint_tracker.)
+  for (const execution_vertex* v : tasks_to_acknowledge_)
+    if (is_terminal(v->state())) {
+      *message = "not triggering: " + v->task_name() + " (" + std::to_string(v->id().index + 1) +
+                 "/" + std::to_string(v->parallelism()) + ") has ended as " +
+                 std::string(to_string(v->state()));
+      return checkpoint_failure_reason::not_all_required_tasks_running;
+    }
   return std::nullopt;
 }
 
@@ -300,13 +310,8 @@ ack_outcome checkpoint_coordinator_core::on_ack(checkpoint_ack ack, std::int64_t
   auto it = pending_.find(ack.id);
   if (it == pending_.end()) {
     if (was_aborted(ack.id)) {
-      // The checkpoint failed: its files are garbage, but the subtask's timings still tell
-      // the operator something about why it failed.
-      if (const checkpoint_stats* s = stats_->find(ack.id)) {
-        sub.end_to_end_duration_us = now_us - s->trigger_timestamp_us;
-        sub.start_delay_us = start_delay(s->trigger_timestamp_us);
-      }
-      stats_->report_ack(ack.id, sub);
+      // The checkpoint failed: its files are garbage. Its statistics stay as they were when
+      // it failed (Flink's rule): an ack after the abort changes no count, size or duration.
       if (!ack.state.handles.empty())
         actions_.push_back(discard_state{std::move(ack.state.handles)});
       return ack_outcome::late_discarded;
@@ -345,18 +350,39 @@ void checkpoint_coordinator_core::on_decline(const checkpoint_decline& decline,
   if (!it->second.is_waiting_for(decline.attempt) &&
       !it->second.is_acknowledged(decline.attempt))
     return;  // a stale attempt or a subtask this checkpoint does not involve
-  checkpoint_failure_reason reason = decline.reason;
-  if (reason != checkpoint_failure_reason::checkpoint_declined_task_not_ready &&
-      reason != checkpoint_failure_reason::checkpoint_declined_subsumed &&
-      reason != checkpoint_failure_reason::checkpoint_async_exception &&
-      reason != checkpoint_failure_reason::checkpoint_declined_on_cancellation_barrier)
-    reason = checkpoint_failure_reason::checkpoint_declined;
+  // The worker's reason is the one recorded and counted (a name the wire did not know arrives
+  // as checkpoint_declined: wire_conversions).
+  const checkpoint_failure_reason reason = decline.reason;
   abort(decline.id, reason, "declined by " + [&] {
           std::ostringstream os;
           os << decline.attempt;
           return os.str();
         }() + ": " + decline.message,
         now_us, decline.attempt);
+}
+
+void checkpoint_coordinator_core::on_task_ended(const execution_attempt_id& subtask,
+                                                execution_state final_state,
+                                                std::int64_t now_us) {
+  const bool finished = final_state == execution_state::finished;
+  if (!finished && final_state != execution_state::failed &&
+      final_state != execution_state::canceled)
+    return;  // not an end
+  // A pending checkpoint still waiting for this subtask can never complete: end it now rather
+  // than at its timeout. One that has its ack (or is finalizing) is not affected.
+  std::vector<checkpoint_id> waiting;
+  for (const auto& [id, pending] : pending_)
+    if (!pending.disposed() && !pending.finalizing() && pending.is_waiting_for(subtask))
+      waiting.push_back(id);
+  if (waiting.empty()) return;
+  std::ostringstream message;
+  message << subtask << " ended as " << to_string(final_state) << " before acknowledging";
+  const checkpoint_failure_reason reason =
+      finished ? checkpoint_failure_reason::checkpoint_declined_task_closing
+               : checkpoint_failure_reason::task_failure;
+  for (checkpoint_id id : waiting)
+    if (pending_.contains(id))  // an abort may start a queued request, never end another
+      abort(id, reason, message.str(), now_us, subtask);
 }
 
 void checkpoint_coordinator_core::on_timeout(checkpoint_id id, std::int64_t now_us) {

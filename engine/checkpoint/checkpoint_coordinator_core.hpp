@@ -86,6 +86,14 @@ class checkpoint_coordinator_core {
   // --- messages from tasks ---
   ack_outcome on_ack(checkpoint_ack ack, std::int64_t now_us);
   void on_decline(const checkpoint_decline& decline, std::int64_t now_us);
+  // Subtask attempt `subtask` reached `final_state` (FINISHED, FAILED or CANCELED; other states
+  // are ignored). Every pending checkpoint still waiting for its ack is aborted at once:
+  // FINISHED with checkpoint_declined_task_closing, FAILED/CANCELED with task_failure (neither
+  // counts toward the tolerable failures), with abort notifications to the tasks. An ack that
+  // arrived before the end was recorded first (tasks report FINISHED after their snapshot
+  // writes), so a checkpoint already acknowledged by it goes on.
+  void on_task_ended(const execution_attempt_id& subtask, execution_state final_state,
+                     std::int64_t now_us);
 
   // --- job lifecycle ---
   // A task failed / the job fails over: every pending checkpoint is aborted (not counted).
@@ -146,7 +154,8 @@ class checkpoint_coordinator_core {
   bool was_aborted(checkpoint_id id) const;
   std::string location_for(const checkpoint_request& request, checkpoint_id id) const;
   bool all_trigger_tasks_running(std::string* not_running) const;
-  // Why `request` cannot become a checkpoint now (with a message), or nothing if it can.
+  // Why `request` cannot become a checkpoint now (with a message), or nothing if it can: a
+  // trigger subtask not RUNNING, or an acknowledging subtask that has ended.
   std::optional<checkpoint_failure_reason> trigger_refusal(const checkpoint_request& request,
                                                            std::string* message) const;
 

@@ -24,6 +24,7 @@ constexpr std::array<std::string_view, checkpoint_failure_reason_count> names = 
     "checkpoint_coordinator_suspend",
     "task_failure",
     "job_failover",
+    "checkpoint_declined_task_closing",
 };
 }  // namespace
 
@@ -44,16 +45,31 @@ std::ostream& operator<<(std::ostream& os, checkpoint_failure_reason reason) {
 
 bool counts_toward_tolerable(checkpoint_failure_reason reason) {
   using enum checkpoint_failure_reason;
+  // Every reason listed, no default: a new reason must be decided on here (-Wswitch).
   switch (reason) {
-    case checkpoint_declined:
-    case checkpoint_async_exception:
-    case checkpoint_expired:
     case io_exception:
-    case finalize_checkpoint_failure:
+    case checkpoint_async_exception:
+    case checkpoint_declined:
+    case checkpoint_expired:
       return true;
-    default:
+    case periodic_scheduler_shutdown:
+    case too_many_checkpoint_requests:
+    case minimum_time_between_checkpoints:
+    case not_all_required_tasks_running:
+    case checkpoint_subsumed:
+    case checkpoint_declined_task_not_ready:
+    case checkpoint_declined_subsumed:
+    case checkpoint_declined_on_cancellation_barrier:
+    case checkpoint_declined_task_closing:
+    case finalize_checkpoint_failure:
+    case trigger_checkpoint_failure:
+    case checkpoint_coordinator_shutdown:
+    case checkpoint_coordinator_suspend:
+    case task_failure:
+    case job_failover:
       return false;
   }
+  return false;  // not a reason (a corrupt value): nothing to count
 }
 
 }  // namespace snapflow

@@ -28,16 +28,19 @@ enum class checkpoint_failure_reason : std::uint8_t {
   checkpoint_coordinator_suspend,
   task_failure,                      // a task failed while the checkpoint was pending
   job_failover,                      // the job restarts; pending checkpoints are dropped
+  checkpoint_declined_task_closing,  // a subtask finished (or is finishing) before acking
 };
 
-inline constexpr std::size_t checkpoint_failure_reason_count = 18;
+inline constexpr std::size_t checkpoint_failure_reason_count = 19;
 
 std::string_view to_string(checkpoint_failure_reason reason);
 std::optional<checkpoint_failure_reason> parse_checkpoint_failure_reason(std::string_view text);
 std::ostream& operator<<(std::ostream& os, checkpoint_failure_reason reason);
 
-// Declined, async failure, expired, I/O failure and finalize failure count; the rest say
-// nothing about the job's health (a request that never became a checkpoint, a shutdown, ...).
+// Exactly Flink's counted reasons (CheckpointFailureManager): io_exception,
+// checkpoint_async_exception, checkpoint_declined and checkpoint_expired. The rest say nothing
+// about the job's health (a request that never became a checkpoint, a shutdown, a task that
+// ended or failed, which fails the job over by itself, a finalize failure on the coordinator).
 bool counts_toward_tolerable(checkpoint_failure_reason reason);
 
 }  // namespace snapflow

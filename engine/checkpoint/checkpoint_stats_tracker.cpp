@@ -92,7 +92,7 @@ checkpoint_stats* checkpoint_stats_tracker::lookup(checkpoint_id id) {
 
 void checkpoint_stats_tracker::report_ack(checkpoint_id id, const subtask_checkpoint_stats& ack) {
   checkpoint_stats* stats = lookup(id);
-  if (stats == nullptr) return;
+  if (stats == nullptr || stats->status != checkpoint_stats_status::in_progress) return;
   if (stats->num_acknowledged >= stats->num_subtasks) return;
   assert(stats->subtasks.size() == stats->num_acknowledged);
   assert(stats->subtasks.capacity() >= stats->num_subtasks);
@@ -102,8 +102,7 @@ void checkpoint_stats_tracker::report_ack(checkpoint_id id, const subtask_checkp
   stats->latest_ack_timestamp_us = std::max(stats->latest_ack_timestamp_us, ack.ack_timestamp_us);
   stats->max_alignment_duration_us =
       std::max(stats->max_alignment_duration_us, ack.alignment_duration_us);
-  if (stats->status == checkpoint_stats_status::in_progress)
-    stats->end_to_end_duration_us = stats->latest_ack_timestamp_us - stats->trigger_timestamp_us;
+  stats->end_to_end_duration_us = stats->latest_ack_timestamp_us - stats->trigger_timestamp_us;
   // What the subtask measured, and the rest of its end-to-end time: the ack on its way (and
   // waiting in queues) after the snapshot was written.
   const std::int64_t snapshot_us = ack.sync_duration_us + ack.async_duration_us;

@@ -103,7 +103,8 @@ class checkpoint_stats_tracker {
 
   void report_pending(checkpoint_id id, checkpoint_trigger_kind kind, std::int64_t trigger_us,
                       std::size_t num_subtasks);
-  // Also after the checkpoint failed (late acks update its stats); unknown ids are ignored.
+  // Only while the checkpoint is in progress: an ack after it failed or completed changes no
+  // statistic (Flink ignores late acks too); unknown ids are ignored.
   void report_ack(checkpoint_id id, const subtask_checkpoint_stats& ack);
   void report_completed(checkpoint_id id, std::int64_t completion_us, std::string external_path);
   void report_failed(checkpoint_id id, std::int64_t failure_us, checkpoint_failure_reason reason,

@@ -80,6 +80,11 @@ void final_checkpoint_tracker::maybe_finish_sources() {
   // Ticks are paused, so what is in flight drains; each end calls back here.
   const auto& core = std::as_const(*graph_->get_checkpoint_coordinator()).core();
   if (core.num_pending() > 0 || core.is_triggering() || core.num_queued_requests() > 0) return;
+  // A subtask that failed or was canceled ends the checkpoints waiting for it before the job
+  // master fails the job over (checkpoint_coordinator::task_ended): the job is still RUNNING
+  // then, but about to fail over, not to finish.
+  for (const execution_vertex* v : graph_->all_execution_vertices())
+    if (v->state() == execution_state::failed || v->state() == execution_state::canceled) return;
   sources_finished_ = true;
   for (const auto& [attempt, _] : exhausted_sources_) finish_(attempt);
 }

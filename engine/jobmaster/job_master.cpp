@@ -303,6 +303,11 @@ void job_master::on_task_state(const execution_attempt_id& attempt, execution_st
   if (s == nullptr || is_terminal(graph_->status())) return;  // a stale attempt: ignore
   if (is_terminal(s->state())) return;
   s->set_state(state);
+  // Checkpoints still waiting for this subtask's ack end now, not at their timeout (and
+  // before a failure below fails the job over, so they carry the task's reason).
+  if (is_terminal(state))
+    if (auto* coordinator = graph_->get_checkpoint_coordinator())
+      coordinator->task_ended(attempt, state);
   const job_status status = graph_->status();
   switch (state) {
     case execution_state::running: {

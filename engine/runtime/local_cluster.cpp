@@ -410,6 +410,10 @@ void local_cluster::on_task_state(const execution_attempt_id& attempt, execution
   if (v.current_attempt() != attempt) return;  // an earlier deployment
   if (is_terminal(v.state())) return;
   v.set_state(state);
+  // As job_master: checkpoints still waiting for this subtask's ack end now.
+  if (is_terminal(state))
+    if (auto* coordinator = graph_->get_checkpoint_coordinator())
+      coordinator->task_ended(attempt, state);
   switch (state) {
     case execution_state::running:
       if (++num_running_ == graph_->num_subtasks()) {

@@ -243,11 +243,18 @@ void stream_task::run() {
     cancel_channels();
     return;
   }
-  done_ = true;
   if (cancel_requested_ || outputs_cancelled_) {
+    done_ = true;
     report(execution_state::canceled);
     return;
   }
+  // FINISHED only after this task's snapshot writes have acked or declined: the coordinator
+  // then handles their acks first, and a checkpoint this task did take is not aborted as
+  // closing. Writes a trigger's thread could not submit go now.
+  for (auto& write : deferred_writes_) config_.writer->submit(std::move(write));
+  deferred_writes_.clear();
+  writes_->wait();
+  done_ = true;
   report(execution_state::finished);
 }
 
@@ -786,6 +793,8 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
     hop_trace::record("t.ack", vertex);
     responder->acknowledge(std::move(ack));
   };
+  // Counted until it has ended, so that FINISHED follows this checkpoint's ack or decline.
+  write = writes_->track(std::move(write));
   // On a trigger's thread (run_mailbox_on_caller) never wait for room in the writer's queue:
   // the task thread submits what does not fit, first thing when it runs again.
   if (on_caller_) {

@@ -22,6 +22,7 @@
 #include "engine/runtime/keyed_state_backend.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/output_gate.hpp"
+#include "engine/runtime/pending_writes.hpp"
 #include "engine/runtime/snapshot_writer.hpp"
 #include "engine/runtime/stream_operator.hpp"
 #include "engine/runtime/task_mailbox.hpp"
@@ -220,6 +221,8 @@ class stream_task {
   // Under turn_mutex_: snapshot writes the writer's queue had no room for on a trigger's
   // thread; the task thread submits them (and may wait there).
   std::vector<std::function<void()>> deferred_writes_;
+  // This task's snapshot writes not yet ended: FINISHED waits for them (pending_writes.hpp).
+  std::shared_ptr<pending_writes> writes_ = std::make_shared<pending_writes>();
   // Set by the task thread once the operator is a source that allows it.
   std::atomic<bool> trigger_on_caller_{false};
   std::atomic<std::uint64_t> triggers_on_caller_{0};

@@ -117,12 +117,14 @@ TEST_CASE("failure manager with tolerable 2 fails exactly once on the third coun
   m.handle_checkpoint_failure(4, reason::minimum_time_between_checkpoints, "not counted");
   CHECK(m.continuous_failure_count() == 2);
   CHECK(r.calls() == 0);
-  m.handle_checkpoint_failure(5, reason::finalize_checkpoint_failure, "c");
+  m.handle_checkpoint_failure(5, reason::finalize_checkpoint_failure, "not counted (Flink)");
+  CHECK(r.calls() == 0);
+  m.handle_checkpoint_failure(6, reason::checkpoint_expired, "c");
   REQUIRE(r.job_failures.size() == 1);
   CHECK(r.task_failures.empty());
-  CHECK_THAT(r.job_failures[0], Catch::Contains("finalize_checkpoint_failure"));
+  CHECK_THAT(r.job_failures[0], Catch::Contains("checkpoint_expired"));
   CHECK_THAT(r.job_failures[0], Catch::Contains("3 failed in a row"));
-  for (checkpoint_id id = 6; id < 10; ++id)
+  for (checkpoint_id id = 7; id < 10; ++id)
     m.handle_checkpoint_failure(id, reason::checkpoint_declined, "more");
   CHECK(r.calls() == 1);
 }

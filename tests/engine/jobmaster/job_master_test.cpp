@@ -614,3 +614,21 @@ TEST_CASE("state assignment: a checkpoint missing an old subtask falls back to u
   CHECK(a.states_for(0).size() == 2);
   CHECK(a.states_for(1).size() == 2);
 }
+
+TEST_CASE("a subtask that finishes while a checkpoint waits for its ack ends that checkpoint") {
+  fixture f;
+  f.run_on_one_worker();
+  f.master->coordinator()->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  const auto pending = f.master->coordinator()->core().pending_ids();
+  REQUIRE(pending.size() == 1);
+  const auto sink = f.master->graph().find_job_vertex(1)->subtask(0).current_attempt();
+  f.master->on_task_state(sink, execution_state::finished);
+  f.poll();
+  CHECK(f.master->coordinator()->core().num_pending() == 0);
+  const checkpoint_stats* s = f.master->coordinator()->core().stats().find(pending[0]);
+  REQUIRE(s != nullptr);
+  CHECK(s->failure_reason == checkpoint_failure_reason::checkpoint_declined_task_closing);
+  CHECK(f.master->coordinator()->armed_timeouts() == 0);
+  CHECK_FALSE(f.gateway->aborts.empty());
+}
