@@ -65,6 +65,13 @@ std::vector<stream_element> take_until(local_channel& c, task_wakeup& wakeup, Do
   return got;
 }
 
+// An ack names its state files relative to the checkpoint's folder, where the coordinator
+// resolves them.
+state_handle in_folder(state_handle h, const std::string& folder) {
+  if (!h.is_inline()) h.path = (std::filesystem::path(folder) / h.path).string();
+  return h;
+}
+
 bool has_end(const std::vector<stream_element>& got) {
   return !got.empty() && std::holds_alternative<end_of_input>(got.back());
 }
@@ -99,7 +106,7 @@ TEST_CASE("stream task: a source injects the barrier between records and acks th
   CHECK(ack.id == 1);
   CHECK(ack.job == "job");
   REQUIRE(ack.state.handles.size() == 1);
-  auto snapshot = state_file::read(ack.state.handles[0]);
+  auto snapshot = state_file::read(in_folder(ack.state.handles[0], f.options(1).target_location));
   REQUIRE(snapshot);
   // The offset in the snapshot is exactly the first record after the barrier.
   REQUIRE(snapshot->operator_state.size() == 1);
@@ -308,7 +315,7 @@ TEST_CASE("stream task: a small state goes inline after the operator's asynchron
   }
   CHECK(ack.state.state_size == handle.size);
   // Either way the state reads back as the sink's list with its one pre-committed file.
-  auto snapshot = state_file::read(handle);
+  auto snapshot = state_file::read(in_folder(handle, b.options.target_location));
   REQUIRE(snapshot);
   REQUIRE(snapshot->operator_state.size() == 1);
   auto txns = two_phase_commit_file_sink::decode_transactions(snapshot->operator_state[0].bytes);
@@ -465,9 +472,9 @@ TEST_CASE("stream task: a keyed subtask missing an overlapping old state is refu
 
 namespace {
 
-std::int64_t snapshot_offset(const checkpoint_ack& ack) {
+std::int64_t snapshot_offset(task_fixture& f, const checkpoint_ack& ack) {
   REQUIRE(ack.state.handles.size() == 1);
-  auto snapshot = state_file::read(ack.state.handles[0]);
+  auto snapshot = state_file::read(in_folder(ack.state.handles[0], f.options(ack.id).target_location));
   REQUIRE(snapshot);
   REQUIRE(snapshot->operator_state.size() == 1);
   return std::stoll(snapshot->operator_state[0].bytes);
@@ -571,7 +578,7 @@ TEST_CASE("stream task: an idle source takes a checkpoint on the trigger's threa
     const auto& ack = acks.at(static_cast<std::size_t>(next_barrier - 1));
     CHECK(ack.id == next_barrier);
     // The snapshot's offset is the first record after its barrier, whichever thread took it.
-    CHECK(snapshot_offset(ack) == records);
+    CHECK(snapshot_offset(f, ack) == records);
     ++next_barrier;
   }
   CHECK(next_barrier == checkpoints + 1);
@@ -600,7 +607,7 @@ TEST_CASE("stream task: a trigger that would have to wait for room in an output 
   auto got = take_until(*out, *wakeup,
                         [](const auto& g) { return !g.empty() && is_barrier(g.back(), 1); });
   REQUIRE(f.responder->wait_for(1));
-  CHECK(snapshot_offset(f.responder->acks().at(0)) ==
+  CHECK(snapshot_offset(f, f.responder->acks().at(0)) ==
         static_cast<std::int64_t>(got.size()) - 1);
   CHECK(task.triggers_taken_on_caller() == 0);
 }
