@@ -140,5 +140,5 @@ TEST_CASE("snapflow: bad log level and no coordinator are clear errors") {
   code = nobody.wait_exit(std::chrono::seconds(30));
   REQUIRE(code);
   CHECK(*code != 0);
-  CHECK_THAT(nobody.stderr_text(), Catch::Contains("no coordinator answering at 127.0.0.1:1"));
+  CHECK_THAT(nobody.stderr_text(), Catch::Contains("no coordinator answering at http://127.0.0.1:1"));
 }
