@@ -416,6 +416,10 @@ void worker_endpoint::reconnect() {
   if (inbox_) inbox_->set_direct(nullptr);
   if (connection_) connection_->close();
   registered_ = false;
+  // The ticker's patience counts from here: were it to count from the last frame heard, every
+  // tick within the pause would call reconnect() again, and each call pushes the timer below
+  // back, so the new connection would never be opened.
+  last_heard_us_ = now_us();
   reconnect_timer_.expires_after(reconnect_pause);
   reconnect_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
     auto self = weak.lock();

@@ -178,6 +178,24 @@ TEST_CASE("a worker registers again with a restarted coordinator") {
   CHECK(eventually([&] { return worker->count_in_stderr("registered with the coordinator") >= 2; }));
 }
 
+TEST_CASE("a worker that gave a dead coordinator up registers with the one started later") {
+  temp_dir dir;
+  auto first = std::make_unique<coordinator_process>(dir.path() / "state");
+  const std::string control = first->control();
+  auto worker = start_worker(control, "w1");
+  REQUIRE(first->wait_for_workers(1));
+
+  first->process().send_signal(SIGKILL);
+  REQUIRE(first->process().wait_exit(patience).has_value());
+  first.reset();
+  // Nothing listens now: the worker's silence timeout passes and it starts over, opening a
+  // fresh connection after a pause while its ticker keeps running.
+  REQUIRE(worker->wait_for_stderr("reconnecting", patience));
+  coordinator_process second(dir.path() / "state", {}, control);
+  CHECK(second.wait_for_workers(1));
+  CHECK(eventually([&] { return worker->count_in_stderr("registered with the coordinator") >= 2; }));
+}
+
 TEST_CASE("a worker whose protocol version is refused exits and says why") {
   temp_dir dir;
   coordinator_process coordinator(dir.path() / "state");
