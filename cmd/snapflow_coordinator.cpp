@@ -110,10 +110,10 @@ int main(int argc, char** argv) {
                "allow REST on a non-loopback address without --rest-token-file (anyone who "
                "reaches the port can submit and cancel jobs)");
   app.add_option("--savepoint-root", savepoint_root,
-                 "REST and CLI savepoint targets are relative paths under this folder "
-                 "(default: <state-dir>/savepoints)");
+                 "REST and CLI savepoint targets, jobs' savepoint_dir and savepoints to "
+                 "restore from lie under this folder (default: <state-dir>/savepoints)");
   app.add_flag("--allow-savepoint-anywhere", allow_savepoint_anywhere,
-               "also accept absolute savepoint targets from REST and the CLI");
+               "also accept absolute savepoint targets and restore sources anywhere");
   app.add_option("--log-level", log_level,
                  log_level_names() + " (default: SPDLOG_LEVEL, else info)");
   app.add_option("--heartbeat-interval-ms", interval_ms, "how often workers heartbeat")
@@ -298,7 +298,8 @@ int main(int argc, char** argv) {
   auto task_io = std::make_shared<task_io_metrics>();
   endpoint->set_handler(std::make_shared<transport::dispatcher_event_handler>(jobs, task_io));
   auto api = std::make_shared<rest::coordinator_rest_api>(jobs, task_io);
-  api->set_savepoint_targets({confined_folder(savepoint_folder), allow_savepoint_anywhere});
+  api->set_savepoint_targets(
+      {confined_folder(savepoint_folder), allow_savepoint_anywhere, confined_folder(state_dir)});
   // Weak: the API holds the dispatcher, whose job masters hold the endpoint.
   endpoint->set_counters_observer(
       [weak = std::weak_ptr(api)](const transport::coordinator_endpoint_counters& c) {

@@ -110,6 +110,9 @@ void describe(V& v, M& m) {
   v.optional("records_held_during_alignment", m.records_held_during_alignment);
   v.optional("records_after_barrier", m.records_after_barrier);
   v.optional("barrier_received_timestamp_us", m.barrier_received_timestamp_us);
+  v.optional("max_parallelism", m.max_parallelism);
+  v.optional("first_key_group", m.first_key_group);
+  v.optional("last_key_group", m.last_key_group);
 }
 
 template <typename V, message_of<decline_checkpoint> M>
@@ -234,6 +237,9 @@ void describe(V& v, M& m) {
   v.required("subtask", m.subtask);
   v.optional("state_handles", m.state_handles);
   v.optional("state_size", m.state_size_bytes);
+  v.optional("max_parallelism", m.max_parallelism);
+  v.optional("first_key_group", m.first_key_group);
+  v.optional("last_key_group", m.last_key_group);
 }
 
 template <typename T>

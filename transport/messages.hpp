@@ -50,6 +50,11 @@ struct subtask_restore_state {
   std::uint32_t subtask = 0;
   std::vector<state_handle> state_handles;
   std::uint64_t state_size_bytes = 0;
+  // Keyed state: the max parallelism it was cut at and its key groups [first, last], so the
+  // worker can refuse it before reading a file. max_parallelism 0: not keyed.
+  std::uint32_t max_parallelism = 0;
+  std::uint32_t first_key_group = 0;
+  std::uint32_t last_key_group = 0;
 
   bool operator==(const subtask_restore_state&) const = default;
 };
@@ -229,6 +234,10 @@ struct acknowledge_checkpoint {
   // The sender's clock, us since the epoch, when the first barrier reached the attempt; 0 =
   // not measured. The coordinator derives the checkpoint start delay from it.
   std::int64_t barrier_received_timestamp_us = 0;
+  // Keyed state: as in subtask_restore_state. max_parallelism 0: not keyed.
+  std::uint32_t max_parallelism = 0;
+  std::uint32_t first_key_group = 0;
+  std::uint32_t last_key_group = 0;
 
   bool operator==(const acknowledge_checkpoint&) const = default;
 };

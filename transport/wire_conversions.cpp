@@ -27,6 +27,21 @@ std::vector<state_handle> from_wire(const std::vector<wire::state_handle>& handl
   return out;
 }
 
+// Keyed scope <-> the three optional fields (max_parallelism 0: not keyed). A range the sender
+// got wrong is carried as it came: the receiver checks it (valid_keyed_scope).
+template <typename M>
+void scope_to_wire(const std::optional<keyed_state_scope>& scope, M& m) {
+  m.max_parallelism = scope ? scope->max_parallelism : 0;
+  m.first_key_group = scope ? scope->first_key_group : 0;
+  m.last_key_group = scope ? scope->last_key_group : 0;
+}
+
+template <typename M>
+std::optional<keyed_state_scope> scope_from_wire(const M& m) {
+  if (m.max_parallelism == 0) return std::nullopt;
+  return keyed_state_scope{m.max_parallelism, m.first_key_group, m.last_key_group};
+}
+
 }  // namespace
 
 wire::deploy_task to_wire(const task_deployment_descriptor& d) {
@@ -43,8 +58,13 @@ wire::deploy_task to_wire(const task_deployment_descriptor& d) {
   }
   m.restore_checkpoint_id = d.restore_checkpoint_id;
   m.restore_states.reserve(d.restore_states.size());
-  for (const auto& [index, state] : d.restore_states)
-    m.restore_states.push_back({index, to_wire(state.handles), state.state_size});
+  for (const auto& [index, state] : d.restore_states) {
+    wire::subtask_restore_state& r = m.restore_states.emplace_back();
+    r.subtask = index;
+    r.state_handles = to_wire(state.handles);
+    r.state_size_bytes = state.state_size;
+    scope_to_wire(state.keyed, r);
+  }
   m.checkpoint_dir = d.checkpoint_dir;
   return m;
 }
@@ -62,7 +82,7 @@ task_deployment_descriptor from_wire(const wire::deploy_task& m) {
   d.restore_checkpoint_id = m.restore_checkpoint_id;
   for (const auto& r : m.restore_states)
     d.restore_states.emplace(r.subtask, subtask_state{from_wire(r.state_handles),
-                                                      r.state_size_bytes});
+                                                      r.state_size_bytes, scope_from_wire(r)});
   d.checkpoint_dir = m.checkpoint_dir;
   return d;
 }
@@ -147,6 +167,7 @@ void to_wire(const checkpoint_ack& ack, wire::acknowledge_checkpoint& m) {
   else
     m.state_handles = to_wire(ack.state.handles);
   m.state_size_bytes = ack.state.state_size;
+  scope_to_wire(ack.state.keyed, m);
   m.sync_duration_us = ack.metrics.sync_duration_us;
   m.async_duration_us = ack.metrics.async_duration_us;
   m.alignment_duration_us = ack.metrics.alignment_duration_us;
@@ -165,7 +186,7 @@ checkpoint_ack from_wire(wire::acknowledge_checkpoint&& m) {
   ack.job = std::move(m.job);
   ack.attempt = m.attempt;
   ack.id = m.checkpoint;
-  ack.state = subtask_state{from_wire(m.state_handles), m.state_size_bytes};
+  ack.state = subtask_state{from_wire(m.state_handles), m.state_size_bytes, scope_from_wire(m)};
   ack.metrics.sync_duration_us = m.sync_duration_us;
   ack.metrics.async_duration_us = m.async_duration_us;
   ack.metrics.alignment_duration_us = m.alignment_duration_us;

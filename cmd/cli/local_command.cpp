@@ -210,12 +210,7 @@ int run_local(const local_options& o) {
       }
     }
     auto details = client.get("/jobs/" + job);
-    if (!details) {
-      if (details.err().message.find("was not started") != std::string::npos) {
-        std::cerr << "snapflow local: " << details.err().message << "\n";
-        return 1;
-      }
-    } else {
+    if (details) {
       state = (*details)["state"];
       auto cps = client.get("/jobs/" + job + "/checkpoints");
       std::ostringstream line;

@@ -168,6 +168,15 @@ ack_outcome checkpoint_coordinator::receive_ack(checkpoint_ack ack) {
       refuse_state_handles(ack, confined.err().message);
       return ack_outcome::refused_state_handle;
     }
+    // Written into _metadata as sent: a range a restore could not read is refused now.
+    if (const auto& scope = ack.state.keyed; scope && !scope->is_valid()) {
+      refuse_state_handles(ack, "its keyed state names key groups " +
+                                    std::to_string(scope->first_key_group) + ".." +
+                                    std::to_string(scope->last_key_group) +
+                                    ", not a range inside max parallelism " +
+                                    std::to_string(scope->max_parallelism));
+      return ack_outcome::refused_state_handle;
+    }
   }
   ack_outcome outcome = core_.on_ack(std::move(ack), coordinator_clock::now_us());
   if (core_.has_actions()) run_actions();

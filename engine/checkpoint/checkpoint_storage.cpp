@@ -181,13 +181,21 @@ void encode_body(const completed_checkpoint& c, std::string& out) {
   pack_str(pk, "subtasks");
   pk.pack_array(static_cast<std::uint32_t>(c.subtask_states.size()));
   for (const auto& [subtask, state] : c.subtask_states) {
-    pk.pack_map(4);
+    pk.pack_map(state.keyed ? 5 : 4);
     pack_str(pk, "vertex");
     pk.pack(subtask.vertex);
     pack_str(pk, "index");
     pk.pack(subtask.index);
     pack_str(pk, "state_size");
     pk.pack(state.state_size);
+    if (state.keyed) {
+      // [max parallelism, first key group, last key group]; absent for non-keyed state.
+      pack_str(pk, "key_groups");
+      pk.pack_array(3);
+      pk.pack(state.keyed->max_parallelism);
+      pk.pack(state.keyed->first_key_group);
+      pk.pack(state.keyed->last_key_group);
+    }
     pack_str(pk, "handles");
     pk.pack_array(static_cast<std::uint32_t>(state.handles.size()));
     for (const auto& h : state.handles) {
@@ -291,6 +299,24 @@ result<state_handle> read_handle(const msgpack::object& o) {
   return h;
 }
 
+// "key_groups": [max parallelism, first, last], a non-empty range inside the max parallelism.
+// Absent (metadata of non-keyed state or from before it was recorded): no scope.
+result<std::optional<keyed_state_scope>> read_key_groups(const msgpack::object& subtask) {
+  const msgpack::object* o = find_field(subtask, "key_groups");
+  if (o == nullptr) return std::optional<keyed_state_scope>{};
+  const auto invalid = [] {
+    return bad_field("key_groups", "[max parallelism, first, last] with first <= last < max");
+  };
+  if (o->type != msgpack::type::ARRAY || o->via.array.size != 3) return invalid();
+  keyed_state_scope scope;
+  const msgpack::object* v = o->via.array.ptr;
+  if (!read_u32(&v[0], scope.max_parallelism) || !read_u32(&v[1], scope.first_key_group) ||
+      !read_u32(&v[2], scope.last_key_group) || scope.first_key_group > scope.last_key_group ||
+      scope.last_key_group >= scope.max_parallelism)
+    return invalid();
+  return std::optional<keyed_state_scope>{scope};
+}
+
 result<completed_checkpoint> read_body(const msgpack::object& root) {
   if (root.type != msgpack::type::MAP) return error{"checkpoint metadata: body is not a map"};
   completed_checkpoint c;
@@ -320,6 +346,9 @@ result<completed_checkpoint> read_body(const msgpack::object& root) {
     if (!read_u32(find_field(s, "index"), id.index)) return bad_field("index", "a u32");
     if (!read_u64(find_field(s, "state_size"), state.state_size))
       return bad_field("state_size", "an unsigned integer");
+    auto keyed = read_key_groups(s);
+    if (!keyed) return keyed.err();
+    state.keyed = *keyed;
     const msgpack::object* handles = find_field(s, "handles");
     if (handles == nullptr || handles->type != msgpack::type::ARRAY)
       return bad_field("handles", "an array");

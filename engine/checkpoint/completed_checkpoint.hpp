@@ -32,10 +32,29 @@ struct state_handle {
   bool operator==(const state_handle&) const = default;
 };
 
-// Everything one subtask contributed to one checkpoint.
+// What a keyed subtask's state covers: the key groups [first_key_group, last_key_group] cut at
+// `max_parallelism` (Flink's KeyGroupRange beside a KeyedStateHandle). A key lands in a key
+// group by the max parallelism, so state cut at one max parallelism cannot be read at another:
+// the coordinator refuses such a restore at submission and a worker before it reads a file.
+struct keyed_state_scope {
+  std::uint32_t max_parallelism = 0;
+  std::uint32_t first_key_group = 0;
+  std::uint32_t last_key_group = 0;
+
+  // A non-empty range inside the max parallelism: what a peer must send.
+  bool is_valid() const {
+    return max_parallelism >= 1 && first_key_group <= last_key_group &&
+           last_key_group < max_parallelism;
+  }
+  bool operator==(const keyed_state_scope&) const = default;
+};
+
+// Everything one subtask contributed to one checkpoint. `keyed` is absent for an operator
+// without keyed state (and in metadata written before it was recorded).
 struct subtask_state {
   std::vector<state_handle> handles;
   std::uint64_t state_size = 0;
+  std::optional<keyed_state_scope> keyed;
 
   bool operator==(const subtask_state&) const = default;
 };

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
+#include "engine/jobmaster/state_assignment.hpp"
 #include "engine/paths/job_paths.hpp"
 #include "graph/job_graph_codec.hpp"
 
@@ -29,58 +30,64 @@ std::filesystem::path dispatcher::job_folder(const job_id& id) const {
 void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> savepoint,
                         submit_callback done) {
   if (graph.id.empty()) graph.id = generate_job_id();
-  if (jobs_.contains(graph.id)) {
-    done(error{"a job with id " + graph.id + " exists already"});
+  if (jobs_.contains(graph.id) || submitting_.contains(graph.id)) {
+    done(error{"a job with id " + graph.id + " exists already"}, submit_failure::conflict);
     return;
   }
   if (auto invalid = validate(graph, operator_registry::builtin())) {
-    done(error{"invalid job '" + graph.name + "': " + *invalid});
+    done(error{"invalid job '" + graph.name + "': " + *invalid}, submit_failure::refused);
     return;
   }
   if (auto refused = path_refusal(graph)) {
-    done(error{"job '" + graph.name + "' names a path it may not use: " + *refused});
+    done(error{"job '" + graph.name + "' names a path it may not use: " + *refused},
+         submit_failure::refused);
     return;
   }
+  // From here the answer comes from the I/O executor's work: the id stays reserved until then.
+  submitting_.insert(graph.id);
+  done = [self = shared_from_this(), id = graph.id, done = std::move(done)](
+             result<job_id> r, submit_failure why) {
+    self->submitting_.erase(id);
+    done(std::move(r), why);
+  };
   auto self = shared_from_this();
   asio::post(options_.io_executor, [self, graph = std::move(graph), savepoint,
                                     done = std::move(done)]() mutable {
+    // Everything that touches disk happens here, on the I/O executor: the coordinator thread
+    // only gets the prepared state.
+    const auto refuse = [&](submit_failure why, std::string message) {
+      asio::post(self->executor_, [done, why, message = std::move(message)] {
+        done(error{message}, why);
+      });
+    };
     std::optional<completed_checkpoint> restore;
     if (savepoint) {
       auto read = checkpoint_storage::read_metadata(*savepoint);
-      if (!read) {
-        asio::post(self->executor_, [done, e = read.err(), path = savepoint->string()] {
-          done(error{"cannot restore from savepoint " + path + ": " + e.message});
-        });
-        return;
-      }
+      if (!read)
+        return refuse(submit_failure::refused, "cannot restore from savepoint " +
+                                                   savepoint->string() + ": " + read.err().message);
+      if (auto mismatch = max_parallelism_mismatch(graph, *read))
+        return refuse(submit_failure::refused,
+                      "cannot restore from savepoint " + savepoint->string() + ": " + *mismatch);
       restore = std::move(*read);
     }
-    // Everything that touches disk happens here, on the I/O executor: the coordinator thread
-    // only gets the prepared state.
     auto written = checkpoint_storage::write_file_durably(self->job_folder(graph.id) / "job",
                                                           encode_job_graph(graph));
-    std::optional<result<job_master::durable_state>> state;
-    if (written) state = job_master::load_durable_state(self->options_.state_dir, graph, restore);
+    if (!written)
+      return refuse(submit_failure::storage, "cannot persist job: " + written.err().message);
+    auto state = job_master::load_durable_state(self->options_.state_dir, graph, restore);
+    if (!state)
+      return refuse(submit_failure::storage,
+                    "cannot open the job's checkpoint state: " + state.err().message);
     asio::post(self->executor_, [self, graph = std::move(graph), restore = std::move(restore),
-                                 written, state = std::move(state),
-                                 done = std::move(done)]() mutable {
-      if (!written) {
-        done(error{"cannot persist job: " + written.err().message});
-        return;
-      }
-      if (state && !*state) {
-        done(error{"cannot open the job's checkpoint state: " + state->err().message});
-        return;
-      }
+                                 state = std::move(*state), done = std::move(done)]() mutable {
       const job_id id = graph.id;
-      std::optional<job_master::durable_state> prepared;
-      if (state) prepared = std::move(**state);
-      auto started = self->start_job(std::move(graph), std::move(restore), std::move(prepared));
+      auto started = self->start_job(std::move(graph), std::move(restore), std::move(state));
       if (!started) {
-        done(started.err());
+        done(started.err(), submit_failure::refused);
         return;
       }
-      done(id);
+      done(id, submit_failure::none);
     });
   });
 }

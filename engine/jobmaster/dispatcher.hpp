@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,20 +45,27 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
     // needs it to address the trigger (e.g. transport's coordinator_endpoint).
     std::function<std::shared_ptr<checkpoint_task_gateway>(const job_id&)> checkpoint_gateway_for;
   };
-  using submit_callback = std::function<void(result<job_id>)>;
+  // Why a submission did not start: `conflict`, the job id is taken; `refused`, the job or what
+  // it restores from cannot run (an invalid graph, a path outside the data roots, a savepoint
+  // that cannot be read or was taken at another max parallelism); `storage`, the coordinator
+  // could not persist it. `none` with a job id.
+  enum class submit_failure : std::uint8_t { none, conflict, refused, storage };
+  using submit_callback = std::function<void(result<job_id>, submit_failure)>;
 
   dispatcher(asio::any_io_executor executor, std::shared_ptr<worker_registry> workers,
              std::shared_ptr<task_deployment_gateway> deployer,
              std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway, options opts);
 
   // Validates, persists (on the I/O executor), then starts the job; `done` runs on the
-  // coordinator executor. With `savepoint`, the job starts from that savepoint's state.
+  // coordinator executor, once the job is known (find() finds it) or refused. With
+  // `savepoint`, the job starts from that savepoint's state, checked before anything is
+  // persisted.
   void submit(job_graph graph, std::optional<std::filesystem::path> savepoint,
               submit_callback done);
   // Why `graph` may not run here: a file parameter (param_spec::is_path) outside the data
   // roots of a registered worker (any of them may be given the subtask). Workers that sent no
   // roots are not checked here (they check at deployment). Nothing when every path is inside.
-  // submit() checks it too; a caller that answers synchronously (REST) may ask first.
+  // submit() refuses such a job.
   std::optional<std::string> path_refusal(const job_graph& graph) const;
   // Resumes every persisted job that has not ended. Blocking disk reads: call once at start,
   // before serving. Returns the ids resumed.
@@ -93,6 +101,9 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway_;
   options options_;
   std::map<job_id, std::shared_ptr<job_master>> jobs_;
+  // Ids of submissions between submit() and their answer: a second submission under one of
+  // them is a conflict, not a second writer of the same job folder.
+  std::set<job_id> submitting_;
 };
 
 }  // namespace snapflow

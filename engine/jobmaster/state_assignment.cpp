@@ -75,4 +75,21 @@ std::map<std::uint32_t, subtask_state> state_assignment::states_for(std::uint32_
   return out;
 }
 
+std::optional<std::string> max_parallelism_mismatch(const job_graph& graph,
+                                                    const completed_checkpoint& checkpoint) {
+  for (const job_vertex& vertex : graph.vertices) {
+    for (auto it = checkpoint.subtask_states.lower_bound(subtask_id{vertex.id, 0});
+         it != checkpoint.subtask_states.end() && it->first.vertex == vertex.id; ++it) {
+      const std::optional<keyed_state_scope>& scope = it->second.keyed;
+      if (!scope || scope->max_parallelism == vertex.max_parallelism) continue;
+      return "operator '" + vertex.uid + "': the state in " + checkpoint.location +
+             " was taken at max parallelism " + std::to_string(scope->max_parallelism) +
+             ", the job declares max parallelism " + std::to_string(vertex.max_parallelism) +
+             "; key groups cannot be remapped, so set max_parallelism = " +
+             std::to_string(scope->max_parallelism) + " to restore it";
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace snapflow

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/checkpoint/completed_checkpoint.hpp"
@@ -53,5 +55,13 @@ class state_assignment {
   std::uint32_t new_parallelism_ = 1;
   std::uint32_t max_parallelism_ = 1;
 };
+
+// Why `checkpoint` cannot be restored into `graph` (Flink's check of the max parallelism before
+// state assignment): a vertex whose keyed state was cut at another max parallelism than the
+// vertex declares. Key groups are fixed by the max parallelism, so such state cannot be split;
+// the message names the operator and both values. Nothing when every keyed state fits, and for
+// state whose metadata does not record its max parallelism.
+std::optional<std::string> max_parallelism_mismatch(const job_graph& graph,
+                                                    const completed_checkpoint& checkpoint);
 
 }  // namespace snapflow

@@ -302,6 +302,7 @@ result<void> stream_task::initialize() {
     restored_id = *config_.restore_checkpoint;
     std::vector<keyed_state_snapshot> keyed_parts;
     std::optional<std::uint32_t> old_parallelism;
+    if (auto r = check_restore_scopes(); !r) return r;
     for (const auto& [old_index, state] : config_.restore_states) {
       for (const auto& handle : state.handles) {
         auto snapshot = state_file::read(handle);
@@ -349,6 +350,30 @@ result<void> stream_task::initialize() {
   context.keyed_state = keyed_.get();
   context.restored_checkpoint = restored_id;
   return operator_->open(context, restored);
+}
+
+result<void> stream_task::check_restore_scopes() const {
+  // Before any file is read: keyed state cut at another max parallelism maps keys to other key
+  // groups, so it cannot be split among this job's subtasks (the coordinator refuses such a
+  // submission; this catches a descriptor that slipped through or a hostile one).
+  const std::uint32_t max_parallelism = config_.vertex.max_parallelism;
+  for (const auto& [old_index, state] : config_.restore_states) {
+    if (!state.keyed) continue;
+    const std::string which = "restoring checkpoint " +
+                              std::to_string(*config_.restore_checkpoint) + ": the state of old " +
+                              "subtask " + std::to_string(old_index) + " of '" +
+                              config_.vertex.uid + "'";
+    if (!state.keyed->is_valid())
+      return error{which + " names key groups " + std::to_string(state.keyed->first_key_group) +
+                   ".." + std::to_string(state.keyed->last_key_group) +
+                   ", not a range inside max parallelism " +
+                   std::to_string(state.keyed->max_parallelism)};
+    if (state.keyed->max_parallelism != max_parallelism)
+      return error{which + " was taken at max parallelism " +
+                   std::to_string(state.keyed->max_parallelism) + ", this job declares " +
+                   std::to_string(max_parallelism) + " (keep max_parallelism stable)"};
+  }
+  return success();
 }
 
 result<void> stream_task::check_keyed_restore_complete(std::uint32_t old_parallelism) const {
@@ -710,6 +735,9 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   ack.attempt = config_.attempt;
   ack.id = barrier.id;
   ack.metrics.sync_duration_us = sync_us;
+  if (keyed_)
+    ack.state.keyed = keyed_state_scope{keyed_->max_parallelism(), keyed_->range().first,
+                                        keyed_->range().last};
   ack.metrics.alignment_duration_us = t.alignment_duration_us;
   ack.metrics.bytes_processed_during_alignment = t.bytes_processed_during_alignment;
   ack.metrics.records_held_during_alignment = t.records_held_during_alignment;

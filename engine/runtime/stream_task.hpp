@@ -147,6 +147,8 @@ class stream_task {
 
   void run();
   result<void> initialize();
+  // Every handed-over keyed state was cut at this vertex's max parallelism, in a valid range.
+  result<void> check_restore_scopes() const;
   // A keyed subtask must have received every old subtask whose key groups overlap its own.
   result<void> check_keyed_restore_complete(std::uint32_t old_parallelism) const;
   result<void> run_source(std::unique_lock<std::mutex>& turn);

@@ -153,6 +153,7 @@ TEST_CASE("a deployment descriptor survives the trip to the wire and back") {
   d.restore_checkpoint_id = 42;
   d.restore_states[0] = subtask_state{{{"chk-42/x.state", 100, 7}}, 100};
   d.restore_states[3] = subtask_state{{}, 0};
+  d.restore_states[5] = subtask_state{{{"chk-42/k.state", 9, 1}}, 9, keyed_state_scope{128, 32, 63}};
   d.checkpoint_dir = "state/job";
   CHECK(from_wire(to_wire(d)) == d);
   // Without CURVE no endpoint carries a key on the wire.
@@ -173,6 +174,11 @@ TEST_CASE("acknowledgements and declines survive the trip; unknown reasons becom
   ack.id = 9;
   ack.state = subtask_state{{{"a", 1, 2}, {"b", 3, 4}}, 4};
   ack.metrics = {10, 20, 30, 40};
+  CHECK(from_wire(to_wire(ack)) == ack);
+  // A keyed subtask's scope travels in three optional fields, absent for non-keyed state.
+  CHECK(to_wire(ack).max_parallelism == 0);
+  ack.state.keyed = keyed_state_scope{256, 64, 127};
+  CHECK(to_wire(ack).max_parallelism == 256);
   CHECK(from_wire(to_wire(ack)) == ack);
 
   checkpoint_decline d{"j", attempt_of(1, 0), 9,

@@ -167,6 +167,21 @@ TEST_CASE("acknowledge_checkpoint round-trips with every metric") {
   check_round_trip(acknowledge_checkpoint{job, attempt_of(2, 1, 1), 43, {}, 0, 0, 0, 0, 0});
 }
 
+TEST_CASE("a keyed acknowledgement and restore state carry max parallelism and key groups") {
+  acknowledge_checkpoint ack{job, attempt_of(2, 0, 1), 42, {{"chk-42/a", 10, 1}}, 10};
+  ack.max_parallelism = 32768;
+  ack.first_key_group = 16384;
+  ack.last_key_group = 32767;
+  check_round_trip(ack);
+  subtask_restore_state restore{3, {{"chk-42/a", 10, 1}}, 10, 128, 0, 63};
+  deploy_task deploy;
+  deploy.job = job;
+  deploy.attempt = attempt_of(2, 0, 2);
+  deploy.restore_checkpoint_id = 42;
+  deploy.restore_states = {restore};
+  check_round_trip(deploy);
+}
+
 TEST_CASE("acknowledge_checkpoint round-trips a state carried inline, bytes as they are") {
   acknowledge_checkpoint m{job, attempt_of(2, 0, 1), 42, {}, 0, 0, 0, 0, 0};
   m.state_handles.push_back({"", 5, 0x1234, std::string("\0\x01\xFF" "ab", 5)});

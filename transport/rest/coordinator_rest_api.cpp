@@ -118,7 +118,6 @@ rest_response coordinator_rest_api::handle(const rest_request& r) {
   } else if (p[0] == "jobs") {
     if (p.size() == 1) {
       if (get) return jobs_list();
-      if (post) return submit(r);
     } else if (p.size() == 2) {
       if (get) return job_details(p[1]);
       if (patch) {
@@ -176,34 +175,46 @@ rest_response coordinator_rest_api::jobs_list() const {
   return json_response(200, json{{"jobs", jobs}});
 }
 
-rest_response coordinator_rest_api::submit(const rest_request& r) {
-  if (r.body.empty()) return error_response(400, "the request body must be a TOML job file");
+void coordinator_rest_api::serve(const rest_request& r, responder answer) {
+  if (r.method == "POST" && split_path(r.path) == std::vector<std::string>{"jobs"})
+    return submit(r, std::move(answer));
+  answer(handle(r));
+}
+
+void coordinator_rest_api::submit(const rest_request& r, responder answer) {
+  if (r.body.empty()) return answer(error_response(400, "the request body must be a TOML job file"));
   auto name = r.query.count("name") ? r.query.at("name") : std::string("job file");
   auto parsed = parse_job_file(r.body, name);
-  if (!parsed) return error_response(400, parsed.error().what());
+  if (!parsed) return answer(error_response(400, parsed.error().what()));
+  if (auto confined = confine_savepoint_dir(parsed.value()); !confined)
+    return answer(error_response(400, confined.err().message));
   std::optional<std::filesystem::path> savepoint;
-  if (auto it = r.query.find("fromSavepoint"); it != r.query.end() && !it->second.empty())
-    savepoint = it->second;
-  // Submission completes asynchronously (the job file is persisted on the I/O executor): the
-  // answer is the job id; its status is at /jobs/:id.
-  auto graph = std::move(parsed).value();
-  // A file parameter outside the workers' data roots is refused now, naming path and roots.
-  if (auto refused = jobs_->path_refusal(graph)) return error_response(422, *refused);
-  const job_id id = graph.id;
-  jobs_->submit(std::move(graph), savepoint,
-                [failed = failed_submissions_, id](result<job_id> r) {
-                  if (!r) (*failed)[id] = r.err().message;
+  if (auto it = r.query.find("fromSavepoint"); it != r.query.end() && !it->second.empty()) {
+    auto source = restore_source(it->second);
+    if (!source) return answer(error_response(400, source.err().message));
+    savepoint = std::move(*source);
+  }
+  // The answer waits for the dispatcher: the job is persisted and started, or refused with
+  // the reason (an unreadable savepoint, another max parallelism, a path outside the roots).
+  jobs_->submit(std::move(parsed).value(), savepoint,
+                [answer = std::move(answer)](result<job_id> id, dispatcher::submit_failure why) {
+                  if (id) return answer(json_response(202, json{{"jobid", *id}}));
+                  switch (why) {
+                    case dispatcher::submit_failure::conflict:
+                      return answer(error_response(409, id.err().message));
+                    case dispatcher::submit_failure::storage:
+                      return answer(error_response(500, id.err().message));
+                    case dispatcher::submit_failure::none:
+                    case dispatcher::submit_failure::refused:
+                      break;
+                  }
+                  answer(error_response(422, id.err().message));
                 });
-  return json_response(202, json{{"jobid", id}});
 }
 
 rest_response coordinator_rest_api::job_details(const job_id& id) const {
   job_master* m = jobs_->find(id);
-  if (m == nullptr) {
-    if (auto it = failed_submissions_->find(id); it != failed_submissions_->end())
-      return error_response(422, "job " + id + " was not started: " + it->second);
-    return error_response(404, "no job " + id);
-  }
+  if (m == nullptr) return error_response(404, "no job " + id);
   const auto& eg = m->graph();
   // Sources are the vertices no edge leads into; their write-records are the job's intake.
   std::set<vertex_id> has_input;
@@ -521,6 +532,49 @@ result<std::string> coordinator_rest_api::savepoint_target(const std::string& re
                  (absolute ? " (absolute targets need the coordinator's --allow-savepoint-anywhere)"
                            : "")};
   return resolved->string();
+}
+
+result<std::filesystem::path> coordinator_rest_api::restore_source(
+    const std::string& requested) const {
+  const std::filesystem::path path(requested);
+  if (targets_.anywhere && path.is_absolute() && requested.find('\0') == std::string::npos)
+    return path.lexically_normal();
+  if (!targets_.root)
+    return error{"restoring from a savepoint is refused: this coordinator has no savepoint root"};
+  if (!path.is_absolute()) {
+    auto resolved = targets_.root->resolve(requested);
+    if (!resolved)
+      return error{"savepoint to restore refused: " + resolved.err().message +
+                   "; give a path relative to the savepoint root " +
+                   targets_.root->root().string()};
+    return resolved;
+  }
+  std::vector<confined_folder> roots{*targets_.root};
+  if (targets_.state_dir) roots.push_back(*targets_.state_dir);
+  auto admitted = admit_under_any(roots, requested, "savepoint to restore");
+  if (!admitted)
+    return error{admitted.err().message +
+                 " (other places need the coordinator's --allow-savepoint-anywhere)"};
+  return admitted;
+}
+
+result<void> coordinator_rest_api::confine_savepoint_dir(job_graph& graph) const {
+  if (!graph.checkpointing || graph.checkpointing->config.savepoint_dir.empty()) return success();
+  std::string& dir = graph.checkpointing->config.savepoint_dir;
+  const std::filesystem::path path(dir);
+  if (targets_.anywhere && path.is_absolute() && dir.find('\0') == std::string::npos)
+    return success();
+  if (!targets_.root)
+    return error{"the job's savepoint_dir is refused: this coordinator has no savepoint root"};
+  auto resolved = path.is_absolute() ? targets_.root->admit(dir) : targets_.root->resolve(dir);
+  if (!resolved)
+    return error{"the job's savepoint_dir is refused: " + resolved.err().message +
+                 "; it must lie under the savepoint root " + targets_.root->root().string() +
+                 (path.is_absolute() ? " (other places need the coordinator's "
+                                       "--allow-savepoint-anywhere)"
+                                     : "")};
+  dir = resolved->string();
+  return success();
 }
 
 rest_response coordinator_rest_api::operation_status(const job_id& id,

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,7 +33,8 @@ struct rest_response {
 // HTTP server (rest_server) only moves requests onto that executor and answers back.
 //
 //   GET   /jobs                                       jobs and their status
-//   POST  /jobs[?fromSavepoint=PATH]                  submit a TOML job file (the body)
+//   POST  /jobs[?fromSavepoint=PATH]                  submit a TOML job file (the body);
+//                                                     answers once the job is known
 //   GET   /jobs/:id                                   one job: status, vertices (with record
 //                                                     counters), edges, restarts
 //   PATCH /jobs/:id[?mode=cancel]                     cancel
@@ -55,7 +57,12 @@ class coordinator_rest_api {
   explicit coordinator_rest_api(std::shared_ptr<dispatcher> jobs,
                                 std::shared_ptr<const task_io_metrics> io = nullptr);
 
-  rest_response handle(const rest_request& request);
+  // Answers `request` through `answer`, on the coordinator's executor: at once for every call
+  // but POST /jobs, which answers once the dispatcher knows the job (202 with its id; a GET
+  // /jobs/:id right after finds it) or refused it (409 a taken id, 422 a job or savepoint
+  // that cannot run, with the reason; 500 a storage failure).
+  using responder = std::function<void(rest_response)>;
+  void serve(const rest_request& request, responder answer);
 
   // Prometheus exposition of every job's checkpoint metrics (Flink's names) and the
   // coordinator's own counters.
@@ -70,13 +77,20 @@ class coordinator_rest_api {
   };
   void set_transport_counters(transport_counters counters) { counters_ = counters; }
 
-  // Where a "target-directory" of a savepoint or checkpoint request may point: a relative path
-  // resolved under `root` (absolute paths, `..` out, NUL and symlinks out are refused with
-  // 400), or, with `anywhere`, also an absolute path. Without a root, a request that names a
-  // target is refused; one without a target uses the job's savepoint_dir.
+  // Where savepoints may be written and restored from (every refusal is a 400 naming the
+  // folders, and nothing is read or written):
+  // - a "target-directory" of a savepoint or checkpoint request, and a submitted job's
+  //   savepoint_dir (the target of a request without one): a path relative to `root`, or, for
+  //   savepoint_dir, an absolute one inside it; absolute paths elsewhere, `..` out, NUL and
+  //   symlinks out are refused;
+  // - POST /jobs?fromSavepoint=PATH: relative to `root`, or absolute inside `root` or
+  //   `state_dir` (where retained checkpoints are).
+  // With `anywhere`, absolute paths are taken as they are. Without a root, every named path is
+  // refused.
   struct savepoint_targets {
     std::optional<confined_folder> root;
     bool anywhere = false;
+    std::optional<confined_folder> state_dir;
   };
   void set_savepoint_targets(savepoint_targets targets) { targets_ = std::move(targets); }
 
@@ -89,8 +103,10 @@ class coordinator_rest_api {
     request_finished outcome;
   };
 
+  // Every call answered at once (all but POST /jobs).
+  rest_response handle(const rest_request& request);
   rest_response jobs_list() const;
-  rest_response submit(const rest_request& request);
+  void submit(const rest_request& request, responder answer);
   rest_response job_details(const job_id& id) const;
   rest_response cancel(const job_id& id);
   rest_response checkpoints(const job_id& id) const;
@@ -103,13 +119,14 @@ class coordinator_rest_api {
   rest_response overview() const;
   // The folder a request's target names, or the 400 that refuses it.
   result<std::string> savepoint_target(const std::string& requested) const;
+  // The folder a submission restores from, or why it may not.
+  result<std::filesystem::path> restore_source(const std::string& requested) const;
+  // Rewrites a job's savepoint_dir to the folder it names under the root, or says why not.
+  result<void> confine_savepoint_dir(job_graph& graph) const;
 
   std::shared_ptr<dispatcher> jobs_;
   std::shared_ptr<const task_io_metrics> io_;
   std::map<std::string, std::shared_ptr<operation>> operations_;
-  // Submissions that were accepted for processing but failed later (e.g. persisting).
-  std::shared_ptr<std::map<job_id, std::string>> failed_submissions_ =
-      std::make_shared<std::map<job_id, std::string>>();
   std::uint64_t next_operation_ = 1;
   transport_counters counters_;
   savepoint_targets targets_;

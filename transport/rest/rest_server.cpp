@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <future>
+#include <utility>
 
 #include <asio/post.hpp>
 #include <httplib.h>
@@ -52,10 +53,16 @@ result<int> rest_server::start(const std::string& host, int port) {
     auto promise = std::make_shared<std::promise<rest_response>>();
     auto future = promise->get_future();
     asio::post(coordinator_, [api = api_, r = std::move(r), promise] {
+      // Set once: by the answer, or by the 500 when serving threw before answering.
+      auto answered = std::make_shared<bool>(false);
       try {
-        promise->set_value(api->handle(r));
+        api->serve(r, [promise, answered](rest_response out) {
+          if (std::exchange(*answered, true)) return;
+          promise->set_value(std::move(out));
+        });
       } catch (const std::exception& e) {
-        promise->set_value(error_response(500, std::string("internal error: ") + e.what()));
+        if (!std::exchange(*answered, true))
+          promise->set_value(error_response(500, std::string("internal error: ") + e.what()));
       }
     });
     rest_response out;

@@ -224,6 +224,39 @@ TEST_CASE("checkpoint metadata refuses an inline handle that also names a path, 
   CHECK_THAT(as_str.err().message, Catch::Contains("field 'bytes' is missing or not bin"));
 }
 
+TEST_CASE("checkpoint metadata keeps a keyed subtask's max parallelism and key groups, and "
+          "refuses a range outside it") {
+  checkpoint_storage storage("job");
+  completed_checkpoint c = sample(storage, 8);
+  c.subtask_states.clear();
+  c.subtask_states[{3, 0}] = subtask_state{{}, 0, keyed_state_scope{128, 0, 63}};
+  c.subtask_states[{4, 0}] = subtask_state{{}, 0};  // not keyed: no scope, as in older files
+  const std::string good = checkpoint_storage::encode_metadata(c);
+  auto read = checkpoint_storage::decode_metadata(good);
+  REQUIRE(read.ok());
+  CHECK(*read == c);
+  CHECK_FALSE(read->subtask_states.at({4, 0}).keyed.has_value());
+
+  const std::string body = good.substr(24, good.size() - 28);
+  const std::string scope("\x93\xcc\x80\x00\x3f", 5);  // [128, 0, 63]
+  const auto with_scope = [&](const std::string& to) {
+    std::string out = body;
+    const std::size_t at = out.find(scope);
+    REQUIRE(at != std::string::npos);
+    out.replace(at, scope.size(), to);
+    return checkpoint_storage::decode_metadata(frame(out));
+  };
+  REQUIRE(with_scope(scope).ok());
+  for (const std::string& bad : {std::string("\x93\xcc\x80\x00\xcc\xc8", 6),  // last 200 >= 128
+                                 std::string("\x93\xcc\x80\x10\x0f", 5),       // first > last
+                                 std::string("\x93\x00\x00\x00", 4),            // max 0
+                                 std::string("\x92\xcc\x80\x00", 4)}) {         // two entries
+    auto refused = with_scope(bad);
+    REQUIRE_FALSE(refused.ok());
+    CHECK_THAT(refused.err().message, Catch::Contains("key_groups"));
+  }
+}
+
 TEST_CASE("checkpoint storage recover skips torn, corrupt and missing metadata with warnings") {
   temp_folder tmp;
   checkpoint_storage storage(tmp.path() / "job");

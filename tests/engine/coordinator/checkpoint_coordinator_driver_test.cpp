@@ -875,6 +875,34 @@ TEST_CASE("state handle: a symlink inside the checkpoint folder that leads out i
   SECTION("a folder on the way") { check_refused(f, "dir-link/precious", {outside}); }
 }
 
+TEST_CASE("keyed scope: an acknowledgement whose key groups lie outside its max parallelism is "
+          "refused, and one inside is kept in the completed checkpoint") {
+  driver_fixture f(periodic(100ms));
+  triggered_location(f);
+  checkpoint_ack bad{f.job, f.vertices[0]->current_attempt(), 1, {}, {}};
+  bad.state.keyed = keyed_state_scope{128, 0, 128};
+  REQUIRE(f.coordinator->receive_ack(bad) == ack_outcome::refused_state_handle);
+  f.poll();
+  CHECK(f.coordinator->refused_state_handles() == 1);
+  const checkpoint_stats* stats = f.coordinator->core().stats().find(1);
+  REQUIRE(stats != nullptr);
+  CHECK_THAT(stats->failure_message, Catch::Contains("max parallelism 128"));
+
+  f.coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  f.poll();
+  REQUIRE(f.coordinator->core().num_pending() == 1);
+  const checkpoint_id next = f.coordinator->core().pending_ids().back();
+  for (std::size_t v = 0; v < f.vertices.size(); ++v) {
+    checkpoint_ack ack{f.job, f.vertices[v]->current_attempt(), next, {}, {}};
+    ack.state.keyed = keyed_state_scope{128, 0, 127};
+    f.coordinator->receive_ack(ack);
+  }
+  f.poll();
+  REQUIRE(f.coordinator->core().latest_completed_id() == next);
+  for (const auto& [_, state] : f.coordinator->core().store().latest()->subtask_states)
+    CHECK(state.keyed == keyed_state_scope{128, 0, 127});
+}
+
 TEST_CASE("state handle: a name inside the folder is kept as its path there, and discarded there") {
   driver_fixture f(periodic(100ms));
   const std::string location = triggered_location(f);

@@ -7,6 +7,7 @@
 
 #include <asio/io_context.hpp>
 
+#include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/jobmaster/dispatcher.hpp"
 #include "graph/stream_environment.hpp"
 #include "tests/engine/test_gateway.hpp"
@@ -24,6 +25,39 @@ class null_deployer : public task_deployment_gateway {
   void cancel(const worker_id&, const job_id&, const execution_attempt_id&) override {}
 };
 
+// sequence_source -> keyed_count -> print_sink, the count's state cut at `max_parallelism`.
+job_graph keyed_job(const std::string& name, std::uint32_t max_parallelism) {
+  stream_environment env;
+  env.set_job_name(name).enable_checkpointing(10ms);
+  env.add_source("sequence_source", {{"count", "10"}})
+      .key_by()
+      .count()
+      .uid("count")
+      .set_max_parallelism(max_parallelism)
+      .add_sink("print_sink");
+  return env.build_job_graph();
+}
+
+// A savepoint folder whose _metadata holds, for the vertex with uid `uid` of `g`, one subtask's
+// keyed state cut at `max_parallelism`.
+std::filesystem::path write_keyed_savepoint(const std::filesystem::path& folder, const job_graph& g,
+                                            const std::string& uid,
+                                            std::uint32_t max_parallelism) {
+  std::filesystem::create_directories(folder);
+  completed_checkpoint c;
+  c.job = "an-earlier-job";
+  c.id = 7;
+  c.kind = checkpoint_trigger_kind::savepoint;
+  c.location = folder.string();
+  for (const job_vertex& v : g.vertices)
+    if (v.uid == uid)
+      c.subtask_states[subtask_id{v.id, 0}] =
+          subtask_state{{}, 0, keyed_state_scope{max_parallelism, 0, max_parallelism - 1}};
+  std::ofstream(folder / "_metadata", std::ios::binary)
+      << checkpoint_storage::encode_metadata(c);
+  return folder;
+}
+
 job_graph small_job(const std::string& name) {
   stream_environment env;
   env.set_job_name(name).enable_checkpointing(10ms);
@@ -37,6 +71,7 @@ struct fixture {
   std::filesystem::path state_dir = std::filesystem::temp_directory_path() /
                                      ("snapflow-disp-" + std::to_string(std::random_device{}()));
   std::shared_ptr<null_deployer> deployer = std::make_shared<null_deployer>();
+  dispatcher::submit_failure failure = dispatcher::submit_failure::none;
 
   ~fixture() {
     std::error_code ec;
@@ -52,7 +87,11 @@ struct fixture {
   result<job_id> submit(dispatcher& d, job_graph g,
                         std::optional<std::filesystem::path> savepoint = {}) {
     std::optional<result<job_id>> out;
-    d.submit(std::move(g), std::move(savepoint), [&](result<job_id> r) { out = std::move(r); });
+    d.submit(std::move(g), std::move(savepoint),
+             [&](result<job_id> r, dispatcher::submit_failure why) {
+               out = std::move(r);
+               failure = why;
+             });
     for (int i = 0; i < 10 && !out; ++i) {
       io.restart();
       io.poll();
@@ -95,6 +134,50 @@ TEST_CASE("a missing savepoint folder is a clear submit error") {
   auto id = f.submit(*d, small_job("sp"), f.state_dir / "no-such-savepoint");
   REQUIRE_FALSE(id);
   CHECK_THAT(id.err().message, Catch::Contains("savepoint"));
+}
+
+TEST_CASE("a savepoint taken at another max parallelism is refused at submission, naming both "
+          "values, and nothing is persisted") {
+  fixture f;
+  auto d = f.make();
+  const job_graph g = keyed_job("keyed", 64);
+  const auto savepoint = write_keyed_savepoint(f.state_dir / "savepoints" / "sp-1", g, "count", 128);
+  auto id = f.submit(*d, g, savepoint);
+  REQUIRE_FALSE(id);
+  CHECK(f.failure == dispatcher::submit_failure::refused);
+  CHECK_THAT(id.err().message, Catch::Contains("'count'") &&
+                                   Catch::Contains("max parallelism 128") &&
+                                   Catch::Contains("max parallelism 64"));
+  CHECK(d->list().empty());
+  CHECK_FALSE(std::filesystem::exists(f.state_dir / "jobs"));
+  CHECK(f.deployer->deployed == 0);
+
+  // The same savepoint into the job at the max parallelism it was taken at starts.
+  auto same = f.submit(*d, keyed_job("keyed", 128), savepoint);
+  REQUIRE(same);
+  CHECK(f.failure == dispatcher::submit_failure::none);
+  CHECK(d->find(*same) != nullptr);
+}
+
+TEST_CASE("a second submission under an id still being submitted is a conflict") {
+  fixture f;
+  auto d = f.make();
+  job_graph g = small_job("twice");
+  g.id = "fixed-id";
+  std::vector<dispatcher::submit_failure> outcomes;
+  const auto record = [&](result<job_id>, dispatcher::submit_failure why) {
+    outcomes.push_back(why);
+  };
+  d->submit(g, std::nullopt, record);
+  d->submit(g, std::nullopt, record);  // before the first one's answer
+  for (int i = 0; i < 10 && outcomes.size() < 2; ++i) {
+    f.io.restart();
+    f.io.poll();
+  }
+  REQUIRE(outcomes.size() == 2);
+  CHECK(outcomes[0] == dispatcher::submit_failure::conflict);
+  CHECK(outcomes[1] == dispatcher::submit_failure::none);
+  CHECK(d->list().size() == 1);
 }
 
 TEST_CASE("a restarted coordinator resumes unfinished jobs but not ended ones") {

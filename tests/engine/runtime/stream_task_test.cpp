@@ -470,6 +470,52 @@ TEST_CASE("stream task: a keyed subtask missing an overlapping old state is refu
   CHECK_THAT(f.listener->failure(), Catch::Contains("old subtask 1 of 4"));
 }
 
+TEST_CASE("stream task: keyed state cut at another max parallelism is refused before any file "
+          "is read") {
+  task_fixture f;
+  auto in = std::make_shared<local_channel>(4);
+  auto c = f.config(make_vertex("keyed_sum", {}, 1, /*max_parallelism=*/128), operator_role::keyed);
+  c.inputs = {in};
+  c.restore_checkpoint = 5;
+  c.restore_states[0].handles.push_back(state_handle{"never-read.state", 10, 1, std::nullopt});
+  c.restore_states[0].keyed = keyed_state_scope{64, 0, 63};
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::failed));
+  task.join();
+  CHECK_THAT(f.listener->failure(), Catch::Contains("checkpoint 5") &&
+                                        Catch::Contains("max parallelism 64") &&
+                                        Catch::Contains("declares 128"));
+  CHECK_THAT(f.listener->failure(), !Catch::Contains("never-read"));
+}
+
+TEST_CASE("stream task: a keyed subtask's acknowledgement names its max parallelism and key "
+          "groups; a non-keyed one names none") {
+  task_fixture f;
+  auto in = std::make_shared<local_channel>(4);
+  auto c = f.config(make_vertex("keyed_sum", {}, 1, /*max_parallelism=*/96), operator_role::keyed);
+  c.inputs = {in};
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(in->send({record{3, 1, 30, {}}, checkpoint_barrier{1, 1, f.options(1)}}));
+  REQUIRE(f.responder->wait_for(1));
+  CHECK(f.responder->acks().at(0).state.keyed == keyed_state_scope{96, 0, 95});
+  task.cancel();
+  task.join();
+
+  task_fixture g;
+  auto in2 = std::make_shared<local_channel>(4);
+  auto plain = g.config(make_vertex("map_identity"), operator_role::transform);
+  plain.inputs = {in2};
+  stream_task map(std::move(plain));
+  map.start();
+  REQUIRE(in2->send({checkpoint_barrier{1, 1, g.options(1)}}));
+  REQUIRE(g.responder->wait_for(1));
+  CHECK_FALSE(g.responder->acks().at(0).state.keyed.has_value());
+  map.cancel();
+  map.join();
+}
+
 namespace {
 
 std::int64_t snapshot_offset(task_fixture& f, const checkpoint_ack& ack) {

@@ -1,12 +1,15 @@
 // The coordinator REST API: called directly on its executor, and over HTTP on loopback.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <random>
 
 #include <asio/io_context.hpp>
 #include <httplib.h>
 
+#include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/runtime/task_executor.hpp"
+#include "graph/job_file.hpp"
 #include "tests/engine/test_gateway.hpp"
 #include "transport/rest/rest_server.hpp"
 
@@ -43,6 +46,54 @@ kind = "print_sink"
 input = "src"
 )";
 
+// A keyed job whose count's max parallelism is `max_parallelism`.
+std::string keyed_job_text(std::uint32_t max_parallelism) {
+  return R"(
+[job]
+name = "keyed"
+parallelism = 1
+max_parallelism = )" + std::to_string(max_parallelism) + R"(
+
+[checkpointing]
+interval_ms = 50
+
+[[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 10 }
+
+[[operator]]
+uid = "count"
+kind = "keyed_count"
+input = "src"
+
+[[operator]]
+uid = "sink"
+kind = "print_sink"
+input = "count"
+)";
+}
+
+// A savepoint in `folder` holding the count's keyed state of the job `text` describes, cut at
+// `max_parallelism`.
+void write_keyed_savepoint(const std::filesystem::path& folder, const std::string& text,
+                           std::uint32_t max_parallelism) {
+  auto graph = parse_job_file(text, "keyed.toml");
+  REQUIRE(graph);
+  std::filesystem::create_directories(folder);
+  completed_checkpoint c;
+  c.job = "earlier";
+  c.id = 4;
+  c.kind = checkpoint_trigger_kind::savepoint;
+  c.location = folder.string();
+  for (const job_vertex& v : graph.value().vertices) {
+    subtask_state state;
+    if (v.uid == "count") state.keyed = keyed_state_scope{max_parallelism, 0, max_parallelism - 1};
+    c.subtask_states[subtask_id{v.id, 0}] = state;
+  }
+  std::ofstream(folder / "_metadata", std::ios::binary) << checkpoint_storage::encode_metadata(c);
+}
+
 struct fixture {
   // A manual clock keeps the periodic trigger still, so only the checkpoints a test triggers
   // exist; the HTTP test runs the io_context for real and does without.
@@ -73,9 +124,17 @@ struct fixture {
       if (io.poll() == 0) return;
     }
   }
+  // The answer to one request: at once, or, for a submission, once the dispatcher answered.
+  rest_response serve(rest_request request) {
+    std::optional<rest_response> out;
+    api->serve(request, [&out](rest_response r) { out = std::move(r); });
+    for (int i = 0; i < 10 && !out; ++i) poll();
+    REQUIRE(out);
+    return *out;
+  }
   json call(std::string method, std::string path, std::string body = {}, int expect = 200,
             std::map<std::string, std::string> query = {}) {
-    auto r = api->handle({std::move(method), std::move(path), std::move(query), std::move(body)});
+    auto r = serve({std::move(method), std::move(path), std::move(query), std::move(body)});
     INFO(r.body);
     CHECK(r.status == expect);
     poll();
@@ -198,7 +257,7 @@ TEST_CASE("REST: savepoint with cancel, then the job is canceled") {
 TEST_CASE("REST: metrics use Flink's checkpoint metric names") {
   fixture f;
   f.submit_and_run();
-  auto r = f.api->handle({"GET", "/metrics", {}, {}});
+  auto r = f.serve({"GET", "/metrics", {}, {}});
   CHECK(r.status == 200);
   for (auto name : {"totalNumberOfCheckpoints", "numberOfInProgressCheckpoints",
                     "numberOfCompletedCheckpoints", "numberOfFailedCheckpoints",
@@ -228,7 +287,7 @@ TEST_CASE("REST: /metrics has barrier latency by stage as histograms in the righ
   auto details = f.call("GET", "/jobs/" + id + "/checkpoints/details/1");
   CHECK(details["subtasks"][0]["start_delay_us"] == 400);
 
-  auto r = f.api->handle({"GET", "/metrics", {}, {}});
+  auto r = f.serve({"GET", "/metrics", {}, {}});
   REQUIRE(r.status == 200);
   const std::string name = "snapflow_checkpoint_stage_duration_seconds";
   const std::string labels = "{job_id=\"" + id + "\",job_name=\"rest test\",stage=\"";
@@ -293,7 +352,8 @@ TEST_CASE("REST: job details carry record counters of current attempts, edges an
       CHECK(v["subtasks"][0]["metrics"]["records-timestamp-us"] == 9'000'000);
 }
 
-TEST_CASE("REST: the HTTP server answers on loopback and serves the web page") {
+TEST_CASE("REST: the HTTP server answers on loopback, serves the web page, and a submitted job is "
+          "found at once") {
   fixture f(false);
   rest_server server(f.io.get_executor(), f.api);
   auto started = server.start("127.0.0.1", 0);
@@ -315,6 +375,14 @@ TEST_CASE("REST: the HTTP server answers on loopback and serves the web page") {
   auto missing = client.Get("/jobs/none");
   REQUIRE(missing);
   CHECK(missing->status == 404);
+  // A submission answers once the job is known: the very next call finds it.
+  auto submitted = client.Post("/jobs", job_text, "application/toml");
+  REQUIRE(submitted);
+  REQUIRE(submitted->status == 202);
+  const std::string id = json::parse(submitted->body)["jobid"];
+  auto details = client.Get("/jobs/" + id);
+  REQUIRE(details);
+  CHECK(details->status == 200);
   guard.reset();
   f.io.stop();
   coordinator.join();
@@ -365,4 +433,60 @@ TEST_CASE("REST savepoint targets: --allow-savepoint-anywhere accepts absolute t
   // Without any root, a named target is refused.
   f.api->set_savepoint_targets({});
   f.call("POST", "/jobs/" + id + "/savepoints", json{{"target-directory", "x"}}.dump(), 400);
+}
+
+TEST_CASE("REST: a submission that cannot start is a 4xx with the reason, and no job is listed") {
+  fixture f;
+  const auto root = f.state_dir / "savepoints";
+  f.api->set_savepoint_targets({confined_folder(root), false, confined_folder(f.state_dir)});
+  write_keyed_savepoint(root / "at-256", keyed_job_text(256), 256);
+  const auto error_of = [](const json& r) { return r["errors"][0].get<std::string>(); };
+
+  // Missing, taken at another max parallelism: refused by the dispatcher before anything runs.
+  auto missing = f.call("POST", "/jobs", keyed_job_text(128), 422, {{"fromSavepoint", "nothing-here"}});
+  CHECK_THAT(error_of(missing), Catch::Contains("nothing-here"));
+  auto other = f.call("POST", "/jobs", keyed_job_text(128), 422, {{"fromSavepoint", "at-256"}});
+  CHECK_THAT(error_of(other), Catch::Contains("'count'") && Catch::Contains("max parallelism 256") &&
+                                  Catch::Contains("max parallelism 128"));
+  // Outside the savepoint root and the state folder: refused before any read.
+  for (const std::string& source : {std::string("/etc"), std::string("../../etc"),
+                                    std::string("bad\0x", 5)}) {
+    INFO(source);
+    auto refused = f.call("POST", "/jobs", keyed_job_text(256), 400, {{"fromSavepoint", source}});
+    CHECK_THAT(error_of(refused), Catch::Contains("savepoint"));
+  }
+  CHECK(f.call("GET", "/jobs")["jobs"].empty());
+  CHECK(f.deployer->deployed.empty());
+
+  // At the max parallelism it was taken at, by a relative name or an absolute one in the root.
+  auto relative = f.call("POST", "/jobs", keyed_job_text(256), 202, {{"fromSavepoint", "at-256"}});
+  f.call("GET", "/jobs/" + relative["jobid"].get<std::string>());
+  f.call("POST", "/jobs", keyed_job_text(256), 202, {{"fromSavepoint", (root / "at-256").string()}});
+  CHECK(f.call("GET", "/jobs")["jobs"].size() == 2);
+}
+
+TEST_CASE("REST: a job's savepoint_dir lies under the savepoint root") {
+  fixture f;
+  const auto root = f.state_dir / "savepoints";
+  f.api->set_savepoint_targets({confined_folder(root), false, confined_folder(f.state_dir)});
+  const auto job_with_savepoint_dir = [](const std::string& dir) {
+    std::string text = job_text;
+    const std::string marker = "timeout_ms = 5000\n";
+    text.insert(text.find(marker) + marker.size(), "savepoint_dir = \"" + dir + "\"\n");
+    return text;
+  };
+  for (const std::string& dir : {std::string("/tmp/elsewhere"), std::string("../out")}) {
+    INFO(dir);
+    auto refused = f.call("POST", "/jobs", job_with_savepoint_dir(dir), 400);
+    CHECK_THAT(refused["errors"][0].get<std::string>(),
+               Catch::Contains("savepoint_dir") && Catch::Contains(root.string()));
+  }
+  CHECK(f.call("GET", "/jobs")["jobs"].empty());
+  // A relative one is the folder of that name under the root.
+  auto ok = f.call("POST", "/jobs", job_with_savepoint_dir("nightly"), 202);
+  auto config = f.call("GET", "/jobs/" + ok["jobid"].get<std::string>() + "/checkpoints/config");
+  CHECK(config["savepoint_dir"] == (root / "nightly").string());
+  // With --allow-savepoint-anywhere an absolute one is taken as it is.
+  f.api->set_savepoint_targets({confined_folder(root), true, confined_folder(f.state_dir)});
+  f.call("POST", "/jobs", job_with_savepoint_dir((f.state_dir / "anywhere").string()), 202);
 }
