@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   std::string log_level;
   std::int64_t interval_ms = o.heartbeat_interval.count();
   std::int64_t timeout_ms = o.heartbeat_timeout.count();
+  std::int64_t slot_wait_ms = 300'000;
   std::string curve_secret;
   std::string curve_allowlist;
   std::string key_prefix;
@@ -122,6 +123,10 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-timeout-ms", timeout_ms,
                  "silence after which a worker is declared lost")
       ->check(CLI::Range(2, 36'000'000))
+      ->capture_default_str();
+  app.add_option("--slot-wait-timeout-ms", slot_wait_ms,
+                 "how long a job waits for enough free slots before it fails")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{86'400'000}))
       ->capture_default_str();
   app.add_option("--max-frame-bytes", o.max_frame_bytes,
                  "largest control message accepted; a peer sending a larger one is "
@@ -288,6 +293,7 @@ int main(int argc, char** argv) {
                                                                      zmq_context, o);
   auto workers = std::make_shared<worker_registry>();
   dispatcher::options d{state_dir, disk.get_executor(), {}};
+  d.slot_wait_timeout = std::chrono::milliseconds(slot_wait_ms);
   // Weak: the endpoint already holds the dispatcher (through its handler).
   d.checkpoint_gateway_for = [weak = std::weak_ptr(endpoint)](const job_id& job) {
     auto e = weak.lock();

@@ -693,7 +693,8 @@ class job_file_parser {
       }
     }
     if (auto error = check_params(*op.kind, op.params)) {
-      // By now only a missing required parameter is left; name it in the key.
+      // A parameter out of its bounds, a blank path, parameters that do not fit together or a
+      // missing required one: name the first parameter the message names in the key.
       for (const auto& spec : op.kind->params)
         if (error->find("'" + spec.name + "'") != std::string::npos) {
           auto it = lines.find(spec.name);

@@ -1,6 +1,8 @@
 #include "graph/operator_registry.hpp"
 
 #include <charconv>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 
 namespace snapflow {
@@ -30,6 +32,26 @@ namespace {
 param_spec integer(std::string name, bool required, std::string def, std::string help) {
   return {std::move(name), param_type::integer, required, std::move(def), std::move(help)};
 }
+// An integer within [min, max] (no upper bound without `max`).
+param_spec bounded(std::string name, bool required, std::string def, std::string help,
+                   std::int64_t min, std::optional<std::int64_t> max = std::nullopt) {
+  param_spec p = integer(std::move(name), required, std::move(def), std::move(help));
+  p.min = min;
+  p.max = max;
+  return p;
+}
+constexpr std::int64_t max_delay_us = 1'000'000;
+constexpr std::int64_t max_repeat = 1'000'000;
+constexpr std::int64_t max_state_bytes = std::int64_t{1} << 30;
+
+std::optional<std::string> remainder_below_modulus(const std::map<std::string, std::string>& p) {
+  const auto remainder = p.find("remainder");
+  if (remainder == p.end()) return std::nullopt;
+  // Both are well-formed integers by now (check_params checked each one first).
+  if (std::stoll(remainder->second) < std::stoll(p.at("modulus"))) return std::nullopt;
+  return "parameter 'remainder' of operator kind 'filter_modulo' must be below modulus (got " +
+         remainder->second + ", modulus " + p.at("modulus") + ")";
+}
 param_spec text(std::string name, bool required, std::string def, std::string help) {
   return {std::move(name), param_type::string, required, std::move(def), std::move(help)};
 }
@@ -55,10 +77,10 @@ operator_registry make_builtin() {
   builtin_kinds r;
   r.add({"sequence_source",
          operator_role::source,
-         {integer("count", true, "", "records to emit in all (split across subtasks)"),
-          integer("keys", false, "16", "number of distinct keys; record key = seq % keys"),
-          integer("rate", false, "0", "records per second per subtask; 0 = unlimited"),
-          integer("start", false, "0", "first sequence number")},
+         {bounded("count", true, "", "records to emit in all (split across subtasks)", 0),
+          bounded("keys", false, "16", "number of distinct keys; record key = seq % keys", 1),
+          bounded("rate", false, "0", "records per second per subtask; 0 = unlimited", 0),
+          bounded("start", false, "0", "first sequence number", 0)},
          "deterministic sequence 0..count-1; replayable from the offset kept in its state"});
   r.add({"line_source",
          operator_role::source,
@@ -66,8 +88,9 @@ operator_registry make_builtin() {
          "lines of a file as records; offset kept in state"});
   r.add({"map_identity",
          operator_role::transform,
-         {integer("delay_us_per_record", false, "0",
-                  "sleep before each record, 0..1000000 (a deliberately slow stage)")},
+         {bounded("delay_us_per_record", false, "0",
+                  "sleep before each record, 0..1000000 (a deliberately slow stage)", 0,
+                  max_delay_us)},
          "passes records through"});
   r.add({"map_add",
          operator_role::transform,
@@ -79,19 +102,23 @@ operator_registry make_builtin() {
          "multiplies the value by a constant"});
   r.add({"filter_modulo",
          operator_role::transform,
-         {integer("modulus", true, "", "divisor applied to record.seq"),
-          integer("remainder", false, "0", "records with seq % modulus == remainder pass")},
-         "keeps records by sequence number"});
+         {bounded("modulus", true, "", "divisor applied to record.seq", 1),
+          bounded("remainder", false, "0", "records with seq % modulus == remainder pass", 0)},
+         "keeps records by sequence number",
+         operator_state_redistribution::union_all,
+         remainder_below_modulus});
   r.add({"flat_map_split_words", operator_role::transform, {},
          "one record per whitespace-separated word of the payload"});
   r.add({"flat_map_repeat",
          operator_role::transform,
-         {integer("times", true, "", "copies emitted per input record")},
+         {bounded("times", true, "", "copies emitted per input record, 0..1000000", 0,
+                  max_repeat)},
          "emits each record several times"});
   r.add({"keyed_sum",
          operator_role::keyed,
-         {integer("state_bytes", false, "0",
-                  "extra opaque operator state per subtask, in bytes (for benchmarks)")},
+         {bounded("state_bytes", false, "0",
+                  "extra opaque operator state per subtask, in bytes (for benchmarks)", 0,
+                  max_state_bytes)},
          "running sum of record.value per key"});
   r.add({"keyed_count", operator_role::keyed, {}, "running count of records per key"});
   r.add({"print_sink", operator_role::sink, {}, "prints records to standard output"});
@@ -100,8 +127,9 @@ operator_registry make_builtin() {
   r.add({"file_sink",
          operator_role::sink,
          {path("path", true, "", "output folder"),
-          integer("delay_us_per_record", false, "0",
-                  "sleep before each record, 0..1000000 (a deliberately slow sink)")},
+          bounded("delay_us_per_record", false, "0",
+                  "sleep before each record, 0..1000000 (a deliberately slow sink)", 0,
+                  max_delay_us)},
          "appends records to a file (at-least-once)"});
   r.add({"two_phase_commit_file_sink",
          operator_role::sink,
@@ -154,6 +182,15 @@ std::optional<std::string> check_params(const operator_kind& kind,
       if (ec != std::errc() || ptr != value.data() + value.size() || value.empty())
         return "parameter '" + key + "' of operator kind '" + kind.name +
                "' must be an integer (got '" + value + "')";
+      if ((spec->min && parsed < *spec->min) || (spec->max && parsed > *spec->max))
+        return "parameter '" + key + "' of operator kind '" + kind.name + "' must be " +
+               (spec->max ? "between " + std::to_string(spec->min.value_or(INT64_MIN)) + " and " +
+                                std::to_string(*spec->max)
+                          : "at least " + std::to_string(*spec->min)) +
+               " (got " + value + ")";
+    } else if (spec->is_path && value.find_first_not_of(" \t") == std::string::npos) {
+      return "parameter '" + key + "' of operator kind '" + kind.name +
+             "' must name a file or folder (got '" + value + "')";
     } else if (spec->type == param_type::boolean) {
       if (value != "true" && value != "false")
         return "parameter '" + key + "' of operator kind '" + kind.name +
@@ -163,6 +200,7 @@ std::optional<std::string> check_params(const operator_kind& kind,
   for (const auto& spec : kind.params)
     if (spec.required && !params.contains(spec.name))
       return "operator kind '" + kind.name + "' requires parameter '" + spec.name + "'";
+  if (kind.check_together) return kind.check_together(params);
   return std::nullopt;
 }
 

@@ -44,8 +44,12 @@ struct param_spec {
   std::string help;
   // A file or folder the operator reads or writes. Confined to the data roots of the workers
   // (their --data-root): checked by the coordinator at submission and by the worker at
-  // deployment, and relative values resolve against the worker's first data root.
+  // deployment, and relative values resolve against the worker's first data root. Never blank.
   bool is_path = false;
+  // An integer's bounds, inclusive: a value outside them is refused at submission, not by the
+  // task at run time (where it would fail every restart the same way).
+  std::optional<std::int64_t> min;
+  std::optional<std::int64_t> max;
 };
 
 struct operator_kind {
@@ -54,6 +58,10 @@ struct operator_kind {
   std::vector<param_spec> params;
   std::string help;
   operator_state_redistribution redistribution = operator_state_redistribution::union_all;
+  // What one parameter's spec cannot say (e.g. remainder < modulus): a message, or nothing.
+  // Runs after every parameter passed its own checks.
+  std::optional<std::string> (*check_together)(
+      const std::map<std::string, std::string>& params) = nullptr;
 
   const param_spec* find_param(std::string_view param) const;
 };
@@ -76,7 +84,8 @@ class operator_registry {
 };
 
 // Checks `params` against `kind`: every key known, every required key present, integers and
-// booleans well-formed. Returns a message naming the first offending key, or nothing.
+// booleans well-formed, integers within their bounds, paths not blank, then the kind's
+// check_together. Returns a message naming the first offending key, or nothing.
 std::optional<std::string> check_params(const operator_kind& kind,
                                         const std::map<std::string, std::string>& params);
 

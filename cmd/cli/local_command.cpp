@@ -181,7 +181,7 @@ int run_local(const local_options& o) {
             << state_dir.string() << "\n";
 
   rest_client client(rest);
-  auto submitted = client.post("/jobs?name=" + o.job_file, job_text.str(), "application/toml");
+  auto submitted = client.post("/jobs?name=" + query_value(o.job_file), job_text.str(), "application/toml");
   if (!submitted) {
     std::cerr << "snapflow local: " << submitted.err().message << "\n";
     return 1;

@@ -51,8 +51,8 @@ int run_submit(const common_options& c, const std::string& file,
   std::stringstream text;
   text << in.rdbuf();
   rest_client client(c.coordinator, c.rest);
-  std::string path = "/jobs?name=" + file;
-  if (from_savepoint) path += "&fromSavepoint=" + *from_savepoint;
+  std::string path = "/jobs?name=" + query_value(file);
+  if (from_savepoint) path += "&fromSavepoint=" + query_value(*from_savepoint);
   auto r = client.post(path, text.str(), "application/toml");
   if (!r) return fail(r.err().message);
   if (c.json)

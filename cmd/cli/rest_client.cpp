@@ -1,11 +1,29 @@
 #include "cmd/cli/rest_client.hpp"
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
 #include <httplib.h>
 
 namespace snapflow::cli {
+
+std::string query_value(std::string_view value) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += c;
+    } else {
+      out += '%';
+      out += hex[byte >> 4];
+      out += hex[byte & 0xF];
+    }
+  }
+  return out;
+}
 
 result<std::string> read_rest_token_file(const std::string& file) {
   std::ifstream in(file, std::ios::binary);

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,10 @@ class rest_client {
   int port_ = 8081;
   rest_access access_;
 };
+
+// `value` as one query parameter value: every byte but unreserved ones percent-encoded, so a
+// path with spaces, '&' or '#' arrives as it was typed.
+std::string query_value(std::string_view value);
 
 // The token in `file` (surrounding whitespace dropped); an error when unreadable or empty.
 result<std::string> read_rest_token_file(const std::string& file);

@@ -110,6 +110,7 @@ result<std::shared_ptr<job_master>> dispatcher::start_job(
                                                  : checkpoint_gateway_;
   job_master::options o{options_.state_dir, options_.io_executor, options_.restart};
   o.restore_from = std::move(restore);
+  o.slot_wait_timeout = options_.slot_wait_timeout;
   auto created = job_master::create(executor_, std::move(graph), workers_, deployer_,
                                     gateway, std::move(o), std::move(state));
   if (!created) return created.err();

@@ -40,6 +40,8 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
     std::filesystem::path state_dir;
     asio::any_io_executor io_executor;
     restart_strategy_config restart;
+    // How long a job waits for enough free slots before it fails (job_master::options).
+    std::chrono::milliseconds slot_wait_timeout{std::chrono::minutes(5)};
     // When set, each job gets its own checkpoint gateway from here instead of the shared one:
     // checkpoint_task_gateway calls carry no job id, and a transport serving several jobs
     // needs it to address the trigger (e.g. transport's coordinator_endpoint).

@@ -208,14 +208,45 @@ void job_master::try_schedule() {
   if (!slot_workers_.empty()) return;  // already placed
   auto slots = workers_->allocate(slots_needed_);
   if (!slots) {
-    if (!waiting_for_slots_)
+    if (!waiting_for_slots_) {
       spdlog::info("job {}: waiting for slots ({} needed, {} free)", id(), slots_needed_,
                    workers_->total_free_slots());
+      start_slot_wait();
+    }
     waiting_for_slots_ = true;
     return;
   }
   waiting_for_slots_ = false;
+  if (slot_wait_timer_) slot_wait_timer_->cancel();
+  slot_wait_timer_.reset();
   deploy_all(*slots);
+}
+
+void job_master::start_slot_wait() {
+  slot_wait_timer_ = std::make_shared<coordinator_timer>(executor_);
+  const auto timeout_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.slot_wait_timeout).count();
+  slot_wait_timer_->expires_at(coordinator_clock::from_us(coordinator_clock::now_us() + timeout_us));
+  std::weak_ptr<job_master> weak = weak_from_this();
+  slot_wait_timer_->async_wait([weak, timer = slot_wait_timer_](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock(); self && self->slot_wait_timer_ == timer) self->slot_wait_expired();
+  });
+}
+
+void job_master::slot_wait_expired() {
+  const job_status s = graph_->status();
+  if (!waiting_for_slots_ || (s != job_status::created && s != job_status::restarting)) return;
+  waiting_for_slots_ = false;
+  slot_wait_timer_.reset();
+  const auto waited_s =
+      std::chrono::duration_cast<std::chrono::seconds>(options_.slot_wait_timeout).count();
+  failure_cause_ = "needs " + std::to_string(slots_needed_) + " slots, " +
+                   std::to_string(workers_->total_free_slots()) + " available (waited " +
+                   std::to_string(waited_s) +
+                   " s; start workers with more --slots, or lower the job's parallelism)";
+  spdlog::error("job {}: FAILED: {}", id(), *failure_cause_);
+  end(job_status::failed);
 }
 
 void job_master::deploy_all(const std::vector<worker_id>& slots) {
@@ -419,6 +450,9 @@ void job_master::cancel() {
   const job_status status = graph_->status();
   if (is_terminal(status)) return;
   if (restart_timer_) restart_timer_->cancel();
+  if (slot_wait_timer_) slot_wait_timer_->cancel();
+  slot_wait_timer_.reset();
+  waiting_for_slots_ = false;
   if (status == job_status::failing) graph_->transition_to(job_status::restarting);
   graph_->transition_to(job_status::cancelling);
   cancel_running_tasks();

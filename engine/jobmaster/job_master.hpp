@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -36,6 +37,9 @@ class job_master : public std::enable_shared_from_this<job_master> {
     // Start from this checkpoint or savepoint when the job's own store has nothing newer
     // (submit --from-savepoint).
     std::optional<completed_checkpoint> restore_from;
+    // How long the job waits for enough free slots (at its start or a restart) before it
+    // fails with "needs N slots, M available" (Flink's slot.request.timeout, also 5 min).
+    std::chrono::milliseconds slot_wait_timeout{std::chrono::minutes(5)};
   };
 
   // What a job's checkpoint state folder holds: read and prepared off the coordinator thread
@@ -101,6 +105,9 @@ class job_master : public std::enable_shared_from_this<job_master> {
              std::shared_ptr<task_deployment_gateway> deployer, options opts);
 
   void try_schedule();
+  // Waiting for slots began: fails the job if they are still missing after the timeout.
+  void start_slot_wait();
+  void slot_wait_expired();
   void deploy_all(const std::vector<worker_id>& slots);
   void release_slots();
   void cancel_running_tasks();
@@ -126,6 +133,7 @@ class job_master : public std::enable_shared_from_this<job_master> {
   std::optional<std::string> failure_cause_;
   std::optional<checkpoint_id> restored_from_;
   std::shared_ptr<coordinator_timer> restart_timer_;
+  std::shared_ptr<coordinator_timer> slot_wait_timer_;
   // Ends the sources behind a final checkpoint; with checkpointing only (reset on failover).
   std::shared_ptr<final_checkpoint_tracker> job_end_;
 };

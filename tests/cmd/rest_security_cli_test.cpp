@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "tests/cluster/child_process.hpp"
 #include "tests/cluster/cluster_support.hpp"
+#include "tests/transport/rest/raw_connection.hpp"
 #include "tests/transport/rest/self_signed_cert.hpp"
 
 using namespace snapflow::testing;
@@ -149,4 +151,56 @@ TEST_CASE("CLI: an https:// coordinator with --ca-cert") {
   REQUIRE(untrusted.code);
   CHECK(*untrusted.code != 0);
   CHECK_THAT(untrusted.err, Catch::Contains("--ca-cert"));
+}
+
+TEST_CASE("CLI: submit answers once the job is known, and exits 1 with the reason when its "
+          "savepoint cannot be used") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "job file.toml") << job_text;
+  child_process coordinator(coordinator_args(dir, "state", {"--rest-port", "0"}));
+  const std::string address = "127.0.0.1:" + std::to_string(rest_port(coordinator));
+  const std::string job = (dir.path() / "job file.toml").string();
+
+  auto outside = run_cli({"submit", job, "--coordinator", address, "--from-savepoint", "/etc"});
+  REQUIRE(outside.code);
+  CHECK(*outside.code != 0);
+  CHECK_THAT(outside.err, Catch::Contains("/etc") && Catch::Contains("savepoint"));
+  auto missing = run_cli(
+      {"submit", job, "--coordinator", address, "--from-savepoint", "no such & savepoint"});
+  REQUIRE(missing.code);
+  CHECK(*missing.code != 0);
+  CHECK_THAT(missing.err, Catch::Contains("no such & savepoint"));
+
+  auto submitted = run_cli({"submit", job, "--coordinator", address});
+  REQUIRE(submitted.code);
+  REQUIRE(*submitted.code == 0);
+  std::string id = submitted.out;
+  id.erase(id.find_last_not_of(" \n") + 1);
+  auto status = run_cli({"status", id, "--coordinator", address});
+  REQUIRE(status.code);
+  CHECK(*status.code == 0);
+  CHECK_THAT(status.out, Catch::Contains("cli-secure"));
+}
+
+TEST_CASE("CLI: list and status answer while 64 slowloris connections hold the REST port") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "job.toml") << job_text;
+  child_process coordinator(coordinator_args(dir, "state", {"--rest-port", "0"}));
+  const int port = rest_port(coordinator);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  // Each sends the start of a request and then nothing more, holding its connection open.
+  std::vector<std::unique_ptr<raw_connection>> hostile;
+  for (int i = 0; i < 64; ++i) {
+    hostile.push_back(std::make_unique<raw_connection>(port));
+    hostile.back()->send_text("GET /overview HTTP/1.1\r\nHost: x\r\nX-Slow: a");
+  }
+  auto submitted = run_cli({"submit", (dir.path() / "job.toml").string(), "--coordinator", address});
+  REQUIRE(submitted.code);
+  CHECK(*submitted.code == 0);
+  for (int i = 0; i < 3; ++i) {
+    auto listed = run_cli({"list", "--coordinator", address});
+    REQUIRE(listed.code);
+    CHECK(*listed.code == 0);
+    CHECK_THAT(listed.out, Catch::Contains("cli-secure"));
+  }
 }

@@ -472,6 +472,50 @@ params = { count = 10, cnt = 5 }
               "count, keys, rate, start)");
 }
 
+TEST_CASE("job file error: a parameter out of its bounds is refused at submission, naming the "
+          "key, the bounds and the value") {
+  const auto op = [](const std::string& kind, const std::string& params) {
+    return "[[operator]]\nuid = \"op\"\nkind = \"" + kind + "\"\nparams = { " + params + " }\n";
+  };
+  check_error(op("sequence_source", "count = -1"), "operator[0].params.count", 4,
+              "parameter 'count' of operator kind 'sequence_source' must be at least 0 (got -1)");
+  check_error(op("sequence_source", "count = 5, keys = 0"), "operator[0].params.keys", 4,
+              "must be at least 1 (got 0)");
+  check_error(op("sequence_source", "count = 5, rate = -3"), "operator[0].params.rate", 4,
+              "must be at least 0 (got -3)");
+  check_error(op("map_identity", "delay_us_per_record = 1000001"),
+              "operator[0].params.delay_us_per_record", 4, "between 0 and 1000000 (got 1000001)");
+  check_error(op("flat_map_repeat", "times = 2000000"), "operator[0].params.times", 4,
+              "between 0 and 1000000");
+  check_error(op("filter_modulo", "modulus = 0"), "operator[0].params.modulus", 4,
+              "must be at least 1 (got 0)");
+  check_error(op("filter_modulo", "modulus = 3, remainder = 3"), "operator[0].params.remainder", 4,
+              "must be below modulus (got 3, modulus 3)");
+  check_error(op("keyed_sum", "state_bytes = -1"), "operator[0].params.state_bytes", 4,
+              "between 0 and 1073741824");
+  check_error(op("two_phase_commit_file_sink", "path = \"  \""), "operator[0].params.path", 4,
+              "must name a file or folder");
+  // At the bounds they are taken.
+  const auto at_bounds = parse_job_file(R"([[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 0, keys = 1, rate = 0, start = 0 }
+
+[[operator]]
+uid = "f"
+kind = "filter_modulo"
+input = "src"
+params = { modulus = 3, remainder = 2 }
+
+[[operator]]
+uid = "sink"
+kind = "print_sink"
+input = "f"
+)", "job.toml");
+  INFO(at_bounds);
+  CHECK(at_bounds.ok());
+}
+
 TEST_CASE("job file error: parameter for a kind that takes none") {
   check_error(R"([[operator]]
 uid = "src"

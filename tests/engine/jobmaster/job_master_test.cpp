@@ -185,6 +185,37 @@ TEST_CASE("job master waits for slots, then schedules when workers come") {
   CHECK(f.deployer->deployed.size() == 6);
 }
 
+TEST_CASE("job master that waits for slots longer than the timeout fails saying how many it "
+          "needs and has; slots in time cancel the timeout") {
+  fixture f;  // the default timeout: 5 minutes
+  f.add_worker("w1", 1);
+  f.master->start();
+  REQUIRE(f.master->waiting_for_slots());
+  f.advance(std::chrono::minutes(5) - 1ms);
+  CHECK(f.master->status() == job_status::created);
+  f.advance(1ms);
+  CHECK(f.master->status() == job_status::failed);
+  CHECK_FALSE(f.master->waiting_for_slots());
+  REQUIRE(f.master->failure_cause());
+  CHECK_THAT(*f.master->failure_cause(),
+             Catch::Contains("needs 2 slots, 1 available") && Catch::Contains("300 s"));
+  CHECK(f.deployer->deployed.empty());
+  // A worker that comes now deploys nothing: the job has ended.
+  f.add_worker("w2", 1);
+  f.master->on_slots_available();
+  CHECK(f.deployer->deployed.empty());
+
+  fixture g;
+  g.add_worker("w1", 1);
+  g.master->start();
+  g.advance(std::chrono::minutes(4));
+  g.add_worker("w2", 1);
+  g.master->on_slots_available();
+  REQUIRE(g.deployer->deployed.size() == 6);
+  g.advance(std::chrono::minutes(2));  // past the first wait's timeout: it was cancelled
+  CHECK(g.master->status() == job_status::created);
+}
+
 TEST_CASE("job master runs periodic checkpoints once RUNNING and finishes when all tasks finish") {
   fixture f;
   f.add_worker("w1");
