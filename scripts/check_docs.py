@@ -6,8 +6,9 @@
 Fails (exit code 1, one `file:line: problem` per finding on stdout) on:
 
 - a dead relative link in README.md or docs/*.md: a markdown link `[text](path)` or
-  `[text](path#anchor)` whose path does not exist in the repository (http:, https:, mailto:
-  and pure `#anchor` links are not checked);
+  `[text](path#anchor)` whose path does not exist in the repository, or whose anchor names no
+  heading of a markdown file (GitHub's heading ids); http:, https:, mailto: and pure
+  `#anchor` links are not checked;
 - words that point outside the product: "session" or "issue" followed by a number
   ("session 12", "issue-7"), an issue reference "#12", and the name of a design file that is
   not in the repository (see FORBIDDEN_FILES), in README.md, docs/, bench/README.md, and in the
@@ -68,6 +69,24 @@ def markdown_lines(path):
         return list(enumerate(f.read().split("\n"), start=1))
 
 
+def heading_ids(path):
+    """The anchors GitHub gives a markdown file's headings: lower case, punctuation dropped,
+    spaces as '-', a repeated id suffixed -1, -2, ..."""
+    ids, seen, in_fence = set(), {}, False
+    for _, line in markdown_lines(path):
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        m = None if in_fence else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        ids.add(slug if n == 0 else f"{slug}-{n}")
+    return ids
+
+
 def check_links(root, rel, findings):
     path = os.path.join(root, rel)
     base = os.path.dirname(path)
@@ -93,6 +112,10 @@ def check_links(root, rel, findings):
                     findings.append((rel, number, f"link '{target}' leads outside the repository"))
                 elif not os.path.exists(resolved):
                     findings.append((rel, number, f"dead link '{target}': no such file"))
+                elif "#" in target and resolved.endswith(".md") and os.path.isfile(resolved):
+                    anchor = target.split("#", 1)[1]
+                    if anchor not in heading_ids(resolved):
+                        findings.append((rel, number, f"dead link '{target}': no heading with that anchor"))
 
 
 def check_markdown_words(root, rel, findings):
