@@ -7,6 +7,7 @@
 #include "engine/jobmaster/execution_graph.hpp"
 #include "graph/stream_environment.hpp"
 #include "tests/engine/test_gateway.hpp"
+#include "tests/support/temp_folder.hpp"
 
 using namespace snapflow;
 using namespace snapflow::test;
@@ -35,6 +36,8 @@ job_graph example_job(std::optional<std::chrono::milliseconds> interval = 100ms)
 }
 
 struct fixture {
+  // Where completed checkpoints' _metadata goes; declared first, so removed last.
+  snapflow::testing::temp_folder state{"execution-graph"};
   asio::io_context io;
   manual_clock clock;
   std::shared_ptr<recording_gateway> gateway = std::make_shared<recording_gateway>();
@@ -44,7 +47,7 @@ struct fixture {
     REQUIRE(eg);
     return *eg;
   }
-  checkpoint_runtime runtime() { return {io.get_executor(), gateway, "state"}; }
+  checkpoint_runtime runtime() { return {io.get_executor(), gateway, state.path()}; }
   result<void> enable(execution_graph& eg, const job_graph& g) {
     const auto& s = *g.checkpointing;
     return eg.enable_checkpointing(
@@ -113,8 +116,6 @@ TEST_CASE("trigger vertices are exactly the sources; acknowledge and confirm are
   f.poll();
   CHECK(f.gateway->completes.size() == eg->num_subtasks());
   CHECK(eg->state_backend_name() == std::string("hashmap"));
-  std::error_code ec;
-  std::filesystem::remove_all("state", ec);
 }
 
 TEST_CASE("settings naming an unknown vertex fail with the vertex named and change nothing") {
