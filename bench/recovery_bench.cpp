@@ -14,6 +14,9 @@
 // same cluster; redeploy+restore (running - detect) is reported against it. Times come from
 // polling REST every --poll-ms: they carry that much resolution.
 //
+// Every setting is the product's default unless given (heartbeats, the restart strategy), so
+// the numbers are what a user gets.
+//
 //   recovery_bench [--kills N] [--heartbeat-interval-ms I] [--heartbeat-timeout-ms T] ...
 #include <signal.h>
 
@@ -48,10 +51,11 @@ namespace fs = std::filesystem;
 struct options {
   int kills = 7;
   int workers = 3;
-  int heartbeat_interval_ms = 100;
-  int heartbeat_timeout_ms = 500;
+  // 0: the coordinator's defaults (what a user gets), which is what the bench reports.
+  int heartbeat_interval_ms = 0;
+  int heartbeat_timeout_ms = 0;
   int checkpoint_interval_ms = 100;
-  int restart_delay_ms = 0;
+  int restart_delay_ms = -1;  // -1: the coordinator's default restart strategy
   int rate = 10'000;  // records per second per source
   int poll_ms = 2;
   int timeout_s = 30;  // per wait
@@ -65,10 +69,11 @@ std::string job_toml(const options& o, const fs::path& out) {
   std::ostringstream os;
   os << "[job]\nname = \"recovery-bench\"\nparallelism = 4\nmax_parallelism = 128\n\n"
      << "[checkpointing]\ninterval_ms = " << o.checkpoint_interval_ms
-     << "\nmode = \"exactly_once\"\n\n"
-     << "[restart]\nstrategy = \"fixed_delay\"\ndelay_ms = " << o.restart_delay_ms
-     << "\nmax_attempts = -1\n\n"
-     << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 2\n"
+     << "\nmode = \"exactly_once\"\n\n";
+  if (o.restart_delay_ms >= 0)
+    os << "[restart]\nstrategy = \"fixed_delay\"\ndelay_ms = " << o.restart_delay_ms
+       << "\nmax_attempts = -1\n\n";
+  os << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 2\n"
      << "params = { count = 1000000000, keys = 16, rate = " << o.rate << " }\n\n"
      << "[[operator]]\nuid = \"sum\"\nkind = \"keyed_sum\"\ninput = \"source\"\n"
      << "partition = \"hash\"\nparallelism = 4\n\n"
@@ -92,11 +97,12 @@ class cluster {
  public:
   explicit cluster(const options& o)
       : o_(o), folder_("snapflow-recovery-bench"), dir_(folder_.path()) {
-    coordinator_ = std::make_unique<child_process>(std::vector<std::string>{
-        o.coordinator_bin, "--bind", "tcp://127.0.0.1:*", "--rest-port", "0", "--state-dir",
-        (dir_ / "state").string(), "--heartbeat-interval-ms",
-        std::to_string(o.heartbeat_interval_ms), "--heartbeat-timeout-ms",
-        std::to_string(o.heartbeat_timeout_ms), "--log-level", o.log_level});
+    std::vector<std::string> argv{o.coordinator_bin, "--bind",       "tcp://127.0.0.1:*",
+                                  "--rest-port",     "0",            "--state-dir",
+                                  (dir_ / "state").string(),         "--log-level",
+                                  o.log_level};
+    add_heartbeat_flags(argv);
+    coordinator_ = std::make_unique<child_process>(std::move(argv));
     if (!coordinator_->wait_for_stdout("\n", 20s))
       throw std::runtime_error("the coordinator did not start: " + coordinator_->stderr_text());
     const std::string line = coordinator_->stdout_text();
@@ -119,11 +125,19 @@ class cluster {
   std::string worker_name(int w) const { return "rb-w" + std::to_string(w + 1); }
 
   std::unique_ptr<child_process> start_worker(int w) {
-    return std::make_unique<child_process>(
-        std::vector<std::string>{o_.worker_bin, "--coordinator", control_, "--id", worker_name(w),
-                                 "--slots", "2", "--executor", "runtime", "--heartbeat-interval-ms",
-                                 std::to_string(o_.heartbeat_interval_ms), "--heartbeat-timeout-ms",
-                                 std::to_string(o_.heartbeat_timeout_ms), "--log-level", "warn"});
+    std::vector<std::string> argv{o_.worker_bin, "--coordinator", control_, "--id",
+                                  worker_name(w), "--slots",      "2",      "--executor",
+                                  "runtime",      "--log-level",  "warn"};
+    add_heartbeat_flags(argv);
+    return std::make_unique<child_process>(std::move(argv));
+  }
+
+  // Only the settings given: otherwise both sides run with their defaults.
+  void add_heartbeat_flags(std::vector<std::string>& argv) const {
+    if (o_.heartbeat_interval_ms > 0)
+      argv.insert(argv.end(), {"--heartbeat-interval-ms", std::to_string(o_.heartbeat_interval_ms)});
+    if (o_.heartbeat_timeout_ms > 0)
+      argv.insert(argv.end(), {"--heartbeat-timeout-ms", std::to_string(o_.heartbeat_timeout_ms)});
   }
 
   json get(const std::string& path) const {
@@ -208,14 +222,17 @@ int main(int argc, char** argv) {
   app.add_option("--workers", o.workers, "worker processes (2 slots each; the job needs 4)")
       ->check(CLI::Range(3, 8))
       ->capture_default_str();
-  app.add_option("--heartbeat-interval-ms", o.heartbeat_interval_ms, "worker heartbeat interval")
+  app.add_option("--heartbeat-interval-ms", o.heartbeat_interval_ms,
+                 "worker heartbeat interval (0: the default)")
       ->capture_default_str();
-  app.add_option("--heartbeat-timeout-ms", o.heartbeat_timeout_ms, "worker heartbeat timeout")
+  app.add_option("--heartbeat-timeout-ms", o.heartbeat_timeout_ms,
+                 "worker heartbeat timeout (0: the default)")
       ->capture_default_str();
   app.add_option("--checkpoint-interval-ms", o.checkpoint_interval_ms,
                  "the job's checkpoint interval")
       ->capture_default_str();
-  app.add_option("--restart-delay-ms", o.restart_delay_ms, "the job's fixed restart delay")
+  app.add_option("--restart-delay-ms", o.restart_delay_ms,
+                 "a fixed restart delay for the job (-1: the default restart strategy)")
       ->capture_default_str();
   app.add_option("--rate", o.rate, "records per second per source")->capture_default_str();
   app.add_option("--poll-ms", o.poll_ms, "REST polling period (the measurement's resolution)")
@@ -232,8 +249,9 @@ int main(int argc, char** argv) {
   try {
     cluster c(o);
     std::printf(
-        "recovery_bench: %d workers, heartbeat interval %d ms, timeout %d ms, checkpoint "
-        "interval %d ms, restart delay %d ms, poll %d ms, seed %llu\n",
+        "recovery_bench: %d workers, heartbeat interval %d ms, timeout %d ms (0: default), "
+        "checkpoint interval %d ms, restart delay %d ms (-1: default strategy), poll %d ms, "
+        "seed %llu\n",
         o.workers, o.heartbeat_interval_ms, o.heartbeat_timeout_ms, o.checkpoint_interval_ms,
         o.restart_delay_ms, o.poll_ms, static_cast<unsigned long long>(o.seed));
     const auto submitted = steady::now();
@@ -323,11 +341,13 @@ int main(int argc, char** argv) {
       redeploy.push_back(s.running_ms - s.detect_ms);
       checkpoint.push_back(s.checkpoint_ms);
     }
+    const int timeout_ms = o.heartbeat_timeout_ms > 0 ? o.heartbeat_timeout_ms : 10'000;
     std::printf("\nmedian over %zu kills (heartbeat timeout %d ms):\n", samples.size(),
-                o.heartbeat_timeout_ms);
-    std::printf("  kill -> RUNNING again          %8.1f ms  (target < 1000 ms)\n", median(running));
-    std::printf("    of which detection           %8.1f ms  (%.2fx the heartbeat timeout)\n",
-                median(detect), median(detect) / o.heartbeat_timeout_ms);
+                timeout_ms);
+    std::printf("  kill -> RUNNING again          %8.1f ms  (target < 100 ms)\n", median(running));
+    std::printf("    of which detection           %8.1f ms  (target < 50 ms; %.3fx the heartbeat "
+                "timeout)\n",
+                median(detect), median(detect) / timeout_ms);
     std::printf("    of which redeploy + restore  %8.1f ms  (%.2fx the first deployment)\n",
                 median(redeploy), median(redeploy) / first_deploy_ms);
     std::printf("  kill -> next checkpoint        %8.1f ms\n", median(checkpoint));

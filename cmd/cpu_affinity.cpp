@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "cmd/process_threads.hpp"
@@ -15,17 +16,25 @@ namespace snapflow {
 
 namespace {
 
+// Joins the pieces with append: `"literal" + std::string(...)` trips GCC 12's -Wrestrict false
+// positive (GCC bug 105651) in Release builds.
+std::string join(std::initializer_list<std::string_view> pieces) {
+  std::string out;
+  for (std::string_view piece : pieces) out.append(piece);
+  return out;
+}
+
 result<int> parse_cpu(std::string_view text, std::string_view whole) {
   int cpu = -1;
   const auto* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, cpu);
   if (text.empty() || ec != std::errc{} || ptr != end || cpu < 0)
-    return error{"'" + std::string(whole) + "' is not a CPU list (like 0-3,6): '" +
-                 std::string(text) + "' is not a CPU number"};
+    return error{join({"'", whole, "' is not a CPU list (like 0-3,6): '", text,
+                       "' is not a CPU number"})};
   if (cpu >= CPU_SETSIZE)
-    return error{"CPU " + std::string(text) + " in '" + std::string(whole) +
-                 "' is beyond the largest CPU number this system supports (" +
-                 std::to_string(CPU_SETSIZE - 1) + ")"};
+    return error{join({"CPU ", text, " in '", whole,
+                       "' is beyond the largest CPU number this system supports (",
+                       std::to_string(CPU_SETSIZE - 1), ")"})};
   return cpu;
 }
 
@@ -47,8 +56,7 @@ result<std::vector<int>> parse_cpu_list(std::string_view text) {
       if (!parsed) return parsed.err();
       last = *parsed;
       if (last < *first)
-        return error{"'" + std::string(item) + "' in '" + std::string(text) +
-                     "' is a range that goes down"};
+        return error{join({"'", item, "' in '", text, "' is a range that goes down"})};
     }
     for (int cpu = *first; cpu <= last; ++cpu) out.push_back(cpu);
     start = comma + 1;

@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   std::int64_t interval_ms = o.heartbeat_interval.count();
   std::int64_t timeout_ms = o.heartbeat_timeout.count();
   std::int64_t slot_wait_ms = 300'000;
+  std::int64_t connection_timeout_ms = o.connection_timeout.count();
   std::string curve_secret;
   std::string curve_allowlist;
   std::string key_prefix;
@@ -123,6 +124,11 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-timeout-ms", timeout_ms,
                  "silence after which a worker is declared lost")
       ->check(CLI::Range(2, 36'000'000))
+      ->capture_default_str();
+  app.add_option("--connection-timeout-ms", connection_timeout_ms,
+                 "a worker whose control connection answers no ZMTP ping for this long is "
+                 "lost (a closed connection is lost at once); 0: no pings")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{3'600'000}))
       ->capture_default_str();
   app.add_option("--slot-wait-timeout-ms", slot_wait_ms,
                  "how long a job waits for enough free slots before it fails")
@@ -218,6 +224,7 @@ int main(int argc, char** argv) {
     spdlog::info("one CPU: the coordinator thread yields to the ZeroMQ I/O thread after sends");
   }
   o.heartbeat_interval = std::chrono::milliseconds(interval_ms);
+  o.connection_timeout = std::chrono::milliseconds(connection_timeout_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(timeout_ms);
   if (!curve_secret.empty()) {
     if (!transport::curve_available()) {

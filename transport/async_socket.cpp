@@ -7,6 +7,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <cassert>
+#include <functional>
 #include <chrono>
 #include <limits>
 #include <mutex>
@@ -143,6 +144,7 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
     socket.set(zmq::sockopt::rcvhwm, options.receive_hwm);
     if (!options.routing_id.empty()) socket.set(zmq::sockopt::routing_id, options.routing_id);
     read_user_id = options.read_user_id;
+    read_source_fd = options.read_source_fd;
     shared = options.shared_sends;
     if (t == zmq::socket_type::router) {
       // Unknown peer: an error instead of a silent drop; full peer: EAGAIN instead of a drop.
@@ -165,10 +167,20 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
     return shared ? std::unique_lock<std::mutex>(mutex) : std::unique_lock<std::mutex>();
   }
 
+  // Runs (posts) what waits for the reader to have read everything readable: called when the
+  // reader parks, after an attempt found nothing left, and when the socket closes.
+  void run_drain_waiters() {
+    if (drain_waiters.empty()) return;
+    auto waiters = std::move(drain_waiters);
+    drain_waiters.clear();
+    for (auto& w : waiters) asio::post(descriptor.get_executor(), std::move(w));
+  }
+
   void close() {
     auto lock = lock_if_shared();
     if (!open) return;
     open = false;
+    run_drain_waiters();
     retry_timer.cancel();
     // The descriptor belongs to ZeroMQ: hand it back instead of letting Asio close it.
     // release() also ends the pending waits with operation_aborted.
@@ -229,11 +241,13 @@ struct async_socket_state : std::enable_shared_from_this<async_socket_state> {
   asio::steady_timer retry_timer;
   zmq::socket_type type;
   bool read_user_id = false;
+  bool read_source_fd = false;
   bool shared = false;
   std::mutex mutex;  // used only when shared
   bool open = true;
   waiter reader{ZMQ_POLLIN};
   waiter writer{ZMQ_POLLOUT};
+  std::vector<std::function<void()>> drain_waiters;  // async_socket::after_drain
   std::uint64_t send_waits = 0;
   std::chrono::milliseconds retry_delay = first_retry_delay;
 };
@@ -319,6 +333,7 @@ asio::awaitable<std::error_code> drive(state_ptr s, waiter& self, Attempt attemp
         attempt_or_park(*s, self, attempt, retried_while_ready, counted_wait);
     if (step.what == drive_step::done) co_return step.error;
     if (step.what == drive_step::again) continue;
+    if (&self == &s->reader) s->run_drain_waiters();
     asio::error_code wait_error;
     co_await s->descriptor.async_wait(asio::posix::descriptor_base::wait_read,
                                       asio::redirect_error(asio::use_awaitable, wait_error));
@@ -388,6 +403,7 @@ attempt_result receive_attempt(detail::async_socket_state& s, received_frame& ou
     const char* user_id = zmq_msg_gets(payload.handle(), "User-Id");
     if (user_id != nullptr) out.user_id = user_id;
   }
+  if (s.read_source_fd) out.source_fd = zmq_msg_get(payload.handle(), ZMQ_SRCFD);
   return finished();
 }
 
@@ -468,6 +484,7 @@ class receive_loop : public std::enable_shared_from_this<receive_loop> {
           attempt_or_park(*s_, s_->reader, attempt, retried_while_ready_, counted_wait_);
       if (step.what == drive_step::again) continue;
       if (step.what == drive_step::park) {
+        s_->run_drain_waiters();
         s_->descriptor.async_wait(
             asio::posix::descriptor_base::wait_read,
             [self = shared_from_this(), ready = step.ready](const asio::error_code& error) {
@@ -613,6 +630,19 @@ asio::awaitable<received_frame> async_socket::receive() {
 asio::awaitable<void> async_socket::receive(received_frame& into) {
   assert(state_);
   return receive_into(state_, into);
+}
+
+void async_socket::after_drain(std::function<void()> then) {
+  assert(state_);
+  detail::async_socket_state& s = *state_;
+  if (!s.open || !s.reader.busy) {
+    asio::post(s.descriptor.get_executor(), std::move(then));
+    return;
+  }
+  s.drain_waiters.push_back(std::move(then));
+  // A parked reader tries again, and parks again (running the waiters) once nothing is left; a
+  // reader that is running or posted reaches its next park by itself.
+  if (s.reader.parked) s.descriptor.cancel();
 }
 
 void async_socket::receive_each(frame_handler on_frame, end_handler on_end,

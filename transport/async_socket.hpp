@@ -32,6 +32,10 @@ struct socket_options {
   // Fill received_frame::user_id from each message's "User-Id" metadata (what the ZAP
   // handler said about the connection, e.g. the client's CURVE public key).
   bool read_user_id = false;
+  // Fill received_frame::source_fd with the descriptor of the connection each message came on
+  // (its "__fd" metadata, ZeroMQ's deprecated ZMQ_SRCFD), so a closed connection reported by
+  // a connection_monitor can be matched to its peer.
+  bool read_source_fd = false;
   // Allows try_send_from_any_thread(): every ZeroMQ call on the socket is then made under a
   // mutex, which the owner thread's own operations take too (uncontended, a few nanoseconds).
   bool shared_sends = false;
@@ -66,6 +70,8 @@ struct received_frame {
   std::string payload;
   // With socket_options::read_user_id: the connection's ZAP user id (empty when none).
   std::string user_id;
+  // With socket_options::read_source_fd: the connection's file descriptor (-1 when unknown).
+  int source_fd = -1;
 };
 
 // Lets a C++20 coroutine co_await one message on a ZeroMQ socket without blocking its thread
@@ -125,6 +131,12 @@ class async_socket {
   using frame_handler = std::function<void(received_frame&)>;
   using end_handler = std::function<void(std::error_code)>;
   void receive_each(frame_handler on_frame, end_handler on_end, int frames_per_turn = 64);
+  // Runs `then` (posted to the owner's executor) once the reader has read every message that
+  // was readable when this was called: at its next park after an attempt that found nothing
+  // left, or when the socket closes. Without a receive in flight it runs at once. For acting on
+  // news from outside the socket (a connection monitor's "closed") only after the messages that
+  // connection delivered before it closed. Call it on the owner thread.
+  void after_drain(std::function<void()> then);
 
   // DEALER, PAIR, PUSH: one payload frame.
   asio::awaitable<std::error_code> send(std::string payload);

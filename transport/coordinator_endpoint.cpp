@@ -159,10 +159,14 @@ std::error_code coordinator_endpoint::start() {
   so.max_frame_bytes = options_.max_frame_bytes;
   so.send_hwm = options_.socket_send_hwm;
   so.read_user_id = options_.curve.has_value();  // the ZAP handler names each client's key
-  // A dead connection (a host gone, a cable pulled) is closed within the heartbeat timeout,
-  // which frees its worker's routing id for the worker's next connection.
-  so.zmtp_heartbeat_interval_ms = static_cast<int>(options_.heartbeat_interval.count());
-  so.zmtp_heartbeat_timeout_ms = static_cast<int>(options_.heartbeat_timeout.count());
+  so.read_source_fd = true;  // which connection a frame came on: see on_connection_closed
+  // A dead connection (a host gone, a cable pulled) is closed within the connection timeout:
+  // its worker is lost then, and its routing id is free for the worker's next connection.
+  if (options_.connection_timeout.count() > 0) {
+    so.zmtp_heartbeat_interval_ms =
+        static_cast<int>(std::max<std::int64_t>(1, options_.connection_timeout.count() / 4));
+    so.zmtp_heartbeat_timeout_ms = static_cast<int>(options_.connection_timeout.count());
+  }
   so.router_handover = false;  // a live worker's id cannot be taken over by another connection
   auto socket = std::make_unique<async_socket>(executor_, context_, zmq::socket_type::router, so);
   if (options_.curve) {
@@ -175,6 +179,11 @@ std::error_code coordinator_endpoint::start() {
       [weak = weak_from_this(), executor = executor_](const handshake_event& event) {
         asio::post(executor, [weak, event] {
           if (auto self = weak.lock()) self->on_handshake_failed(event);
+        });
+      },
+      [weak = weak_from_this(), executor = executor_](int fd) {
+        asio::post(executor, [weak, fd] {
+          if (auto self = weak.lock()) self->on_connection_closed(fd);
         });
       });
   if (monitored) return monitored;
@@ -229,6 +238,7 @@ void coordinator_endpoint::start_reading() {
             on_bad_frame(in.routing_id, wire::decode_error{wire::decode_errc::not_msgpack,
                                                            "a multipart message", 0});
           } else {
+            note_connection(in.routing_id, in.source_fd);
             on_frame(in.routing_id, in.payload, in.user_id);
           }
           publish_counters();
@@ -830,6 +840,27 @@ void coordinator_endpoint::expire_workers() {
                        std::to_string(options_.heartbeat_timeout.count()) + " ms");
 }
 
+// The monitor reports a close while what the connection delivered before it may still wait in
+// the socket: its last acknowledgements, a FINISHED. They are read first (after_drain), so a
+// worker that said its last words and exited is heard out before it is given up.
+void coordinator_endpoint::on_connection_closed(int fd) {
+  if (!running_) return;
+  socket_->after_drain([weak = weak_from_this(), fd] {
+    auto self = weak.lock();
+    if (!self || !self->running_) return;
+    if (auto peer = self->connections_.closed(fd))
+      self->schedule_loss(*peer, "its control connection closed");
+  });
+}
+
+void coordinator_endpoint::note_connection(const std::string& peer, int fd) {
+  for (std::string& lost : connections_.frame_from(peer, fd))
+    socket_->after_drain([weak = weak_from_this(), lost = std::move(lost)]() mutable {
+      if (auto self = weak.lock(); self && self->running_)
+        self->schedule_loss(lost, "its control connection closed (its descriptor serves another)");
+    });
+}
+
 void coordinator_endpoint::schedule_loss(const worker_id& worker, std::string why) {
   auto it = sessions_.find(worker);
   if (it == sessions_.end()) return;
@@ -850,6 +881,7 @@ void coordinator_endpoint::declare_lost(const worker_id& worker, const std::stri
 
 void coordinator_endpoint::forget(const worker_id& worker, const std::string& why) {
   sessions_.erase(worker);
+  connections_.forget(worker);
   outgoing_.drop(worker);
   held_.erase(worker);
   ++counters_.workers_lost;

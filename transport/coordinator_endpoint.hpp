@@ -23,7 +23,8 @@
 #include "transport/curve_keys.hpp"
 #include "transport/decode_error.hpp"
 #include "transport/frame_limits.hpp"
-#include "transport/handshake_monitor.hpp"
+#include "transport/connection_monitor.hpp"
+#include "transport/peer_connections.hpp"
 #include "transport/messages.hpp"
 #include "transport/outgoing_queues.hpp"
 #include "transport/peer_rate_limiter.hpp"
@@ -37,6 +38,11 @@ struct coordinator_endpoint_options {
   // which either side gives the other up.
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{10000};
+  // A worker whose control connection closes is lost at once (a crashed process has its
+  // sockets closed by the kernel). A connection whose peer stops answering ZMTP pings for this
+  // long is closed (a host gone silent, a cable pulled), and so lost too; the heartbeat
+  // timeout above stays the last resort. Pings go out every quarter of it. 0: no pings.
+  std::chrono::milliseconds connection_timeout{400};
   std::size_t max_frame_bytes = default_max_frame_bytes;
   // Frames queued for one registered worker beyond what ZeroMQ buffers; a worker that lets
   // this many pile up is declared lost.
@@ -168,6 +174,9 @@ class coordinator_endpoint : public task_deployment_gateway,
   std::optional<std::string> live_worker_refusal(const std::string& peer,
                                                  const wire::register_worker& m) const;
   void on_handshake_failed(const handshake_event& event);
+  // A connection closed (the connection monitor), or a frame showed one to be closed.
+  void on_connection_closed(int fd);
+  void note_connection(const std::string& peer, int fd);
   // With CURVE, why `curve_key` may not register `worker` (the allowlist binds the key to
   // another worker id, or the worker is registered with another key); nothing otherwise.
   std::optional<std::string> curve_binding_refusal(const worker_id& worker,
@@ -228,7 +237,10 @@ class coordinator_endpoint : public task_deployment_gateway,
   std::shared_ptr<worker_event_handler> handler_;
   counters_observer observer_;
   std::unique_ptr<async_socket> socket_;
-  handshake_monitor handshakes_;  // logs refused handshakes (a CURVE key the server cannot read)
+  // Logs refused handshakes (a CURVE key the server cannot read) and reports closed
+  // connections, which `connections_` maps to their workers.
+  connection_monitor handshakes_;
+  peer_connections connections_;
   std::string endpoint_;
   bool running_ = false;
 

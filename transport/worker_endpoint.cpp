@@ -91,7 +91,7 @@ struct worker_endpoint::connection {
   }
 
   std::unique_ptr<async_socket> socket;
-  handshake_monitor handshakes;
+  connection_monitor handshakes;
   std::deque<std::string> outgoing;
   asio::steady_timer wake;
   bool writer_waiting = false;

@@ -20,7 +20,7 @@
 #include "transport/async_socket.hpp"
 #include "transport/curve_keys.hpp"
 #include "transport/frame_limits.hpp"
-#include "transport/handshake_monitor.hpp"
+#include "transport/connection_monitor.hpp"
 #include "transport/messages.hpp"
 #include "transport/peer_rate_limiter.hpp"
 

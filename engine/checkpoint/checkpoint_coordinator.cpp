@@ -164,7 +164,11 @@ std::uint64_t checkpoint_coordinator::trigger_checkpoint(checkpoint_trigger_kind
 
 ack_outcome checkpoint_coordinator::receive_ack(checkpoint_ack ack) {
   if (ack.job == core_.job()) {
-    if (auto confined = confine_state_handles(ack.state, handle_folder(ack.id)); !confined) {
+    // Only an acknowledgement that names files needs its checkpoint's folder looked up.
+    if (auto confined = names_files(ack.state)
+                            ? confine_state_handles(ack.state, handle_folder(ack.id))
+                            : success();
+        !confined) {
       refuse_state_handles(ack, confined.err().message);
       return ack_outcome::refused_state_handle;
     }

@@ -19,7 +19,16 @@ std::filesystem::path absolute_normal(const std::string& path) {
 
 }  // namespace
 
+bool names_files(const subtask_state& state) {
+  for (const state_handle& h : state.handles)
+    if (!h.is_inline() || !h.path.empty()) return true;
+  return false;
+}
+
 result<void> confine_state_handles(subtask_state& state, const std::filesystem::path& location) {
+  // A small state travels inline: nothing to resolve, and no folder to make absolute (a
+  // getcwd and a path built per acknowledgement, on the coordinator's thread).
+  if (!names_files(state)) return success();
   if (location.empty()) {
     for (const state_handle& h : state.handles)
       if (!h.is_inline())

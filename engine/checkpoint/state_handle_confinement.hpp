@@ -19,6 +19,8 @@ namespace snapflow {
 // On success every file handle's path is the absolute path inside `location`; on a refusal
 // `state` is left as it came and the error names the handle and why. Inline handles name no file.
 result<void> confine_state_handles(subtask_state& state, const std::filesystem::path& location);
+// Whether any handle of `state` names a file (an inline one naming a path counts: it is refused).
+bool names_files(const subtask_state& state);
 
 // Discards state files and a checkpoint folder, but only what lies inside `job_dir` (the job's
 // checkpoint folder): the last guard behind confine_state_handles, so that a metadata file edited

@@ -48,7 +48,7 @@ http_result rest_client::post(const std::string& path, const std::string& body) 
 
 coordinator_process::coordinator_process(const std::filesystem::path& state_dir,
                                          std::vector<std::string> extra_args,
-                                         const std::string& bind) {
+                                         const std::string& bind, int heartbeat_timeout) {
   std::vector<std::string> argv{SNAPFLOW_COORDINATOR_BIN,
                                 "--bind",
                                 bind,
@@ -59,7 +59,7 @@ coordinator_process::coordinator_process(const std::filesystem::path& state_dir,
                                 "--heartbeat-interval-ms",
                                 std::to_string(heartbeat_interval_ms),
                                 "--heartbeat-timeout-ms",
-                                std::to_string(heartbeat_timeout_ms)};
+                                std::to_string(heartbeat_timeout)};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   process_ = std::make_unique<child_process>(std::move(argv));
   if (!process_->wait_for_stdout("\n", patience))

@@ -54,9 +54,12 @@ class rest_client {
 // and test heartbeat timing; the constructor returns once it printed its listening line.
 class coordinator_process {
  public:
+  // `heartbeat_timeout_ms`: the test timing unless given (a test that must see a loss by
+  // another path than the heartbeat timeout sets it far beyond its patience).
   explicit coordinator_process(const std::filesystem::path& state_dir,
                                std::vector<std::string> extra_args = {},
-                               const std::string& bind = "tcp://127.0.0.1:*");
+                               const std::string& bind = "tcp://127.0.0.1:*",
+                               int heartbeat_timeout = heartbeat_timeout_ms);
 
   const std::string& control() const { return control_; }
   const rest_client& rest() const { return *rest_; }

@@ -60,6 +60,49 @@ TEST_CASE("a killed worker is declared lost and a fresh one registers in its pla
   CHECK(details["restarts"].get<int>() >= 1);
 }
 
+TEST_CASE("a worker whose process dies is lost at once, not at the heartbeat timeout, and its "
+          "job fails over") {
+  temp_dir dir;
+  // A heartbeat timeout far beyond the test's patience: only the closed connection can tell.
+  coordinator_process coordinator(dir.path() / "state", {}, "tcp://127.0.0.1:*", 600'000);
+  auto worker = start_worker(coordinator.control(), "w1");
+  REQUIRE(coordinator.wait_for_workers(1));
+  const std::string job = coordinator.submit(sources_job(1));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, 2));
+
+  worker->send_signal(SIGKILL);
+  REQUIRE(worker->wait_exit(patience) == 128 + SIGKILL);
+  REQUIRE(coordinator.process().wait_for_stderr("worker w1 is lost: its control connection closed",
+                                                patience));
+  REQUIRE(coordinator.wait_for_workers(0));
+  REQUIRE(eventually([&] { return coordinator.job(job)["restarts"].get<int>() >= 1; }));
+  auto fresh = start_worker(coordinator.control(), "w1");
+  const std::int64_t completed_before =
+      coordinator.checkpoints(job)["counts"]["completed"].get<std::int64_t>();
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, completed_before + 2));
+  CHECK(coordinator.job(job)["state"] == "RUNNING");
+}
+
+TEST_CASE("a worker gone silent is lost when its connection stops answering pings, and rejoins "
+          "when it speaks again") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state", {"--connection-timeout-ms", "400"},
+                                  "tcp://127.0.0.1:*", 600'000);
+  auto worker = start_worker(coordinator.control(), "w1");
+  REQUIRE(coordinator.wait_for_workers(1));
+  // Stopped, it answers nothing, as a host whose cable was pulled; its sockets stay open.
+  worker->send_signal(SIGSTOP);
+  const bool lost = coordinator.process().wait_for_stderr(
+      "worker w1 is lost: its control connection closed", patience);
+  worker->send_signal(SIGCONT);
+  REQUIRE(lost);
+  // Resumed, it finds its connection closed, reconnects and registers again.
+  REQUIRE(eventually([&] {
+    return coordinator.process().count_in_stderr("worker w1 registered") >= 2;
+  }));
+  REQUIRE(coordinator.wait_for_workers(1));
+}
+
 TEST_CASE("a register_worker spoofed under a live worker's id changes nothing") {
   temp_dir dir;
   coordinator_process coordinator(dir.path() / "state");

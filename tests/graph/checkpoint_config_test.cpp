@@ -26,7 +26,7 @@ TEST_CASE("every checkpoint setter is stored") {
       .set_checkpoint_dir("chk")
       .set_savepoint_dir("sp")
       .set_checkpoint_stats_history_size(50)
-      .set_state_backend("rocksdb-like");
+      .set_state_backend("hashmap");
   const auto& c = *env.graph().checkpointing;
   CHECK(c.interval == 250ms);
   CHECK(c.timeout == 5s);
@@ -38,7 +38,7 @@ TEST_CASE("every checkpoint setter is stored") {
   CHECK(c.checkpoint_dir == "chk");
   CHECK(c.savepoint_dir == "sp");
   CHECK(c.stats_history_size == 50);
-  CHECK(c.state_backend == "rocksdb-like");
+  CHECK(c.state_backend == "hashmap");
 }
 
 TEST_CASE("invalid checkpoint settings are refused with the setting and range named") {
@@ -57,6 +57,11 @@ TEST_CASE("invalid checkpoint settings are refused with the setting and range na
   CHECK_THROWS_WITH(env.set_checkpoint_stats_history_size(-1),
                     Catch::Contains("stats_history_size"));
   CHECK_THROWS_WITH(env.set_parallelism(0), Catch::Contains("parallelism"));
+  // Only backends that exist are accepted: a typo or an unbuilt one is refused, not ignored.
+  CHECK_THROWS_WITH(env.set_state_backend("rocksdb"),
+                    Catch::Contains("unknown checkpoint state_backend 'rocksdb'") &&
+                        Catch::Contains("hashmap"));
+  CHECK_THROWS_WITH(env.set_state_backend(""), Catch::Contains("state_backend"));
 
   env.enable_checkpointing(10ms, checkpointing_mode::at_least_once);
   CHECK_THROWS_WITH(env.enable_unaligned_checkpoints(),

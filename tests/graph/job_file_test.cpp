@@ -75,7 +75,7 @@ unaligned = false
 checkpoint_dir = "state/chk"
 savepoint_dir = "state/sp"
 stats_history_size = 50
-state_backend = "rocksdb-like"
+state_backend = "hashmap"
 
 [[operator]]
 uid = "src"
@@ -101,7 +101,7 @@ input = "src"
   CHECK(c.checkpoint_dir == "state/chk");
   CHECK(c.savepoint_dir == "state/sp");
   CHECK(c.stats_history_size == 50);
-  CHECK(c.state_backend == "rocksdb-like");
+  CHECK(c.state_backend == "hashmap");
   CHECK(g.checkpointing->to_trigger == std::vector<vertex_id>{0});
   CHECK(g.checkpointing->to_acknowledge == std::vector<vertex_id>{0, 1});
   CHECK(g.checkpointing->to_confirm == std::vector<vertex_id>{0, 1});
@@ -474,8 +474,12 @@ params = { count = 10, cnt = 5 }
 
 TEST_CASE("job file error: a parameter out of its bounds is refused at submission, naming the "
           "key, the bounds and the value") {
+  // A source alone (its params on line 4), or an operator reading from one (params on line 10).
   const auto op = [](const std::string& kind, const std::string& params) {
-    return "[[operator]]\nuid = \"op\"\nkind = \"" + kind + "\"\nparams = { " + params + " }\n";
+    const std::string own = "[[operator]]\nuid = \"op\"\nkind = \"" + kind + "\"\n";
+    if (kind == "sequence_source") return own + "params = { " + params + " }\n";
+    return "[[operator]]\nuid = \"src\"\nkind = \"sequence_source\"\nparams = { count = 1 }\n\n" +
+           own + "input = \"src\"\nparams = { " + params + " }\n";
   };
   check_error(op("sequence_source", "count = -1"), "operator[0].params.count", 4,
               "parameter 'count' of operator kind 'sequence_source' must be at least 0 (got -1)");
@@ -484,16 +488,16 @@ TEST_CASE("job file error: a parameter out of its bounds is refused at submissio
   check_error(op("sequence_source", "count = 5, rate = -3"), "operator[0].params.rate", 4,
               "must be at least 0 (got -3)");
   check_error(op("map_identity", "delay_us_per_record = 1000001"),
-              "operator[0].params.delay_us_per_record", 4, "between 0 and 1000000 (got 1000001)");
-  check_error(op("flat_map_repeat", "times = 2000000"), "operator[0].params.times", 4,
+              "operator[1].params.delay_us_per_record", 10, "between 0 and 1000000 (got 1000001)");
+  check_error(op("flat_map_repeat", "times = 2000000"), "operator[1].params.times", 10,
               "between 0 and 1000000");
-  check_error(op("filter_modulo", "modulus = 0"), "operator[0].params.modulus", 4,
+  check_error(op("filter_modulo", "modulus = 0"), "operator[1].params.modulus", 10,
               "must be at least 1 (got 0)");
-  check_error(op("filter_modulo", "modulus = 3, remainder = 3"), "operator[0].params.remainder", 4,
+  check_error(op("filter_modulo", "modulus = 3, remainder = 3"), "operator[1].params.remainder", 10,
               "must be below modulus (got 3, modulus 3)");
-  check_error(op("keyed_sum", "state_bytes = -1"), "operator[0].params.state_bytes", 4,
+  check_error(op("keyed_sum", "state_bytes = -1"), "operator[1].params.state_bytes", 10,
               "between 0 and 1073741824");
-  check_error(op("two_phase_commit_file_sink", "path = \"  \""), "operator[0].params.path", 4,
+  check_error(op("two_phase_commit_file_sink", "path = \"  \""), "operator[1].params.path", 10,
               "must name a file or folder");
   // At the bounds they are taken.
   const auto at_bounds = parse_job_file(R"([[operator]]

@@ -32,7 +32,7 @@ checkpoint_config unusual_config() {
   c.checkpoint_dir = "state/checkpoints";
   c.savepoint_dir = "state/savepoints";
   c.stats_history_size = 42;
-  c.state_backend = "rocksdb-like";
+  c.state_backend = "hashmap";
   return c;
 }
 

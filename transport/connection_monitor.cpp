@@ -1,4 +1,4 @@
-#include "transport/handshake_monitor.hpp"
+#include "transport/connection_monitor.hpp"
 
 #include <cstring>
 #include <optional>
@@ -26,9 +26,19 @@ std::optional<handshake_failure> failure_of(std::uint16_t event) {
   }
 }
 
+// A handler that throws is logged; the monitor reads on.
+template <typename Call>
+void call_handler(const char* which, Call call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    spdlog::warn("connection monitor: the {} handler threw: {}", which, e.what());
+  }
+}
+
 std::string next_monitor_address() {
   static std::atomic<std::uint64_t> counter{0};
-  return "inproc://snapflow-handshake-monitor-" + std::to_string(counter.fetch_add(1));
+  return "inproc://snapflow-connection-monitor-" + std::to_string(counter.fetch_add(1));
 }
 
 }  // namespace
@@ -42,13 +52,16 @@ const char* to_string(handshake_failure f) {
   return "unknown";
 }
 
-handshake_monitor::~handshake_monitor() { stop(); }
+connection_monitor::~connection_monitor() { stop(); }
 
-std::error_code handshake_monitor::start(zmq::context_t& context, zmq::socket_ref socket,
-                                         failure_handler on_failure) {
+std::error_code connection_monitor::start(zmq::context_t& context, zmq::socket_ref socket,
+                                          failure_handler on_failure,
+                                          disconnect_handler on_disconnected) {
   on_failure_ = std::move(on_failure);
+  on_disconnected_ = std::move(on_disconnected);
   const std::string address = next_monitor_address();
-  if (zmq_socket_monitor(socket.handle(), address.c_str(), watched_events) != 0)
+  const int events = watched_events | (on_disconnected_ ? ZMQ_EVENT_DISCONNECTED : 0);
+  if (zmq_socket_monitor(socket.handle(), address.c_str(), events) != 0)
     return {zmq_errno(), zmq_category()};
   try {
     zmq::socket_t monitor(context, zmq::socket_type::pair);
@@ -63,13 +76,13 @@ std::error_code handshake_monitor::start(zmq::context_t& context, zmq::socket_re
   return {};
 }
 
-void handshake_monitor::stop() {
+void connection_monitor::stop() {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
 }
 
 // Each event is two frames: 6 bytes (event number, 32-bit value), then the endpoint.
-void handshake_monitor::run(zmq::socket_t monitor) {
+void connection_monitor::run(zmq::socket_t monitor) {
   while (!stopping_.load()) {
     zmq::pollitem_t item{monitor.handle(), 0, ZMQ_POLLIN, 0};
     try {
@@ -84,16 +97,16 @@ void handshake_monitor::run(zmq::socket_t monitor) {
       std::memcpy(&event, head.data(), sizeof event);
       std::memcpy(&value, static_cast<const char*>(head.data()) + 2, sizeof value);
       if (event == ZMQ_EVENT_MONITOR_STOPPED) return;
+      if (event == ZMQ_EVENT_DISCONNECTED) {
+        if (on_disconnected_) call_handler("disconnect", [&] { on_disconnected_(static_cast<int>(value)); });
+        continue;
+      }
       const auto failure = failure_of(event);
       if (!failure || !on_failure_) continue;
-      try {
-        on_failure_(handshake_event{*failure, value, where.to_string()});
-      } catch (const std::exception& e) {
-        spdlog::warn("handshake monitor: the failure handler threw: {}", e.what());
-      }
+      call_handler("failure", [&] { on_failure_(handshake_event{*failure, value, where.to_string()}); });
     } catch (const zmq::error_t& e) {
       // ETERM: the context is going away; anything else would repeat for ever.
-      if (e.num() != ETERM) spdlog::warn("handshake monitor stops: {}", e.what());
+      if (e.num() != ETERM) spdlog::warn("connection monitor stops: {}", e.what());
       return;
     }
   }
