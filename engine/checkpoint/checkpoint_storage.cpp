@@ -637,9 +637,10 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
       const fs::path file = it->path() / metadata_file_name;
       std::error_code file_ec;
       bool incomplete = !fs::exists(file, file_ec) && !file_ec;
-      if (!incomplete && !file_ec)
-        if (auto bytes = read_file(file, max_metadata_bytes); bytes)
-          incomplete = bytes->empty() || !decode_metadata(*bytes).ok();
+      // An empty one was prepared and never written. A torn or corrupt one is kept: it may be
+      // a completed checkpoint the disk damaged, for a person to look at.
+      if (!incomplete && !file_ec) incomplete = fs::is_regular_file(file, file_ec) &&
+                                                fs::file_size(file, file_ec) == 0 && !file_ec;
       if (incomplete) out.incomplete_folders.push_back(it->path());
       continue;
     }

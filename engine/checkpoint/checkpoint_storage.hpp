@@ -126,10 +126,11 @@ class checkpoint_storage {
     // Checkpoints whose `_metadata` was missing, empty or damaged and was rewritten (durably)
     // from the metadata log.
     std::vector<checkpoint_id> repaired;
-    // Non-empty chk-<id> folders of checkpoints that never completed: no `_metadata`, an
-    // empty one or one that fails its checks, and no record in the log (a checkpoint in
-    // progress when the process died, or one whose abort a late state file outlived). Also
-    // listed in warnings. A folder whose metadata could not be read (permissions, I/O) is not.
+    // Non-empty chk-<id> folders of checkpoints that never completed: no `_metadata` or an
+    // empty one, and no record in the log (a checkpoint in progress when the process died, or
+    // one whose abort a late state file outlived). Also listed in warnings. A torn or corrupt
+    // `_metadata` (perhaps a completed checkpoint the disk damaged) and one that could not be
+    // read (permissions, I/O) are not.
     std::vector<std::filesystem::path> incomplete_folders;
   };
   // Every chk-<id> folder under job_dir with a valid `_metadata` whose id matches the folder

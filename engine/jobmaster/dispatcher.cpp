@@ -5,6 +5,8 @@
 #include <limits>
 #include <mutex>
 
+#include <unistd.h>
+
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 
@@ -298,7 +300,34 @@ void dispatcher::load_ended(const std::filesystem::path& folder) {
   }
   read_progress(folder, s);
   if (jobs_.contains(s.id)) return;
+  sweep_ended(s.id);
   ended_[s.id] = std::move(s);
+}
+
+void dispatcher::sweep_ended(const job_id& id) {
+  // What a crash between the job's end and its coordinator's cleanup left: the metadata log
+  // (sealed now: the kept checkpoints' files synced, then the log removed) and the folders of
+  // checkpoints that never completed. What the job retained stays.
+  const auto job_dir = options_.state_dir / id;
+  std::error_code ec;
+  if (id.empty() || !std::filesystem::is_directory(job_dir, ec)) return;
+  checkpoint_storage storage(job_dir);
+  auto recovered = storage.recover();
+  for (const auto& folder : recovered.incomplete_folders) {
+    if (auto removed = checkpoint_storage::discard_location(folder); removed)
+      spdlog::info("job {}: removed {}, a checkpoint that never completed", id, folder.string());
+    else
+      spdlog::warn("job {}: {}", id, removed.err().message);
+  }
+  for (const auto& folder : recovered.empty_folders) (void)::rmdir(folder.c_str());
+  bool logged = false;
+  for (const auto& entry : std::filesystem::directory_iterator(job_dir, ec))
+    logged |= metadata_log::segment_number(entry.path().filename().string()).has_value();
+  if (!logged) return;
+  std::vector<std::filesystem::path> kept;
+  for (const auto& c : recovered.checkpoints) kept.emplace_back(c.location);
+  if (auto sealed = storage.seal(kept); !sealed)
+    spdlog::warn("job {}: keeping the checkpoint metadata log: {}", id, sealed.err().message);
 }
 
 job_master* dispatcher::find(const job_id& id) const {

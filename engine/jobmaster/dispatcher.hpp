@@ -106,6 +106,8 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
       std::int64_t start_time_ms = 0, std::int32_t restarts = 0);
   // Keeps the job that ended in `folder` (it has `terminal`) as a summary.
   void load_ended(const std::filesystem::path& folder);
+  // Cleans up after a crash between an ended job's end and its coordinator's cleanup.
+  void sweep_ended(const job_id& id);
   void persist_terminal(const job_id& id, job_status status, std::string cause);
   // <job folder>/progress, written durably on the I/O executor.
   void persist_progress(const job_id& id, const job_summary& s);

@@ -289,9 +289,15 @@ TEST_CASE("a restarted coordinator lists ended jobs as summaries, and a resumed 
     f.io.poll();  // the terminal marker and the progress are written on the I/O executor
     CHECK(d->summary(canceled)->end_time_ms > 0);
   }
+  // A crash right after the end left a checkpoint in progress and a metadata log segment.
+  std::filesystem::create_directories(f.state_dir / canceled / "chk-9");
+  std::ofstream(f.state_dir / canceled / "chk-9" / "state") << "s";
+  std::ofstream(f.state_dir / canceled / "_checkpoints-3.log") << std::string(4096, '\0');
   f.clock.advance(1min);
   auto d = f.make();
   CHECK(d->recover() == std::vector<job_id>{running});
+  CHECK_FALSE(std::filesystem::exists(f.state_dir / canceled / "chk-9"));
+  CHECK_FALSE(std::filesystem::exists(f.state_dir / canceled / "_checkpoints-3.log"));
   // The ended job: listed, with its final status, never run.
   CHECK(d->find(canceled) == nullptr);
   auto ended = d->summary(canceled);
@@ -388,7 +394,7 @@ TEST_CASE("recovery removes the folders of checkpoints that never completed and 
     std::ofstream(std::filesystem::path(c.location) / "state") << "s";
     REQUIRE(storage.write_metadata(c).ok());
   }
-  // In progress at the crash: state files, no metadata; an empty one; a torn one.
+  // In progress at the crash: state files and no metadata, or an empty one; and a torn one.
   std::filesystem::create_directories(job_dir / "chk-4");
   std::ofstream(job_dir / "chk-4" / "state") << "s";
   std::filesystem::create_directories(job_dir / "chk-5");
@@ -403,10 +409,12 @@ TEST_CASE("recovery removes the folders of checkpoints that never completed and 
   REQUIRE(state.ok());
   REQUIRE(state->checkpoints.size() == 1);
   CHECK(state->checkpoints[0].id == 3);
-  for (const char* gone : {"chk-1", "chk-2", "chk-4", "chk-5", "chk-6"}) {
+  for (const char* gone : {"chk-1", "chk-2", "chk-4", "chk-5"}) {
     INFO(gone);
     CHECK_FALSE(std::filesystem::exists(job_dir / gone));
   }
   CHECK(std::filesystem::exists(job_dir / "chk-3" / "state"));
+  // A damaged `_metadata` may be a completed checkpoint the disk tore: left for a person.
+  CHECK(std::filesystem::exists(job_dir / "chk-6" / "_metadata"));
   CHECK(std::filesystem::exists(job_dir / "chk-x"));
 }
