@@ -494,7 +494,7 @@ TEST_CASE("REST: a job's savepoint_dir lies under the savepoint root") {
 TEST_CASE("REST: a path or query that is not valid UTF-8 is a 400 without exception text") {
   fixture f;
   job_id id = f.submit_and_run();
-  for (const std::string path : {std::string("/jobs/\xff\xfe"), std::string("/jobs/") + id + "/\xc3",
+  for (const std::string& path : {std::string("/jobs/\xff\xfe"), std::string("/jobs/") + id + "/\xc3",
                                  std::string("/\xed\xa0\x80"), std::string("/jobs/\xc0\xaf")}) {
     for (const char* method : {"GET", "POST", "PATCH", "PUT"}) {
       auto r = f.serve({method, path, {}, {}});
