@@ -240,13 +240,17 @@ void checkpoint_coordinator::set_interval(std::chrono::milliseconds interval) {
 }
 
 void checkpoint_coordinator::shutdown(job_status status) {
+  const bool was_shut_down = core_.is_shutdown();
   ++periodic_generation_;
   periodic_timer_.cancel();
   // Read before the core forgets them: the folders whose metadata only the log made durable.
   std::vector<std::filesystem::path> logged;
-  for (const auto& c : core_.store().checkpoints())
+  std::set<checkpoint_id> keep;
+  for (const auto& c : core_.store().checkpoints()) {
+    keep.insert(c.id);
     if (std::filesystem::path(c.location).parent_path() == storage_->job_dir())
       logged.emplace_back(c.location);
+  }
   core_.shutdown(status, coordinator_clock::now_us());
   run_actions();
   // Now, not on the pool: the guessed id was never handed out, so a job started next on the
@@ -261,6 +265,9 @@ void checkpoint_coordinator::shutdown(job_status status) {
   if (auto sealed = storage_->seal(logged); !sealed)
     spdlog::warn("job {}: keeping the checkpoint metadata log: {}", core_.job(),
                  sealed.err().message);
+  // Folders of this coordinator's checkpoints that no discard will remove any more; the
+  // retained ones stay (those the store discards at this end go with their discards).
+  if (first_triggered_ > 0 && !was_shut_down) sweep_after_shutdown(std::move(keep));
   for (auto& [_, c] : collections_) {
     c->woken = true;
     c->finalize.reset();
@@ -370,6 +377,24 @@ void checkpoint_coordinator::maybe_sweep_orphans() {
   });
 }
 
+void checkpoint_coordinator::sweep_after_shutdown(std::set<checkpoint_id> keep) {
+  // Holds the storage, never the coordinator: a job that ended is freed at once.
+  auto sweep = [storage = storage_, from = first_triggered_, to = last_triggered_,
+                keep = std::move(keep)] {
+    const auto swept = storage->sweep_orphans(from, to, keep);
+    for (checkpoint_id id : swept.removed)
+      spdlog::info("removed the orphaned folder of checkpoint {} after the job ended", id);
+    for (const auto& failure : swept.failures)
+      spdlog::warn("sweeping orphaned checkpoint folders: {}", failure);
+  };
+  asio::post(io_executor_, sweep);
+  auto timer = std::make_shared<coordinator_timer>(executor_);
+  timer->expires_at(coordinator_clock::from_us(coordinator_clock::now_us() + final_sweep_delay_us));
+  timer->async_wait([timer, io = io_executor_, sweep](std::error_code ec) {
+    if (!ec) asio::post(io, sweep);
+  });
+}
+
 void checkpoint_coordinator::post_after_flush(std::function<void()> post) {
   if (running_actions_)
     after_flush_.push_back(std::move(post));
@@ -435,7 +460,7 @@ void checkpoint_coordinator::write_checkpoint_metadata(write_metadata& a) {
   auto entry = prepared_.extract(a.checkpoint.id);
   const bool prepared = !entry.empty();
   hop_trace::record("c.all_acked", a.checkpoint.id);
-  // Inline only into the log's open segment: making a segment writes 4 MiB.
+  // Inline only into the log's open segment: making a segment writes up to 4 MiB.
   const bool inline_write =
       prepared && metadata_placement_.write_inline(a.checkpoint) &&
       (!entry.mapped().logged() ||
@@ -618,11 +643,15 @@ void checkpoint_coordinator::perform(coordinator_action& action) {
             periodic_timer_.cancel();
           },
           [&](request_finished& a) {
-            // A checkpoint that got an id and failed says why (a request refused before
-            // that, e.g. inside the minimum pause, is routine and goes to its caller only).
+            // A checkpoint that got an id and failed says why, once (its request ends once);
+            // a request refused before that, e.g. inside the minimum pause, is routine and
+            // goes to its caller only.
             if (a.failure && a.id)
-              spdlog::info("checkpoint {} failed: {}{}{}", *a.id, to_string(*a.failure),
-                           a.message.empty() ? "" : ": ", a.message);
+              spdlog::warn("job {}: {} {} failed ({}){}{}", core_.job(),
+                           a.kind == checkpoint_trigger_kind::savepoint ? "savepoint"
+                                                                        : "checkpoint",
+                           *a.id, to_string(*a.failure), a.message.empty() ? "" : ": ",
+                           a.message);
             if (!a.failure && a.id && a.kind != checkpoint_trigger_kind::savepoint) {
               maybe_sweep_orphans();
               for (auto& listener : completion_listeners_) listener(*a.id);

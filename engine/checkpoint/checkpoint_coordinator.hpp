@@ -102,6 +102,10 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   static constexpr std::size_t location_batch = 8;
   // How often at most completed checkpoints are followed by a sweep for orphaned folders.
   static constexpr std::int64_t orphan_sweep_interval_us = 10'000'000;
+  // At shutdown the job's folder is swept once right away and once more this much later: a
+  // cancelled task whose snapshot writer was still running may write a state file, and so make
+  // its checkpoint's folder again, after the abort removed it.
+  static constexpr std::int64_t final_sweep_delay_us = 10'000'000;
   const asio::any_io_executor& executor() const { return executor_; }
 
  private:
@@ -154,6 +158,8 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // Only ids this coordinator triggered: older folders (a checkpoint restored from, ones a
   // previous run retained) are not its own to remove.
   void maybe_sweep_orphans();
+  // At shutdown: the same sweep, with what the store keeps, now and final_sweep_delay_us later.
+  void sweep_after_shutdown(std::set<checkpoint_id> keep);
   std::int64_t initial_delay_us();
   // The folder an ack for `id` names its state files in.
   std::string handle_folder(checkpoint_id id) const;

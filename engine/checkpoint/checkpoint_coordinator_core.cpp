@@ -179,8 +179,10 @@ void checkpoint_coordinator_core::start_trigger(const checkpoint_request& reques
 void checkpoint_coordinator_core::fail_request(const checkpoint_request& request,
                                                checkpoint_failure_reason reason,
                                                std::string message, std::int64_t now_us) {
-  stats_->report_failed_without_checkpoint(now_us, reason);
-  if (counts_toward_tolerable(reason))
+  const bool savepoint = request.kind == checkpoint_trigger_kind::savepoint;
+  stats_->report_failed_without_checkpoint(now_us, reason, savepoint);
+  // A failed savepoint never counts toward the tolerable checkpoint failures (as in Flink).
+  if (counts_toward_tolerable(reason) && !savepoint)
     failure_manager_->handle_checkpoint_failure(std::nullopt, reason, message);
   actions_.push_back(request_finished{request.request_id, request.kind, std::nullopt, reason,
                                       std::move(message), {}});
@@ -496,7 +498,8 @@ void checkpoint_coordinator_core::abort(checkpoint_id id, checkpoint_failure_rea
   }
 
   stats_->report_failed(id, now_us, reason, message);
-  if (counts_toward_tolerable(reason))
+  // A failed savepoint never counts toward the tolerable checkpoint failures (as in Flink).
+  if (counts_toward_tolerable(reason) && kind != checkpoint_trigger_kind::savepoint)
     failure_manager_->handle_checkpoint_failure(id, reason, message, failing_task);
 
   const checkpoint_id latest = latest_completed_id();

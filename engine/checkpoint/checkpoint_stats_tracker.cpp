@@ -151,18 +151,20 @@ void checkpoint_stats_tracker::report_failed(checkpoint_id id, std::int64_t fail
   stats->failure_message = std::move(message);
   assert(counts_.in_progress > 0);
   --counts_.in_progress;
-  ++counts_.failed;
+  ++(stats->kind == checkpoint_trigger_kind::savepoint ? counts_.failed_savepoints
+                                                       : counts_.failed);
   if (!latest_failed_ || latest_failed_->id < id) latest_failed_ = stats;
   evict();
 }
 
 void checkpoint_stats_tracker::report_failed_without_checkpoint(std::int64_t failure_us,
-                                                                 checkpoint_failure_reason reason) {
+                                                                 checkpoint_failure_reason reason,
+                                                                 bool savepoint) {
   // Nothing to keep but the count: there is no checkpoint to show.
   (void)failure_us;
   (void)reason;
   ++counts_.triggered;
-  ++counts_.failed;
+  ++(savepoint ? counts_.failed_savepoints : counts_.failed);
 }
 
 void checkpoint_stats_tracker::report_restored(checkpoint_id id, std::int64_t restore_us,

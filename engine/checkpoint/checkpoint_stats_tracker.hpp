@@ -76,10 +76,13 @@ struct stats_summary {
   double min = 0, max = 0, avg = 0, p50 = 0, p90 = 0, p95 = 0, p99 = 0, p999 = 0;
 };
 
-// triggered == in_progress + completed + failed (a request that failed before it had an id
-// counts as triggered and failed).
+// triggered == in_progress + completed + failed + failed_savepoints (a request that failed
+// before it had an id counts as triggered and failed). A savepoint that fails counts in
+// failed_savepoints, never in failed: as in Flink, the failed-checkpoint count (and the
+// tolerable-failure streak) is about checkpoints.
 struct checkpoint_counts {
   std::int64_t triggered = 0, in_progress = 0, completed = 0, failed = 0, restored = 0;
+  std::int64_t failed_savepoints = 0;
 };
 
 // Checkpoint statistics for the REST API and metrics (after Flink's CheckpointStatsTracker):
@@ -109,8 +112,9 @@ class checkpoint_stats_tracker {
   void report_completed(checkpoint_id id, std::int64_t completion_us, std::string external_path);
   void report_failed(checkpoint_id id, std::int64_t failure_us, checkpoint_failure_reason reason,
                      std::string message);
-  // A request failed before it had an id.
-  void report_failed_without_checkpoint(std::int64_t failure_us, checkpoint_failure_reason reason);
+  // A request failed before it had an id (`savepoint`: a savepoint request).
+  void report_failed_without_checkpoint(std::int64_t failure_us, checkpoint_failure_reason reason,
+                                        bool savepoint = false);
   void report_restored(checkpoint_id id, std::int64_t restore_us, std::string external_path,
                        bool savepoint);
   // `subtask` handled the notification that `id` completed at `notified_us` (its worker's

@@ -25,6 +25,8 @@ namespace snapflow {
 namespace fs = std::filesystem;
 using posix_io::fd_guard;
 using posix_io::fsync_dir;
+using posix_io::is_out_of_space;
+using posix_io::out_of_space;
 using posix_io::os_error;
 using posix_io::parent_or_dot;
 using posix_io::write_all;
@@ -94,14 +96,21 @@ result<void> commit_temp_file(fd_guard& fd, const fs::path& file, std::string_vi
                                                          : bytes;
   if (injected_crash(file, step::write_first_half))
     return crash_error(file, step::write_first_half);
-  auto r = write_all(fd.get(), first, tmp);
+  int failed_errno = 0;
+  auto r = write_all(fd.get(), first, tmp, &failed_errno);
   if (r && injected_crash(file, step::write_rest)) return crash_error(file, step::write_rest);
-  if (r) r = write_all(fd.get(), bytes.substr(first.size()), tmp);
+  if (r) r = write_all(fd.get(), bytes.substr(first.size()), tmp, &failed_errno);
   if (r && injected_crash(file, step::fsync_temp)) return crash_error(file, step::fsync_temp);
-  if (r && ::fsync(fd.get()) != 0) r = os_error("fsync", tmp, errno);
+  if (r && ::fsync(fd.get()) != 0) {
+    failed_errno = errno;
+    r = os_error("fsync", tmp, errno);
+  }
   fd.reset();
   if (!r) {
     ::unlink(tmp.c_str());
+    // A full disk says how much room the file needs, and where.
+    if (is_out_of_space(failed_errno))
+      return out_of_space(parent_or_dot(file), file.filename().string(), bytes.size());
     return r;
   }
   if (injected_crash(file, step::rename)) return crash_error(file, step::rename);
@@ -493,14 +502,22 @@ result<void> checkpoint_storage::write_metadata(const completed_checkpoint& chec
                                      : all;
   if (injected_crash(target, write_step::write_first_half))
     return crash_error(target, write_step::write_first_half);
-  auto r = write_all(fd.get(), first, target);
+  int failed_errno = 0;
+  auto r = write_all(fd.get(), first, target, &failed_errno);
   if (r && injected_crash(target, write_step::write_rest))
     return crash_error(target, write_step::write_rest);
-  if (r) r = write_all(fd.get(), all.substr(first.size()), target);
+  if (r) r = write_all(fd.get(), all.substr(first.size()), target, &failed_errno);
   // A logged checkpoint's sync is its log append (below); the file itself is not synced.
   if (r && injected_crash(target, write_step::fsync_temp))
     return crash_error(target, write_step::fsync_temp);
-  if (r && !logged && ::fsync(fd.get()) != 0) r = os_error("fsync", target, errno);
+  if (r && !logged && ::fsync(fd.get()) != 0) {
+    failed_errno = errno;
+    r = os_error("fsync", target, errno);
+  }
+  // A full disk says how much room the metadata needs, and where.
+  if (!r && is_out_of_space(failed_errno))
+    r = out_of_space(target.parent_path(), "checkpoint " + std::to_string(checkpoint.id) + "'s metadata",
+                     bytes.size());
   // Written through a descriptor, so a file removed meanwhile (its folder discarded) would
   // take the bytes and vanish: only a file still in its folder is a checkpoint.
   struct stat st {};
@@ -617,6 +634,14 @@ checkpoint_storage::recovered checkpoint_storage::recover() const {
       }
       // Most often a checkpoint that was still in progress when the process died.
       out.warnings.push_back("skipping " + name + ": " + checkpoint.err().message);
+      const fs::path file = it->path() / metadata_file_name;
+      std::error_code file_ec;
+      bool incomplete = !fs::exists(file, file_ec) && !file_ec;
+      // An empty one was prepared and never written. A torn or corrupt one is kept: it may be
+      // a completed checkpoint the disk damaged, for a person to look at.
+      if (!incomplete && !file_ec) incomplete = fs::is_regular_file(file, file_ec) &&
+                                                fs::file_size(file, file_ec) == 0 && !file_ec;
+      if (incomplete) out.incomplete_folders.push_back(it->path());
       continue;
     }
     if (checkpoint->id != *id) {
@@ -683,17 +708,21 @@ result<prepared_metadata> checkpoint_storage::prepare_location(const fs::path& d
 }
 
 result<void> checkpoint_storage::seal(const std::vector<fs::path>& folders) const {
+  const auto keep_log = [&](error e) -> result<void> {
+    (void)log_->close(false);
+    return e;
+  };
   for (const auto& dir : folders) {
     const fs::path file = dir / metadata_file_name;
     fd_guard fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
       if (errno == ENOENT) continue;  // discarded meanwhile
-      return os_error("open", file, errno);
+      return keep_log(os_error("open", file, errno));
     }
-    if (::fsync(fd.get()) != 0) return os_error("fsync", file, errno);
-    if (auto r = fsync_dir(dir); !r) return r;
+    if (::fsync(fd.get()) != 0) return keep_log(os_error("fsync", file, errno));
+    if (auto r = fsync_dir(dir); !r) return keep_log(r.err());
   }
-  return log_->remove();
+  return log_->close();
 }
 
 result<void> checkpoint_storage::discard_location(const fs::path& dir) {

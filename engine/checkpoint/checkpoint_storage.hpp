@@ -126,6 +126,12 @@ class checkpoint_storage {
     // Checkpoints whose `_metadata` was missing, empty or damaged and was rewritten (durably)
     // from the metadata log.
     std::vector<checkpoint_id> repaired;
+    // Non-empty chk-<id> folders of checkpoints that never completed: no `_metadata` or an
+    // empty one, and no record in the log (a checkpoint in progress when the process died, or
+    // one whose abort a late state file outlived). Also listed in warnings. A torn or corrupt
+    // `_metadata` (perhaps a completed checkpoint the disk damaged) and one that could not be
+    // read (permissions, I/O) are not.
+    std::vector<std::filesystem::path> incomplete_folders;
   };
   // Every chk-<id> folder under job_dir with a valid `_metadata` whose id matches the folder
   // name, or whose metadata the job's metadata log holds (then the file is rewritten from
@@ -138,8 +144,9 @@ class checkpoint_storage {
   // At the coordinator's shutdown: the metadata of the logged checkpoints in `folders` (what
   // the store still holds) made durable on its own, the `_metadata` and its entry fsynced, so
   // a retained folder can be copied and restored from anywhere; then the metadata log, which
-  // they no longer need, removed. A folder gone meanwhile (discarded) is skipped; a failed
-  // sync keeps the log.
+  // they no longer need, removed and closed: a metadata write still on its way fails instead
+  // of leaving a new segment behind. A folder gone meanwhile (discarded) is skipped; a failed
+  // sync keeps the log (closed all the same).
   result<void> seal(const std::vector<std::filesystem::path>& folders) const;
 
   // Removes the folder and everything in it; a missing folder is fine.

@@ -135,6 +135,11 @@ result<std::string> read_whole(const fs::path& path) {
   return bytes;
 }
 
+error closed_error(const fs::path& job_dir) {
+  return error{"the checkpoint metadata log in " + job_dir.string() +
+               " is closed: the job's checkpoints ended"};
+}
+
 }  // namespace
 
 std::optional<std::uint64_t> metadata_log::segment_number(std::string_view name) {
@@ -205,23 +210,51 @@ result<void> metadata_log::look_up_segments() {
   return success();
 }
 
-result<void> metadata_log::start_segment(std::uint64_t min_bytes) {
-  fd_.reset();
-  const std::uint64_t size = std::max(segment_bytes_, round_up(min_bytes));
+void metadata_log::simulate_space(std::optional<space_limit> limit) {
+  std::lock_guard lock(mutex_);
+  space_limit_ = limit;
+}
+
+std::uint64_t metadata_log::wanted_segment_bytes(std::uint64_t min_bytes) const {
+  const std::uint64_t record = std::max(recent_record_bytes_, block_bytes);
+  std::uint64_t size = std::min(record * records_ahead, segment_bytes_);
+  size = std::max(size, std::min(min_segment_bytes, segment_bytes_));
+  const std::optional<std::uint64_t> free =
+      space_limit_ ? std::optional<std::uint64_t>(space_limit_->reported_free)
+                   : posix_io::free_bytes(job_dir_);
+  if (free) size = std::min(size, round_up(*free / free_space_share));
+  return std::max(round_up(size), min_bytes);
+}
+
+result<void> metadata_log::make_segment(std::uint64_t size, bool& out_of_space) {
+  out_of_space = false;
   const fs::path path = job_dir_ / (std::string(segment_prefix) +
                                     std::to_string(next_number_++) +
                                     std::string(segment_suffix));
   fd_guard fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return os_error("create", path, errno);
+  if (fd.get() < 0) {
+    out_of_space = posix_io::is_out_of_space(errno);
+    return os_error("create", path, errno);
+  }
   // Zeros written, not fallocated: an unwritten extent would turn written at the first append,
   // a metadata change that fdatasync must commit.
   const std::string zeros(std::min<std::uint64_t>(size, 256 * 1024), '\0');
   result<void> r = success();
+  int failed_errno = 0;
+  if (space_limit_ && size > space_limit_->writable) {
+    failed_errno = ENOSPC;
+    r = os_error("write", path, ENOSPC);
+  }
   for (std::uint64_t at = 0; r && at < size; at += zeros.size())
-    r = posix_io::pwrite_all(fd.get(), std::string_view(zeros).substr(0, size - at), at, path);
-  if (r && ::fsync(fd.get()) != 0) r = os_error("fsync", path, errno);
+    r = posix_io::pwrite_all(fd.get(), std::string_view(zeros).substr(0, size - at), at, path,
+                             &failed_errno);
+  if (r && ::fsync(fd.get()) != 0) {
+    failed_errno = errno;
+    r = os_error("fsync", path, errno);
+  }
   if (r) r = posix_io::fsync_dir(job_dir_);
   if (!r) {
+    out_of_space = posix_io::is_out_of_space(failed_errno);
     ::unlink(path.c_str());
     return r;
   }
@@ -230,6 +263,25 @@ result<void> metadata_log::start_segment(std::uint64_t min_bytes) {
   size_ = size;
   offset_ = 0;
   return success();
+}
+
+result<void> metadata_log::start_segment(std::uint64_t min_bytes, checkpoint_id id) {
+  fd_.reset();
+  min_bytes = round_up(std::max(min_bytes, block_bytes));
+  // Smaller and smaller while the disk is full, down to the record alone.
+  for (std::uint64_t size = wanted_segment_bytes(min_bytes);;
+       size = std::max(min_bytes, round_up(size / 2))) {
+    bool out_of_space = false;
+    auto made = make_segment(size, out_of_space);
+    if (made) return made;
+    if (!out_of_space) return made;
+    if (size == min_bytes)
+      return posix_io::out_of_space(
+          job_dir_,
+          id > 0 ? "checkpoint " + std::to_string(id) + "'s metadata log record"
+                 : std::string("the checkpoint metadata log"),
+          min_bytes);
+  }
 }
 
 void metadata_log::drop_old_segments() {
@@ -249,16 +301,27 @@ void metadata_log::drop_old_segments() {
 
 result<void> metadata_log::prepare(std::uint64_t headroom) {
   std::lock_guard lock(mutex_);
+  if (closed_) return closed_error(job_dir_);
   if (!looked_up_)
     if (auto r = look_up_segments(); !r) return r;
+  if (headroom == 0) headroom = 2 * std::max(recent_record_bytes_, block_bytes);
   if (fd_.get() >= 0 && offset_ + round_up(headroom) <= size_) return success();
-  return start_segment(round_up(headroom));
+  return start_segment(round_up(headroom), 0);
 }
 
 bool metadata_log::has_room(std::uint64_t metadata_bytes) const {
   std::lock_guard lock(mutex_);
   return looked_up_ && fd_.get() >= 0 &&
          offset_ + round_up(header_bytes + metadata_bytes) <= size_;
+}
+
+result<void> metadata_log::close(bool remove_segments) {
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    fd_.reset();
+  }
+  return remove_segments ? remove() : success();
 }
 
 result<void> metadata_log::remove() {
@@ -278,10 +341,12 @@ result<void> metadata_log::append(checkpoint_id id, std::string_view metadata) {
     return error{"checkpoint " + std::to_string(id) + "'s metadata is too large for the log"};
   const std::string bytes = encode_record(id, metadata);
   std::lock_guard lock(mutex_);
+  if (closed_) return closed_error(job_dir_);
   if (!looked_up_)
     if (auto r = look_up_segments(); !r) return r;
+  recent_record_bytes_ = bytes.size();
   if (fd_.get() < 0 || offset_ + bytes.size() > size_)
-    if (auto r = start_segment(bytes.size()); !r) return r;
+    if (auto r = start_segment(bytes.size(), id); !r) return r;
   const fs::path& path = segments_.back().path;
   auto r = posix_io::pwrite_all(fd_.get(), bytes, offset_, path);
   if (r && ::fdatasync(fd_.get()) != 0) r = os_error("fdatasync", path, errno);

@@ -34,9 +34,18 @@ namespace snapflow {
 // the checkpoint id (u64 LE), a CRC-32C of those and the payload (u32 LE), 4 zero bytes, then
 // the payload (the `_metadata` bytes). A failed append abandons its segment (whatever the
 // failure left there is not appended after); the next append makes a new one. Segments are
-// made ahead (prepare(), at a checkpoint's preparation) or as needed (4 MiB, or larger for a
-// record that does not fit) and removed once the newer ones hold `keep` records: the retained
-// checkpoints are always among those.
+// made ahead (prepare(), at a checkpoint's preparation) or as needed, and removed once the
+// newer ones hold `keep` records: the retained checkpoints are always among those.
+//
+// A segment's size follows what it stores and the room there is: room for `records_ahead`
+// records of the size of the latest (its header and padding included), at least
+// `min_segment_bytes` and at most `segment_bytes` (4 MiB by default), never more than a
+// `free_space_share`-th of the space left on the file system, and always at least what the
+// record being appended needs. A job of kilobyte checkpoints thus writes 256 KiB segments, not
+// 4 MiB ones. When the zero fill fails for lack of space (ENOSPC, EDQUOT), the segment is
+// removed and made again at half the size, down to the record itself; when even that does not
+// fit, the append fails with "not enough space in <job folder> for checkpoint N's metadata log
+// record: B bytes needed, A available" (posix_io::out_of_space).
 //
 // Thread-safe: appends are serialised (the coordinator writes from its event thread or its
 // I/O pool).
@@ -47,6 +56,12 @@ class metadata_log {
   static constexpr std::uint64_t block_bytes = 4096;
   static constexpr std::uint64_t header_bytes = 32;
   static constexpr std::uint64_t default_segment_bytes = 4ull << 20;
+  // A segment holds room for this many records of the latest record's size...
+  static constexpr std::uint64_t records_ahead = 64;
+  // ... but is at least this long (when segment_bytes allows it) ...
+  static constexpr std::uint64_t min_segment_bytes = 64 * 1024;
+  // ... and takes at most this share (1/n) of the free space of its file system.
+  static constexpr std::uint64_t free_space_share = 8;
 
   struct record {
     checkpoint_id id = 0;
@@ -76,18 +91,31 @@ class metadata_log {
   result<void> append(checkpoint_id id, std::string_view metadata);
   // Ahead of appends (at a checkpoint's preparation): opens a segment, or a new one when the
   // open one has less than `headroom` bytes left, so that an append rarely has to make one.
-  result<void> prepare(std::uint64_t headroom = 64 * 1024);
+  // 0: room for two records of the latest record's size (two blocks before any record).
+  result<void> prepare(std::uint64_t headroom = 0);
   // Whether an append of that much metadata would go into the open segment: otherwise it
-  // first makes a segment (4 MiB written and fsynced, and at the first append the earlier
+  // first makes a segment (up to 4 MiB written and fsynced, and at the first append the earlier
   // segments read), which the coordinator keeps off its event thread.
   bool has_room(std::uint64_t metadata_bytes) const;
 
   // Removes every segment in the folder (the checkpoints it made durable are durable on their
   // own now, or gone). A later append starts a new segment.
   result<void> remove();
+  // From now on every append and prepare fails (the job ended: a metadata write still on its
+  // way must not leave a new segment behind); with `remove_segments`, remove() too.
+  result<void> close(bool remove_segments = true);
 
   // The segments this log knows (its own and an earlier run's it found), oldest first.
   std::vector<std::filesystem::path> segments() const;
+
+  // A test seam for a full disk: when set, the log sees `reported_free` bytes free on its file
+  // system, and making a segment longer than `writable` bytes fails as a full disk would
+  // (ENOSPC while writing its zeros). Unset (the default) the real file system answers.
+  struct space_limit {
+    std::uint64_t reported_free = 0;
+    std::uint64_t writable = 0;
+  };
+  void simulate_space(std::optional<space_limit> limit);
 
  private:
   struct segment {
@@ -95,7 +123,13 @@ class metadata_log {
     std::size_t records = 0;
   };
   result<void> look_up_segments();
-  result<void> start_segment(std::uint64_t min_bytes);
+  // A segment with room for at least `min_bytes` (a record's whole blocks), sized as above;
+  // `id` names the checkpoint in an out-of-space error (0: made ahead of any).
+  result<void> start_segment(std::uint64_t min_bytes, checkpoint_id id);
+  // One attempt at a segment of exactly `size` bytes; `out_of_space` is set when the disk was
+  // full.
+  result<void> make_segment(std::uint64_t size, bool& out_of_space);
+  std::uint64_t wanted_segment_bytes(std::uint64_t min_bytes) const;
   void drop_old_segments();
 
   const std::filesystem::path job_dir_;
@@ -103,11 +137,15 @@ class metadata_log {
   const std::uint64_t segment_bytes_;
   mutable std::mutex mutex_;
   bool looked_up_ = false;
+  bool closed_ = false;
   std::uint64_t next_number_ = 1;
   std::deque<segment> segments_;  // oldest first; the last is open while fd_ is
   posix_io::fd_guard fd_;
   std::uint64_t size_ = 0;    // of the open segment
   std::uint64_t offset_ = 0;  // where the next record goes in it
+  // The latest record's whole blocks (or, before any, the room prepare() asked for).
+  std::uint64_t recent_record_bytes_ = 0;
+  std::optional<space_limit> space_limit_;
 };
 
 }  // namespace snapflow

@@ -1,6 +1,7 @@
 #include "engine/checkpoint/posix_io.hpp"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cassert>
@@ -22,11 +23,12 @@ void fd_guard::reset() {
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
-result<void> write_all(int fd, std::string_view bytes, const fs::path& path) {
+result<void> write_all(int fd, std::string_view bytes, const fs::path& path, int* failed_errno) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (failed_errno) *failed_errno = errno;
       return os_error("write", path, errno);
     }
     assert(n > 0);
@@ -36,11 +38,12 @@ result<void> write_all(int fd, std::string_view bytes, const fs::path& path) {
 }
 
 result<void> pwrite_all(int fd, std::string_view bytes, std::uint64_t offset,
-                        const fs::path& path) {
+                        const fs::path& path, int* failed_errno) {
   while (!bytes.empty()) {
     const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (failed_errno) *failed_errno = errno;
       return os_error("write", path, errno);
     }
     assert(n > 0);
@@ -55,6 +58,21 @@ result<void> fsync_dir(const fs::path& dir) {
   if (fd.get() < 0) return os_error("open folder", dir, errno);
   if (::fsync(fd.get()) != 0) return os_error("fsync folder", dir, errno);
   return success();
+}
+
+bool is_out_of_space(int errno_value) { return errno_value == ENOSPC || errno_value == EDQUOT; }
+
+std::optional<std::uint64_t> free_bytes(const fs::path& dir) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<std::uint64_t>(st.f_bavail) * static_cast<std::uint64_t>(st.f_frsize);
+}
+
+error out_of_space(const fs::path& dir, std::string_view what, std::uint64_t needed) {
+  std::string message = "not enough space in " + dir.string() + " for " + std::string(what) +
+                        ": " + std::to_string(needed) + " bytes needed";
+  if (auto free = free_bytes(dir)) message += ", " + std::to_string(*free) + " available";
+  return error{std::move(message)};
 }
 
 fs::path parent_or_dot(const fs::path& p) {

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -36,11 +38,21 @@ class fd_guard {
   int fd_;
 };
 
-// All of `bytes` at the file offset (write(2) repeated, EINTR retried).
-result<void> write_all(int fd, std::string_view bytes, const std::filesystem::path& path);
+// All of `bytes` at the file offset (write(2) repeated, EINTR retried). On failure,
+// `failed_errno` (when given) receives the errno, so a caller can tell a full disk.
+result<void> write_all(int fd, std::string_view bytes, const std::filesystem::path& path,
+                       int* failed_errno = nullptr);
 // All of `bytes` at `offset` (pwrite(2) repeated, EINTR retried).
 result<void> pwrite_all(int fd, std::string_view bytes, std::uint64_t offset,
-                        const std::filesystem::path& path);
+                        const std::filesystem::path& path, int* failed_errno = nullptr);
+// ENOSPC or EDQUOT: the disk (or the user's quota) is full.
+bool is_out_of_space(int errno_value);
+// Bytes an unprivileged writer may still use on the file system holding `dir` (statvfs);
+// nothing when that cannot be asked.
+std::optional<std::uint64_t> free_bytes(const std::filesystem::path& dir);
+// "not enough space in DIR for WHAT: N bytes needed, M available": the error a write that
+// found the disk full returns, so that whoever reads it knows how much room to make, and where.
+error out_of_space(const std::filesystem::path& dir, std::string_view what, std::uint64_t needed);
 result<void> fsync_dir(const std::filesystem::path& dir);
 // The parent of `p`, or "." for a bare name.
 std::filesystem::path parent_or_dot(const std::filesystem::path& p);

@@ -1,5 +1,12 @@
 #include "engine/jobmaster/dispatcher.hpp"
 
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <mutex>
+
+#include <unistd.h>
+
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 
@@ -12,7 +19,49 @@ namespace snapflow {
 
 namespace {
 constexpr std::uint64_t max_job_file_bytes = 64ull << 20;
+// `progress` and `terminal` are a few lines; anything longer is not ours.
+constexpr std::uint64_t max_small_file_bytes = 64 * 1024;
+
+std::string encode_progress(const job_summary& s) {
+  std::string out = "start-time-ms=" + std::to_string(s.start_time_ms) + "\n" +
+                    "restarts=" + std::to_string(s.restarts) + "\n";
+  if (s.end_time_ms > 0) out += "end-time-ms=" + std::to_string(s.end_time_ms) + "\n";
+  return out;
 }
+
+// Reads what it recognises; unknown keys and malformed lines are ignored (a hand-edited or
+// damaged file costs the numbers, never the job).
+void decode_progress(std::string_view text, job_summary& s) {
+  while (!text.empty()) {
+    const std::size_t eol = text.find('\n');
+    const std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    const std::size_t eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = line.substr(0, eq), value = line.substr(eq + 1);
+    std::int64_t n = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || end != value.data() + value.size() || n < 0) continue;
+    if (key == "start-time-ms")
+      s.start_time_ms = n;
+    else if (key == "end-time-ms")
+      s.end_time_ms = n;
+    else if (key == "restarts" && n <= std::numeric_limits<std::int32_t>::max())
+      s.restarts = static_cast<std::int32_t>(n);
+  }
+}
+
+void read_progress(const std::filesystem::path& folder, job_summary& s) {
+  std::error_code ec;
+  if (!std::filesystem::exists(folder / "progress", ec)) return;
+  auto text = checkpoint_storage::read_file(folder / "progress", max_small_file_bytes);
+  if (!text) {
+    spdlog::warn("job folder {}: {}", folder.string(), text.err().message);
+    return;
+  }
+  decode_progress(*text, s);
+}
+}  // namespace
 
 dispatcher::dispatcher(asio::any_io_executor executor, std::shared_ptr<worker_registry> workers,
                        std::shared_ptr<task_deployment_gateway> deployer,
@@ -30,7 +79,7 @@ std::filesystem::path dispatcher::job_folder(const job_id& id) const {
 void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> savepoint,
                         submit_callback done) {
   if (graph.id.empty()) graph.id = generate_job_id();
-  if (jobs_.contains(graph.id) || submitting_.contains(graph.id)) {
+  if (jobs_.contains(graph.id) || ended_.contains(graph.id) || submitting_.contains(graph.id)) {
     done(error{"a job with id " + graph.id + " exists already"}, submit_failure::conflict);
     return;
   }
@@ -51,7 +100,8 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
     done(std::move(r), why);
   };
   auto self = shared_from_this();
-  asio::post(options_.io_executor, [self, graph = std::move(graph), savepoint,
+  const std::int64_t start_time_ms = coordinator_clock::now_us() / 1000;
+  asio::post(options_.io_executor, [self, graph = std::move(graph), savepoint, start_time_ms,
                                     done = std::move(done)]() mutable {
     // Everything that touches disk happens here, on the I/O executor: the coordinator thread
     // only gets the prepared state.
@@ -75,14 +125,22 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
                                                           encode_job_graph(graph));
     if (!written)
       return refuse(submit_failure::storage, "cannot persist job: " + written.err().message);
+    job_summary progress;
+    progress.start_time_ms = start_time_ms;
+    written = checkpoint_storage::write_file_durably(self->job_folder(graph.id) / "progress",
+                                                     encode_progress(progress));
+    if (!written)
+      return refuse(submit_failure::storage, "cannot persist job: " + written.err().message);
     auto state = job_master::load_durable_state(self->options_.state_dir, graph, restore);
     if (!state)
       return refuse(submit_failure::storage,
                     "cannot open the job's checkpoint state: " + state.err().message);
     asio::post(self->executor_, [self, graph = std::move(graph), restore = std::move(restore),
-                                 state = std::move(*state), done = std::move(done)]() mutable {
+                                 state = std::move(*state), start_time_ms,
+                                 done = std::move(done)]() mutable {
       const job_id id = graph.id;
-      auto started = self->start_job(std::move(graph), std::move(restore), std::move(state));
+      auto started = self->start_job(std::move(graph), std::move(restore), std::move(state),
+                                     start_time_ms);
       if (!started) {
         done(started.err(), submit_failure::refused);
         return;
@@ -105,12 +163,15 @@ std::optional<std::string> dispatcher::path_refusal(const job_graph& graph) cons
 
 result<std::shared_ptr<job_master>> dispatcher::start_job(
     job_graph graph, std::optional<completed_checkpoint> restore,
-    std::optional<job_master::durable_state> state) {
+    std::optional<job_master::durable_state> state, std::int64_t start_time_ms,
+    std::int32_t restarts) {
   auto gateway = options_.checkpoint_gateway_for ? options_.checkpoint_gateway_for(graph.id)
                                                  : checkpoint_gateway_;
   job_master::options o{options_.state_dir, options_.io_executor, options_.restart};
   o.restore_from = std::move(restore);
   o.slot_wait_timeout = options_.slot_wait_timeout;
+  o.start_time_ms = start_time_ms;
+  o.restarts = restarts;
   auto created = job_master::create(executor_, std::move(graph), workers_, deployer_,
                                     gateway, std::move(o), std::move(state));
   if (!created) return created.err();
@@ -119,7 +180,19 @@ result<std::shared_ptr<job_master>> dispatcher::start_job(
   std::weak_ptr<dispatcher> weak = weak_from_this();
   master->graph().add_job_status_listener([weak, id](job_status, job_status to, std::int64_t) {
     if (!is_globally_terminal(to)) return;
-    if (auto self = weak.lock()) self->persist_terminal(id, to);
+    auto self = weak.lock();
+    if (!self) return;
+    auto s = self->summary(id);
+    if (!s) return;
+    s->status = to;
+    if (s->end_time_ms == 0) s->end_time_ms = coordinator_clock::now_us() / 1000;
+    self->persist_progress(id, *s);
+    self->persist_terminal(id, to, s->failure_cause);
+  });
+  master->set_restart_listener([weak, id](std::int32_t) {
+    auto self = weak.lock();
+    if (!self) return;
+    if (auto s = self->summary(id)) self->persist_progress(id, *s);
   });
   jobs_[id] = master;
   spdlog::info("job {} ('{}') submitted: {} subtasks", id, master->graph().job().name,
@@ -134,10 +207,28 @@ result<std::shared_ptr<job_master>> dispatcher::start_job(
   return master;
 }
 
-void dispatcher::persist_terminal(const job_id& id, job_status status) {
-  asio::post(options_.io_executor, [path = job_folder(id) / "terminal", status] {
-    if (auto r = checkpoint_storage::write_file_durably(path, to_string(status)); !r)
+void dispatcher::persist_terminal(const job_id& id, job_status status, std::string cause) {
+  std::string text(to_string(status));
+  if (!cause.empty()) text += "\n" + cause;
+  asio::post(options_.io_executor, [path = job_folder(id) / "terminal", text = std::move(text)] {
+    if (auto r = checkpoint_storage::write_file_durably(path, text); !r)
       spdlog::error("cannot record the end of a job in {}: {}", path.string(), r.err().message);
+  });
+}
+
+void dispatcher::persist_progress(const job_id& id, const job_summary& s) {
+  // Writes of one job's file may run on different pool threads: each carries its number, and
+  // one older than what was written already is dropped, so the file never goes back.
+  const std::uint64_t sequence = ++progress_writes_->next;
+  asio::post(options_.io_executor, [writes = progress_writes_, sequence, id,
+                                    path = job_folder(id) / "progress",
+                                    text = encode_progress(s)] {
+    std::lock_guard lock(writes->mutex);
+    std::uint64_t& last = writes->written[id];
+    if (sequence < last) return;
+    last = sequence;
+    if (auto r = checkpoint_storage::write_file_durably(path, text); !r)
+      spdlog::error("cannot record the job's progress in {}: {}", path.string(), r.err().message);
   });
 }
 
@@ -151,7 +242,10 @@ std::vector<job_id> dispatcher::recover() {
     if (entry.is_directory()) folders.push_back(entry.path());
   std::sort(folders.begin(), folders.end());
   for (const auto& folder : folders) {
-    if (std::filesystem::exists(folder / "terminal", ec)) continue;
+    if (std::filesystem::exists(folder / "terminal", ec)) {
+      load_ended(folder);
+      continue;
+    }
     auto bytes = checkpoint_storage::read_file(folder / "job", max_job_file_bytes);
     if (!bytes) {
       spdlog::warn("skipping job folder {}: {}", folder.string(), bytes.err().message);
@@ -164,7 +258,11 @@ std::vector<job_id> dispatcher::recover() {
     }
     const job_id id = graph->id;
     if (jobs_.contains(id)) continue;
-    auto started = start_job(std::move(*graph), std::nullopt);
+    // The resumed job keeps when it was submitted and how often it restarted.
+    job_summary progress;
+    read_progress(folder, progress);
+    auto started = start_job(std::move(*graph), std::nullopt, std::nullopt,
+                             progress.start_time_ms, progress.restarts);
     if (!started) {
       spdlog::error("cannot resume job {}: {}", id, started.err().message);
       continue;
@@ -175,6 +273,63 @@ std::vector<job_id> dispatcher::recover() {
   return resumed;
 }
 
+void dispatcher::load_ended(const std::filesystem::path& folder) {
+  job_summary s;
+  s.id = folder.filename().string();
+  auto terminal = checkpoint_storage::read_file(folder / "terminal", max_small_file_bytes);
+  if (!terminal) {
+    spdlog::warn("skipping job folder {}: {}", folder.string(), terminal.err().message);
+    return;
+  }
+  const std::string_view text(*terminal);
+  const std::size_t eol = text.find('\n');
+  const auto status = parse_job_status(text.substr(0, eol));
+  if (!status || !is_globally_terminal(*status)) {
+    spdlog::warn("skipping job folder {}: its terminal file names no final status",
+                 folder.string());
+    return;
+  }
+  s.status = *status;
+  if (eol != std::string_view::npos) s.failure_cause = std::string(text.substr(eol + 1));
+  // The name from the job graph; an unreadable one costs the name only.
+  if (auto bytes = checkpoint_storage::read_file(folder / "job", max_job_file_bytes); bytes) {
+    if (auto graph = decode_job_graph(*bytes); graph) {
+      s.name = graph->name;
+      if (!graph->id.empty()) s.id = graph->id;
+    }
+  }
+  read_progress(folder, s);
+  if (jobs_.contains(s.id)) return;
+  sweep_ended(s.id);
+  ended_[s.id] = std::move(s);
+}
+
+void dispatcher::sweep_ended(const job_id& id) {
+  // What a crash between the job's end and its coordinator's cleanup left: the metadata log
+  // (sealed now: the kept checkpoints' files synced, then the log removed) and the folders of
+  // checkpoints that never completed. What the job retained stays.
+  const auto job_dir = options_.state_dir / id;
+  std::error_code ec;
+  if (id.empty() || !std::filesystem::is_directory(job_dir, ec)) return;
+  checkpoint_storage storage(job_dir);
+  auto recovered = storage.recover();
+  for (const auto& folder : recovered.incomplete_folders) {
+    if (auto removed = checkpoint_storage::discard_location(folder); removed)
+      spdlog::info("job {}: removed {}, a checkpoint that never completed", id, folder.string());
+    else
+      spdlog::warn("job {}: {}", id, removed.err().message);
+  }
+  for (const auto& folder : recovered.empty_folders) (void)::rmdir(folder.c_str());
+  bool logged = false;
+  for (const auto& entry : std::filesystem::directory_iterator(job_dir, ec))
+    logged |= metadata_log::segment_number(entry.path().filename().string()).has_value();
+  if (!logged) return;
+  std::vector<std::filesystem::path> kept;
+  for (const auto& c : recovered.checkpoints) kept.emplace_back(c.location);
+  if (auto sealed = storage.seal(kept); !sealed)
+    spdlog::warn("job {}: keeping the checkpoint metadata log: {}", id, sealed.err().message);
+}
+
 job_master* dispatcher::find(const job_id& id) const {
   auto it = jobs_.find(id);
   return it == jobs_.end() ? nullptr : it->second.get();
@@ -182,12 +337,17 @@ job_master* dispatcher::find(const job_id& id) const {
 
 std::optional<job_summary> dispatcher::summary(const job_id& id) const {
   job_master* m = find(id);
-  if (m == nullptr) return std::nullopt;
+  if (m == nullptr) {
+    if (auto it = ended_.find(id); it != ended_.end()) return it->second;
+    return std::nullopt;
+  }
   job_summary s;
   s.id = id;
   s.name = m->graph().job().name;
   s.status = m->status();
   s.restarts = m->restarts();
+  s.start_time_ms = m->start_time_ms();
+  s.end_time_ms = m->end_time_ms();
   s.subtasks = m->graph().num_subtasks();
   s.waiting_for_slots = m->waiting_for_slots();
   s.failure_cause = m->failure_cause().value_or("");
@@ -197,12 +357,21 @@ std::optional<job_summary> dispatcher::summary(const job_id& id) const {
 std::vector<job_summary> dispatcher::list() const {
   std::vector<job_summary> out;
   for (const auto& [id, _] : jobs_) out.push_back(*summary(id));
+  for (const auto& [id, s] : ended_)
+    if (!jobs_.contains(id)) out.push_back(s);
+  std::sort(out.begin(), out.end(),
+            [](const job_summary& a, const job_summary& b) { return a.id < b.id; });
   return out;
 }
 
 result<void> dispatcher::cancel(const job_id& id) {
   job_master* m = find(id);
-  if (m == nullptr) return error{"no job " + id};
+  if (m == nullptr) {
+    if (auto it = ended_.find(id); it != ended_.end())
+      return error{"job " + id + " has already ended (" +
+                   std::string(to_string(it->second.status)) + ")"};
+    return error{"no job " + id};
+  }
   if (is_globally_terminal(m->status()))
     return error{"job " + id + " has already ended (" + std::string(to_string(m->status())) + ")"};
   m->cancel();

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,7 +21,8 @@ struct job_summary {
   job_id id;
   std::string name;
   job_status status = job_status::created;
-  std::int64_t start_time_ms = 0;
+  std::int64_t start_time_ms = 0;  // when it was submitted, ms since the epoch (0: unknown)
+  std::int64_t end_time_ms = 0;    // when it ended for good (0: it has not, or unknown)
   std::int32_t restarts = 0;
   std::size_t subtasks = 0;
   bool waiting_for_slots = false;
@@ -32,8 +34,11 @@ struct job_summary {
 // worker and task events to the right job master. Lives on the coordinator's executor.
 //
 // On disk: <state_dir>/jobs/<job-id>/job (the msgpack job graph, written durably before the
-// submission is acknowledged) and, once the job ended for good, <...>/terminal holding its
-// final status.
+// submission is acknowledged), <...>/progress (`start-time-ms=N`, `restarts=N` and, once it
+// ended, `end-time-ms=N`, one per line; written at submission, after each restart and at the
+// end) and, once the job ended for good, <...>/terminal holding its final status (and, on the
+// lines after it, the failure cause). A restarted coordinator resumes every job without
+// `terminal` with its start time and restart count, and lists the others as summaries.
 class dispatcher : public std::enable_shared_from_this<dispatcher> {
  public:
   struct options {
@@ -69,10 +74,13 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   // roots are not checked here (they check at deployment). Nothing when every path is inside.
   // submit() refuses such a job.
   std::optional<std::string> path_refusal(const job_graph& graph) const;
-  // Resumes every persisted job that has not ended. Blocking disk reads: call once at start,
-  // before serving. Returns the ids resumed.
+  // Resumes every persisted job that has not ended, and keeps the ended ones as summaries
+  // (id, name, final status, start and end time, restarts, failure cause; never run). Blocking
+  // disk reads: call once at start, before serving. Returns the ids resumed.
   std::vector<job_id> recover();
 
+  // The job master of a job this coordinator runs or ran; nullptr for an unknown job and for
+  // one that had ended before this coordinator started (summary() has it).
   job_master* find(const job_id& id) const;
   std::vector<job_summary> list() const;
   std::optional<job_summary> summary(const job_id& id) const;
@@ -94,8 +102,15 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
  private:
   result<std::shared_ptr<job_master>> start_job(
       job_graph graph, std::optional<completed_checkpoint> restore,
-      std::optional<job_master::durable_state> state = std::nullopt);
-  void persist_terminal(const job_id& id, job_status status);
+      std::optional<job_master::durable_state> state = std::nullopt,
+      std::int64_t start_time_ms = 0, std::int32_t restarts = 0);
+  // Keeps the job that ended in `folder` (it has `terminal`) as a summary.
+  void load_ended(const std::filesystem::path& folder);
+  // Cleans up after a crash between an ended job's end and its coordinator's cleanup.
+  void sweep_ended(const job_id& id);
+  void persist_terminal(const job_id& id, job_status status, std::string cause);
+  // <job folder>/progress, written durably on the I/O executor.
+  void persist_progress(const job_id& id, const job_summary& s);
 
   asio::any_io_executor executor_;
   std::shared_ptr<worker_registry> workers_;
@@ -103,6 +118,14 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   std::shared_ptr<checkpoint_task_gateway> checkpoint_gateway_;
   options options_;
   std::map<job_id, std::shared_ptr<job_master>> jobs_;
+  // Jobs that had ended before this coordinator started (recover()).
+  std::map<job_id, job_summary> ended_;
+  struct progress_writes {
+    std::mutex mutex;
+    std::uint64_t next = 0;  // coordinator thread only
+    std::map<job_id, std::uint64_t> written;
+  };
+  std::shared_ptr<progress_writes> progress_writes_ = std::make_shared<progress_writes>();
   // Ids of submissions between submit() and their answer: a second submission under one of
   // them is a conflict, not a second writer of the same job folder.
   std::set<job_id> submitting_;

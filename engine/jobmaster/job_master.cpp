@@ -98,6 +98,39 @@ result<job_master::durable_state> job_master::load_durable_state(
   // Folders a crash left made ahead of their ids: rmdir removes a folder only while it is
   // empty, and a later id may make it again.
   for (const auto& folder : recovered.empty_folders) (void)::rmdir(folder.c_str());
+  // Checkpoints that never completed (in progress at the crash, or a folder a late state file
+  // made again after its abort): nothing in them can be restored, and no run after this one
+  // would remove them.
+  for (const auto& folder : recovered.incomplete_folders) {
+    if (restore_from && std::filesystem::path(restore_from->location) == folder) continue;
+    if (auto removed = checkpoint_storage::discard_location(folder); removed)
+      spdlog::info("job {}: removed {}, a checkpoint that never completed", graph.id,
+                   folder.string());
+    else
+      spdlog::warn("job {}: {}", graph.id, removed.err().message);
+  }
+  // Completed checkpoints beyond what the job retains (a crash between a completion and the
+  // discard it subsumed): the store would drop them without removing their folders.
+  {
+    const auto retained = static_cast<std::size_t>(std::max(graph.checkpointing->config.retained, 1));
+    std::vector<completed_checkpoint> kept;
+    std::size_t periodic_seen = 0;
+    for (auto it = recovered.checkpoints.rbegin(); it != recovered.checkpoints.rend(); ++it) {
+      // recover() reads the job's own folder only: every one found is the job's.
+      const bool restoring = restore_from && restore_from->location == it->location;
+      if (it->is_savepoint() || restoring || ++periodic_seen <= retained) {
+        kept.push_back(std::move(*it));
+        continue;
+      }
+      if (auto removed = checkpoint_storage::discard_location(it->location); removed)
+        spdlog::info("job {}: removed checkpoint {}, beyond the {} the job retains", graph.id,
+                     it->id, retained);
+      else
+        spdlog::warn("job {}: {}", graph.id, removed.err().message);
+    }
+    std::reverse(kept.begin(), kept.end());
+    recovered.checkpoints = std::move(kept);
+  }
   if (!recovered.checkpoints.empty()) {
     // The counter never goes back behind what is on disk, even if its own file was lost.
     if (auto advanced = (*counter)->advance_to(recovered.checkpoints.back().id + 1); !advanced)
@@ -162,6 +195,11 @@ result<std::shared_ptr<job_master>> job_master::create(
             self->deployer_->finish(it->second, self->id(), attempt);
         });
   }
+  master->graph_->add_job_status_listener([weak](job_status, job_status to, std::int64_t) {
+    if (!is_globally_terminal(to)) return;
+    if (auto self = weak.lock(); self && self->end_time_ms_ == 0)
+      self->end_time_ms_ = coordinator_clock::now_us() / 1000;
+  });
   master->graph_->set_job_failure_handler(
       [weak](const std::string& cause, std::optional<execution_attempt_id>) {
         if (auto self = weak.lock()) self->fail("too many failed checkpoints: " + cause);
@@ -179,7 +217,10 @@ job_master::job_master(asio::any_io_executor executor, std::shared_ptr<execution
       options_(std::move(opts)),
       // The job's own strategy, when it set one, wins over the coordinator's default.
       restart_strategy_(graph_->job().restart ? *graph_->job().restart : options_.restart),
-      job_graph_bytes_(encode_job_graph(graph_->job())) {
+      job_graph_bytes_(encode_job_graph(graph_->job())),
+      restarts_(std::max(options_.restarts, 0)),
+      start_time_ms_(options_.start_time_ms > 0 ? options_.start_time_ms
+                                                : coordinator_clock::now_us() / 1000) {
   for (const auto& v : graph_->job_vertices())
     slots_needed_ = std::max(slots_needed_, v->parallelism());
 }
@@ -439,6 +480,7 @@ void job_master::fail(const std::string& cause) {
 void job_master::restart() {
   if (graph_->status() != job_status::restarting) return;
   ++restarts_;
+  if (restart_listener_) restart_listener_(restarts_);
   if (job_end_) job_end_->reset();
   // A fresh start deserves a fresh streak of tolerable checkpoint failures.
   if (auto* failures = graph_->failure_manager()) failures->reset();

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +41,10 @@ class job_master : public std::enable_shared_from_this<job_master> {
     // How long the job waits for enough free slots (at its start or a restart) before it
     // fails with "needs N slots, M available" (Flink's slot.request.timeout, also 5 min).
     std::chrono::milliseconds slot_wait_timeout{std::chrono::minutes(5)};
+    // When the job was first submitted (ms since the epoch; 0: now) and how often it restarted
+    // before: a job resumed by a restarted coordinator keeps both (the dispatcher persists them).
+    std::int64_t start_time_ms = 0;
+    std::int32_t restarts = 0;
   };
 
   // What a job's checkpoint state folder holds: read and prepared off the coordinator thread
@@ -96,6 +101,14 @@ class job_master : public std::enable_shared_from_this<job_master> {
   bool waiting_for_slots() const { return waiting_for_slots_; }
   std::uint32_t slots_needed() const { return slots_needed_; }
   std::int32_t restarts() const { return restarts_; }
+  // When the job was submitted, and when it ended for good (0 while it has not), in ms since
+  // the epoch (the coordinator's clock).
+  std::int64_t start_time_ms() const { return start_time_ms_; }
+  std::int64_t end_time_ms() const { return end_time_ms_; }
+  // Called after each restart with the new restart count (the dispatcher persists it).
+  void set_restart_listener(std::function<void(std::int32_t)> listener) {
+    restart_listener_ = std::move(listener);
+  }
   const std::optional<std::string>& failure_cause() const { return failure_cause_; }
   std::optional<checkpoint_id> restored_from() const { return restored_from_; }
 
@@ -130,6 +143,9 @@ class job_master : public std::enable_shared_from_this<job_master> {
   std::unordered_map<subtask_id, worker_id> placement_;
   bool waiting_for_slots_ = false;
   std::int32_t restarts_ = 0;
+  std::int64_t start_time_ms_ = 0;
+  std::int64_t end_time_ms_ = 0;
+  std::function<void(std::int32_t)> restart_listener_;
   std::optional<std::string> failure_cause_;
   std::optional<checkpoint_id> restored_from_;
   std::shared_ptr<coordinator_timer> restart_timer_;

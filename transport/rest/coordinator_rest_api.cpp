@@ -13,7 +13,45 @@ namespace snapflow::rest {
 using nlohmann::json;
 
 rest_response json_response(int status, const json& body) {
-  return {status, "application/json", body.dump()};
+  // Text from outside that is not UTF-8 (a name, a path) becomes U+FFFD instead of an
+  // exception: an answer is always sent.
+  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+bool is_valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t extra = 0;
+    std::uint32_t code = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      extra = 1;
+      code = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      extra = 2;
+      code = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      extra = 3;
+      code = c & 0x07;
+    } else {
+      return false;  // a continuation byte first, an overlong lead (c0, c1), or past U+10FFFF
+    }
+    if (text.size() - i - 1 < extra) return false;
+    for (std::size_t k = 1; k <= extra; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      code = (code << 6) | (cc & 0x3f);
+    }
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
+    if ((extra == 2 && code < 0x800) || (extra == 3 && (code < 0x10000 || code > 0x10ffff)) ||
+        (code >= 0xd800 && code <= 0xdfff))
+      return false;
+    i += extra + 1;
+  }
+  return true;
 }
 
 rest_response error_response(int status, const std::string& message) {
@@ -109,6 +147,8 @@ coordinator_rest_api::coordinator_rest_api(std::shared_ptr<dispatcher> jobs,
     : jobs_(std::move(jobs)), io_(std::move(io)) {}
 
 rest_response coordinator_rest_api::handle(const rest_request& r) {
+  // Refused before anything echoes it back: a JSON answer must be UTF-8.
+  if (!is_valid_utf8(r.path)) return error_response(400, "the request path is not valid UTF-8");
   const auto p = split_path(r.path);
   const bool get = r.method == "GET", post = r.method == "POST", patch = r.method == "PATCH";
   if (p.empty() || (p.size() == 1 && p[0] == "overview")) {
@@ -212,9 +252,32 @@ void coordinator_rest_api::submit(const rest_request& r, responder answer) {
                 });
 }
 
+rest_response coordinator_rest_api::missing_job(const job_id& id) const {
+  if (auto s = jobs_->summary(id))
+    return error_response(404, "job " + id + " ended (" + std::string(to_string(s->status)) +
+                                   ") before this coordinator started: only its summary is kept");
+  return error_response(404, "no job " + id);
+}
+
 rest_response coordinator_rest_api::job_details(const job_id& id) const {
   job_master* m = jobs_->find(id);
-  if (m == nullptr) return error_response(404, "no job " + id);
+  if (m == nullptr) {
+    // A job that ended before this coordinator started: its summary, without vertices.
+    auto s = jobs_->summary(id);
+    if (!s) return error_response(404, "no job " + id);
+    json j{{"jid", id},
+           {"name", s->name},
+           {"state", std::string(to_string(s->status))},
+           {"start-time", s->start_time_ms},
+           {"end-time", s->end_time_ms > 0 ? s->end_time_ms : -1},
+           {"restarts", s->restarts},
+           {"waiting-for-slots", false},
+           {"vertices", json::array()},
+           {"edges", json::array()},
+           {"now", ms(coordinator_clock::now_us())}};
+    if (!s->failure_cause.empty()) j["failure-cause"] = s->failure_cause;
+    return json_response(200, j);
+  }
   const auto& eg = m->graph();
   // Sources are the vertices no edge leads into; their write-records are the job's intake.
   std::set<vertex_id> has_input;
@@ -264,7 +327,8 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
   json j{{"jid", id},
          {"name", s.name},
          {"state", std::string(to_string(s.status))},
-         {"start-time", 0},
+         {"start-time", s.start_time_ms},
+         {"end-time", s.end_time_ms > 0 ? s.end_time_ms : -1},
          {"restarts", s.restarts},
          {"waiting-for-slots", s.waiting_for_slots},
          {"slots-needed", m->slots_needed()},
@@ -282,7 +346,8 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
 }
 
 rest_response coordinator_rest_api::cancel(const job_id& id) {
-  if (jobs_->find(id) == nullptr) return error_response(404, "no job " + id);
+  // A job that ended before this coordinator started is a 409 like any ended job.
+  if (!jobs_->summary(id)) return error_response(404, "no job " + id);
   auto r = jobs_->cancel(id);
   if (!r) return error_response(409, r.err().message);
   return json_response(202, json::object());
@@ -290,7 +355,7 @@ rest_response coordinator_rest_api::cancel(const job_id& id) {
 
 rest_response coordinator_rest_api::checkpoints(const job_id& id) const {
   job_master* m = jobs_->find(id);
-  if (m == nullptr) return error_response(404, "no job " + id);
+  if (m == nullptr) return missing_job(id);
   auto* c = m->coordinator();
   if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
   const auto& stats = c->core().stats();
@@ -312,7 +377,8 @@ rest_response coordinator_rest_api::checkpoints(const job_id& id) const {
            {"total", counts.triggered},
            {"in_progress", counts.in_progress},
            {"completed", counts.completed},
-           {"failed", counts.failed}}},
+           {"failed", counts.failed},
+           {"failed_savepoints", counts.failed_savepoints}}},
          {"summary",
           {{"end_to_end_duration", summary_json(stats.end_to_end_duration_us(), 0.001)},
            {"end_to_end_duration_us", summary_json(stats.end_to_end_duration_us())},
@@ -329,7 +395,7 @@ rest_response coordinator_rest_api::checkpoints(const job_id& id) const {
 
 rest_response coordinator_rest_api::checkpoint_config(const job_id& id) const {
   job_master* m = jobs_->find(id);
-  if (m == nullptr) return error_response(404, "no job " + id);
+  if (m == nullptr) return missing_job(id);
   auto* c = m->coordinator();
   if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
   const auto& cfg = c->core().config();
@@ -356,7 +422,7 @@ rest_response coordinator_rest_api::checkpoint_config(const job_id& id) const {
 rest_response coordinator_rest_api::set_checkpoint_config(const job_id& id,
                                                           const std::string& body) {
   job_master* m = jobs_->find(id);
-  if (m == nullptr) return error_response(404, "no job " + id);
+  if (m == nullptr) return missing_job(id);
   auto* c = m->coordinator();
   if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
   json j = json::parse(body, nullptr, false);
@@ -377,7 +443,7 @@ rest_response coordinator_rest_api::checkpoint_details(
     const job_id& id, const std::string& cid,
     const std::map<std::string, std::string>& query) const {
   job_master* m = jobs_->find(id);
-  if (m == nullptr) return error_response(404, "no job " + id);
+  if (m == nullptr) return missing_job(id);
   auto* c = m->coordinator();
   if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
   checkpoint_id n = 0;
@@ -482,7 +548,7 @@ rest_response coordinator_rest_api::checkpoint_details(
 rest_response coordinator_rest_api::trigger(const job_id& id, bool savepoint,
                                             const std::string& body) {
   job_master* m = jobs_->find(id);
-  if (m == nullptr) return error_response(404, "no job " + id);
+  if (m == nullptr) return missing_job(id);
   auto* c = m->coordinator();
   if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
   std::string target;
@@ -612,7 +678,15 @@ std::string coordinator_rest_api::metrics_text() const {
   };
   std::vector<job_metrics> all;
   const std::int64_t now_us = coordinator_clock::now_us();
+  const std::int64_t retention_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(ended_job_metrics_retention).count();
   for (const auto& s : jobs_->list()) {
+    // A job this coordinator never ran (it had ended before) has no series; one that ended
+    // keeps its series for ended_job_metrics_retention, then they go.
+    if (jobs_->find(s.id) == nullptr) continue;
+    if (is_globally_terminal(s.status) && s.end_time_ms > 0 &&
+        ms(now_us) - s.end_time_ms >= retention_ms)
+      continue;
     job_metrics jm;
     jm.id = s.id;
     jm.name = s.name;

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string_view>
 #include <functional>
 #include <map>
 #include <memory>
@@ -65,8 +67,11 @@ class coordinator_rest_api {
   void serve(const rest_request& request, responder answer);
 
   // Prometheus exposition of every job's checkpoint metrics (Flink's names) and the
-  // coordinator's own counters.
+  // coordinator's own counters. A job's series stay for ended_job_metrics_retention after it
+  // ended (FINISHED, CANCELED, FAILED), so a scrape still sees its last values, and then
+  // leave; jobs that had ended before this coordinator started have none.
   std::string metrics_text() const;
+  static constexpr std::chrono::minutes ended_job_metrics_retention{5};
 
   // Counters the transport reports, shown by /overview and /metrics.
   struct transport_counters {
@@ -108,6 +113,8 @@ class coordinator_rest_api {
   rest_response jobs_list() const;
   void submit(const rest_request& request, responder answer);
   rest_response job_details(const job_id& id) const;
+  // 404 for a job this coordinator cannot answer about: unknown, or ended before it started.
+  rest_response missing_job(const job_id& id) const;
   rest_response cancel(const job_id& id);
   rest_response checkpoints(const job_id& id) const;
   rest_response checkpoint_config(const job_id& id) const;
@@ -133,6 +140,9 @@ class coordinator_rest_api {
 };
 
 rest_response json_response(int status, const nlohmann::json& body);
+// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF).
+bool is_valid_utf8(std::string_view text);
 rest_response error_response(int status, const std::string& message);
 
 }  // namespace snapflow::rest

@@ -296,3 +296,24 @@ TEST_CASE("stats tracker drops notifications of checkpoints that left the histor
   REQUIRE(t.find(2)->notified_duration_us);
   CHECK(*t.find(2)->notified_duration_us == 60);
 }
+
+TEST_CASE("stats tracker: a failed savepoint is counted apart, never as a failed checkpoint") {
+  checkpoint_stats_tracker t(10, checkpoint_config{});
+  t.report_pending(1, kind::periodic, 100, 1);
+  t.report_pending(2, kind::savepoint, 200, 1);
+  t.report_failed(2, 250, checkpoint_failure_reason::checkpoint_declined, "no room");
+  // A savepoint request that failed before it had an id.
+  t.report_failed_without_checkpoint(260, checkpoint_failure_reason::trigger_checkpoint_failure,
+                                     true);
+  t.report_failed(1, 300, checkpoint_failure_reason::checkpoint_expired, "timeout");
+
+  const checkpoint_counts c = t.counts();
+  CHECK(c.triggered == 3);
+  CHECK(c.failed == 1);
+  CHECK(c.failed_savepoints == 2);
+  CHECK(c.in_progress == 0);
+  CHECK(c.triggered == c.in_progress + c.completed + c.failed + c.failed_savepoints);
+  // The failed savepoint stays in the history like any failed checkpoint.
+  REQUIRE(t.find(2) != nullptr);
+  CHECK(t.find(2)->status == checkpoint_stats_status::failed);
+}

@@ -87,7 +87,8 @@ TEST_CASE("metadata log: appends come back in order, each on whole blocks of a z
   const auto files = segment_files(tmp.path());
   REQUIRE(files.size() == 1);
   CHECK(files[0].filename() == "_checkpoints-1.log");
-  CHECK(fs::file_size(files[0]) == metadata_log::default_segment_bytes);
+  // Room for records_ahead records of the first one's size (one block), not 4 MiB.
+  CHECK(fs::file_size(files[0]) == metadata_log::records_ahead * metadata_log::block_bytes);
   // Record 2 starts on the second block, record 3 on the fourth.
   const std::string bytes =
       checkpoint_storage::read_file(files[0], metadata_log::default_segment_bytes).value();
@@ -295,4 +296,68 @@ TEST_CASE("checkpoint storage: a discarded checkpoint's log record does not brin
   REQUIRE(fresh.write_metadata(sample(fresh, 5)).ok());
   CHECK(metadata_log::scan(fresh.job_dir()).records.empty());
   CHECK(*checkpoint_storage::read_metadata(sp.location) == sp);
+}
+
+TEST_CASE("metadata log: segments follow the size of the records, within their bounds") {
+  temp_folder tmp;
+  metadata_log log(tmp.path(), 1);
+  // Kilobyte records: a segment of records_ahead blocks (256 KiB), not 4 MiB.
+  REQUIRE(log.append(1, std::string(1000, 'k')).ok());
+  CHECK(fs::file_size(log.segments().back()) ==
+        metadata_log::records_ahead * metadata_log::block_bytes);
+  // A record of 300 KiB does not fit what is left: its segment, for 64 of them, is bounded
+  // by 4 MiB.
+  REQUIRE(log.append(2, std::string(300 * 1024, 'm')).ok());
+  CHECK(fs::file_size(log.segments().back()) == metadata_log::default_segment_bytes);
+  // prepare() without a headroom asks room for two records of the latest size.
+  CHECK(log.has_room(100 * 1024));
+  CHECK(ids_of(metadata_log::scan(tmp.path()).records) == std::vector<checkpoint_id>{2});
+}
+
+TEST_CASE("metadata log: little free space makes small segments, a full disk smaller ones, and "
+          "an append that cannot fit says how much it needs and where") {
+  temp_folder tmp;
+  SECTION("a segment takes at most an eighth of the free space") {
+    metadata_log log(tmp.path(), 1);
+    log.simulate_space(metadata_log::space_limit{80 * 1024, 1ull << 30});
+    REQUIRE(log.append(1, "small").ok());
+    // 80 KiB / 8 = 10 KiB, in whole blocks.
+    CHECK(fs::file_size(log.segments().back()) == 3 * metadata_log::block_bytes);
+  }
+  SECTION("ENOSPC while the zeros are written: smaller and smaller, down to the record") {
+    metadata_log log(tmp.path(), 1);
+    log.simulate_space(metadata_log::space_limit{1ull << 30, 12 * 1024});
+    REQUIRE(log.append(1, "small").ok());
+    CHECK(fs::file_size(log.segments().back()) <= 12 * 1024);
+    CHECK(segment_files(tmp.path()).size() == 1);  // the attempts that failed left nothing
+    CHECK(metadata_log::find(tmp.path(), 1) == "small");
+  }
+  SECTION("not even the record fits: the error names the bytes needed and the folder") {
+    metadata_log log(tmp.path(), 1);
+    log.simulate_space(metadata_log::space_limit{1ull << 30, 0});
+    auto r = log.append(7, std::string(5000, 'x'));
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.err().message, Catch::Contains("not enough space in " + tmp.path().string()) &&
+                                    Catch::Contains("checkpoint 7") &&
+                                    Catch::Contains("8192 bytes needed"));
+    CHECK(segment_files(tmp.path()).empty());
+    // Room again: the next append works.
+    log.simulate_space(std::nullopt);
+    REQUIRE(log.append(8, "m").ok());
+    CHECK(metadata_log::find(tmp.path(), 8) == "m");
+  }
+}
+
+TEST_CASE("metadata log: a closed log takes no more appends and leaves no segment behind") {
+  temp_folder tmp;
+  metadata_log log(tmp.path(), 1);
+  REQUIRE(log.append(1, "a").ok());
+  REQUIRE(log.close().ok());
+  CHECK(segment_files(tmp.path()).empty());
+  // A metadata write still on its way when the job ended.
+  auto late = log.append(2, "b");
+  REQUIRE_FALSE(late.ok());
+  CHECK_THAT(late.err().message, Catch::Contains("closed"));
+  CHECK_FALSE(log.prepare().ok());
+  CHECK(segment_files(tmp.path()).empty());
 }

@@ -236,3 +236,185 @@ TEST_CASE("a corrupt persisted job is skipped with a warning, others still resum
   auto d = f.make();
   CHECK(d->recover() == std::vector<job_id>{good});
 }
+
+namespace {
+
+void run_all_tasks(dispatcher& d, const job_id& id) {
+  for (execution_vertex* v : d.find(id)->graph().all_execution_vertices())
+    d.on_task_state(id, v->current_attempt(), execution_state::running, "");
+}
+
+std::vector<std::string> names_in(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool has_metadata_log(const std::filesystem::path& dir) {
+  for (const auto& name : names_in(dir))
+    if (metadata_log::segment_number(name)) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a restarted coordinator lists ended jobs as summaries, and a resumed job keeps its "
+          "start time and restart count") {
+  fixture f;
+  job_id running, canceled;
+  std::int64_t running_start = 0, canceled_start = 0;
+  {
+    auto d = f.make();
+    running = *f.submit(*d, small_job("keeps running"));
+    running_start = d->summary(running)->start_time_ms;
+    CHECK(running_start == f.clock.now_us() / 1000);
+    f.clock.advance(5s);
+    canceled = *f.submit(*d, small_job("canceled"));
+    canceled_start = d->summary(canceled)->start_time_ms;
+    CHECK(canceled_start == running_start + 5000);
+    // The running job fails over once: its restart count goes to 1.
+    run_all_tasks(*d, running);
+    d->find(running)->fail("a task failed");
+    for (int i = 0; i < 10 && d->find(running)->restarts() == 0; ++i) {
+      f.clock.advance(1s);
+      f.io.restart();
+      f.io.poll();
+    }
+    REQUIRE(d->find(running)->restarts() == 1);
+    REQUIRE(d->cancel(canceled));
+    f.io.restart();
+    f.io.poll();  // the terminal marker and the progress are written on the I/O executor
+    CHECK(d->summary(canceled)->end_time_ms > 0);
+  }
+  // A crash right after the end left a checkpoint in progress and a metadata log segment.
+  std::filesystem::create_directories(f.state_dir / canceled / "chk-9");
+  std::ofstream(f.state_dir / canceled / "chk-9" / "state") << "s";
+  std::ofstream(f.state_dir / canceled / "_checkpoints-3.log") << std::string(4096, '\0');
+  f.clock.advance(1min);
+  auto d = f.make();
+  CHECK(d->recover() == std::vector<job_id>{running});
+  CHECK_FALSE(std::filesystem::exists(f.state_dir / canceled / "chk-9"));
+  CHECK_FALSE(std::filesystem::exists(f.state_dir / canceled / "_checkpoints-3.log"));
+  // The ended job: listed, with its final status, never run.
+  CHECK(d->find(canceled) == nullptr);
+  auto ended = d->summary(canceled);
+  REQUIRE(ended);
+  CHECK(ended->name == "canceled");
+  CHECK(ended->status == job_status::canceled);
+  CHECK(ended->start_time_ms == canceled_start);
+  CHECK(ended->end_time_ms >= canceled_start);
+  auto list = d->list();
+  REQUIRE(list.size() == 2);
+  CHECK(std::count_if(list.begin(), list.end(),
+                      [&](const job_summary& s) { return s.id == canceled; }) == 1);
+  CHECK_THAT(d->cancel(canceled).err().message, Catch::Contains("has already ended (CANCELED)"));
+  // Its id stays taken.
+  job_graph again = small_job("again");
+  again.id = canceled;
+  CHECK_FALSE(f.submit(*d, again).ok());
+  CHECK(f.failure == dispatcher::submit_failure::conflict);
+  // The resumed job: the same start time and restart count.
+  REQUIRE(d->find(running));
+  CHECK(d->find(running)->restarts() == 1);
+  CHECK(d->summary(running)->start_time_ms == running_start);
+  CHECK(d->summary(running)->restarts == 1);
+}
+
+TEST_CASE("a job that ended leaves no metadata log and no orphaned checkpoint folder, even one a "
+          "late state file made again") {
+  fixture f;
+  auto d = f.make();
+  const job_id id = *f.submit(*d, small_job("ends"));
+  run_all_tasks(*d, id);
+  f.io.restart();
+  f.io.poll();
+  auto* master = d->find(id);
+  REQUIRE(master->status() == job_status::running);
+  auto* coordinator = master->coordinator();
+  const auto job_dir = f.state_dir / id;
+  auto poll = [&] {
+    for (int i = 0; i < 10; ++i) {
+      f.io.restart();
+      if (f.io.poll() == 0) return;
+    }
+  };
+  // Checkpoint 1 completes (its metadata goes to the job's log) ...
+  coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  poll();
+  for (execution_vertex* v : master->graph().all_execution_vertices())
+    coordinator->receive_ack({id, v->current_attempt(), 1, {}, {}});
+  poll();
+  REQUIRE(coordinator->core().latest_completed_id() == 1);
+  CHECK(has_metadata_log(job_dir));
+  // ... checkpoint 2 is declined, and a task's late state file makes its folder again.
+  coordinator->trigger_checkpoint(checkpoint_trigger_kind::manual);
+  poll();
+  execution_vertex* first = master->graph().all_execution_vertices().front();
+  coordinator->receive_decline(
+      {id, first->current_attempt(), 2, checkpoint_failure_reason::checkpoint_declined_task_not_ready,
+       "not ready"});
+  poll();
+  std::filesystem::create_directories(job_dir / "chk-2");
+  std::ofstream(job_dir / "chk-2" / "late-state") << "late";
+
+  REQUIRE(d->cancel(id));
+  poll();
+  CHECK_FALSE(has_metadata_log(job_dir));
+  CHECK_FALSE(std::filesystem::exists(job_dir / "chk-2"));
+  // Canceled with delete_on_cancellation: nothing of the checkpoints is kept.
+  CHECK_FALSE(std::filesystem::exists(job_dir / "chk-1"));
+
+  // A state file later still: the sweep after final_sweep_delay_us takes it too.
+  std::filesystem::create_directories(job_dir / "chk-2");
+  std::ofstream(job_dir / "chk-2" / "later-state") << "later";
+  f.clock.advance(std::chrono::microseconds(checkpoint_coordinator::final_sweep_delay_us));
+  poll();
+  CHECK_FALSE(std::filesystem::exists(job_dir / "chk-2"));
+  CHECK_FALSE(has_metadata_log(job_dir));
+}
+
+TEST_CASE("recovery removes the folders of checkpoints that never completed and completed ones "
+          "beyond what the job retains") {
+  fixture f;
+  job_graph g = small_job("recovered");
+  g.id = "0123456789abcdef0123456789abcdef";
+  const auto job_dir = f.state_dir / g.id;
+  checkpoint_storage storage(job_dir);
+  // Completed checkpoints 1..3 (the job retains 1), each with a state file.
+  for (checkpoint_id id = 1; id <= 3; ++id) {
+    completed_checkpoint c;
+    c.job = g.id;
+    c.id = id;
+    c.kind = checkpoint_trigger_kind::periodic;
+    c.location = storage.checkpoint_dir(id).string();
+    std::filesystem::create_directories(c.location);
+    std::ofstream(std::filesystem::path(c.location) / "state") << "s";
+    REQUIRE(storage.write_metadata(c).ok());
+  }
+  // In progress at the crash: state files and no metadata, or an empty one; and a torn one.
+  std::filesystem::create_directories(job_dir / "chk-4");
+  std::ofstream(job_dir / "chk-4" / "state") << "s";
+  std::filesystem::create_directories(job_dir / "chk-5");
+  std::ofstream(job_dir / "chk-5" / "_metadata");
+  std::ofstream(job_dir / "chk-5" / "state") << "s";
+  std::filesystem::create_directories(job_dir / "chk-6");
+  std::ofstream(job_dir / "chk-6" / "_metadata") << "SNAPFLOW-CHK torn";
+  // Not a checkpoint folder: left alone.
+  std::filesystem::create_directories(job_dir / "chk-x");
+
+  auto state = job_master::load_durable_state(f.state_dir, g, std::nullopt);
+  REQUIRE(state.ok());
+  REQUIRE(state->checkpoints.size() == 1);
+  CHECK(state->checkpoints[0].id == 3);
+  for (const char* gone : {"chk-1", "chk-2", "chk-4", "chk-5"}) {
+    INFO(gone);
+    CHECK_FALSE(std::filesystem::exists(job_dir / gone));
+  }
+  CHECK(std::filesystem::exists(job_dir / "chk-3" / "state"));
+  // A damaged `_metadata` may be a completed checkpoint the disk tore: left for a person.
+  CHECK(std::filesystem::exists(job_dir / "chk-6" / "_metadata"));
+  CHECK(std::filesystem::exists(job_dir / "chk-x"));
+}

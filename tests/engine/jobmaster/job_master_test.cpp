@@ -187,23 +187,25 @@ TEST_CASE("job master waits for slots, then schedules when workers come") {
 
 TEST_CASE("job master that waits for slots longer than the timeout fails saying how many it "
           "needs and has; slots in time cancel the timeout") {
-  fixture f;  // the default timeout: 5 minutes
-  f.add_worker("w1", 1);
-  f.master->start();
-  REQUIRE(f.master->waiting_for_slots());
-  f.advance(std::chrono::minutes(5) - 1ms);
-  CHECK(f.master->status() == job_status::created);
-  f.advance(1ms);
-  CHECK(f.master->status() == job_status::failed);
-  CHECK_FALSE(f.master->waiting_for_slots());
-  REQUIRE(f.master->failure_cause());
-  CHECK_THAT(*f.master->failure_cause(),
-             Catch::Contains("needs 2 slots, 1 available") && Catch::Contains("300 s"));
-  CHECK(f.deployer->deployed.empty());
-  // A worker that comes now deploys nothing: the job has ended.
-  f.add_worker("w2", 1);
-  f.master->on_slots_available();
-  CHECK(f.deployer->deployed.empty());
+  {  // one manual clock at a time: the first fixture goes before the second is made
+    fixture f;  // the default timeout: 5 minutes
+    f.add_worker("w1", 1);
+    f.master->start();
+    REQUIRE(f.master->waiting_for_slots());
+    f.advance(std::chrono::minutes(5) - 1ms);
+    CHECK(f.master->status() == job_status::created);
+    f.advance(1ms);
+    CHECK(f.master->status() == job_status::failed);
+    CHECK_FALSE(f.master->waiting_for_slots());
+    REQUIRE(f.master->failure_cause());
+    CHECK_THAT(*f.master->failure_cause(),
+               Catch::Contains("needs 2 slots, 1 available") && Catch::Contains("300 s"));
+    CHECK(f.deployer->deployed.empty());
+    // A worker that comes now deploys nothing: the job has ended.
+    f.add_worker("w2", 1);
+    f.master->on_slots_available();
+    CHECK(f.deployer->deployed.empty());
+  }
 
   fixture g;
   g.add_worker("w1", 1);

@@ -490,3 +490,115 @@ TEST_CASE("REST: a job's savepoint_dir lies under the savepoint root") {
   f.api->set_savepoint_targets({confined_folder(root), true, confined_folder(f.state_dir)});
   f.call("POST", "/jobs", job_with_savepoint_dir((f.state_dir / "anywhere").string()), 202);
 }
+
+TEST_CASE("REST: a path or query that is not valid UTF-8 is a 400 without exception text") {
+  fixture f;
+  job_id id = f.submit_and_run();
+  for (const std::string& path : {std::string("/jobs/\xff\xfe"), std::string("/jobs/") + id + "/\xc3",
+                                 std::string("/\xed\xa0\x80"), std::string("/jobs/\xc0\xaf")}) {
+    for (const char* method : {"GET", "POST", "PATCH", "PUT"}) {
+      auto r = f.serve({method, path, {}, {}});
+      INFO(method << " " << r.body);
+      CHECK(r.status == 400);
+      const json body = json::parse(r.body);
+      CHECK(body["errors"][0] == "the request path is not valid UTF-8");
+      CHECK_THAT(r.body, !Catch::Contains("exception"));
+    }
+  }
+  // Text from outside that is echoed back (a query value) is made valid, not thrown on.
+  auto r = f.serve({"PATCH", "/jobs/" + id, {{"mode", "\xff"}}, {}});
+  CHECK(r.status == 400);
+  CHECK_THAT(json::parse(r.body)["errors"][0].get<std::string>(), Catch::Contains("unknown mode"));
+  CHECK(is_valid_utf8("plain /jobs/abc"));
+  CHECK(is_valid_utf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));  // é € 😀
+  CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));                 // past U+10FFFF
+  CHECK_FALSE(is_valid_utf8("\xe0\x80\xaf"));                     // overlong
+  CHECK_FALSE(is_valid_utf8("\xe2\x82"));                         // cut short
+}
+
+TEST_CASE("REST: a failed savepoint is not a failed checkpoint and does not fail the job") {
+  fixture f;
+  job_id id = f.submit_and_run();
+  f.api->set_savepoint_targets({confined_folder(f.state_dir / "savepoints"), false});
+  // Before it has an id: no target and no savepoint_dir.
+  f.call("POST", "/jobs/" + id + "/savepoints", {}, 202);
+  // With an id: a subtask declines it with a reason that counts toward tolerable failures for
+  // checkpoints (the job tolerates none).
+  f.call("POST", "/jobs/" + id + "/savepoints", json{{"target-directory", "sp"}}.dump(), 202);
+  auto* master = f.jobs->find(id);
+  const auto pending = master->coordinator()->core().pending_ids();
+  REQUIRE(pending.size() == 1);
+  master->coordinator()->receive_decline({id,
+                                          master->graph().all_execution_vertices().front()->current_attempt(),
+                                          *pending.begin(), checkpoint_failure_reason::checkpoint_declined,
+                                          "disk trouble"});
+  f.poll();
+  auto counts = f.call("GET", "/jobs/" + id + "/checkpoints")["counts"];
+  CHECK(counts["failed"] == 0);
+  CHECK(counts["failed_savepoints"] == 2);
+  CHECK(counts["total"] == 2);
+  CHECK(master->coordinator()->core().failure_manager().continuous_failure_count() == 0);
+  CHECK(f.call("GET", "/jobs/" + id)["state"] == "RUNNING");
+  auto metrics = f.serve({"GET", "/metrics", {}, {}});
+  CHECK_THAT(metrics.body, Catch::Contains("flink_jobmanager_job_numberOfFailedCheckpoints{job_id=\"" +
+                                           id + "\",job_name=\"rest test\"} 0\n"));
+}
+
+TEST_CASE("REST: start-time is when the job was submitted, and an ended job's series leave "
+          "/metrics ended_job_metrics_retention after it ended") {
+  fixture f;
+  const std::int64_t submitted_ms = f.clock->now_us() / 1000;
+  job_id id = f.submit_and_run();
+  auto details = f.call("GET", "/jobs/" + id);
+  CHECK(details["start-time"] == submitted_ms);
+  CHECK(details["end-time"] == -1);
+  const std::string series = "flink_jobmanager_job_totalNumberOfCheckpoints{job_id=\"" + id;
+  CHECK_THAT(f.serve({"GET", "/metrics", {}, {}}).body, Catch::Contains(series));
+
+  f.clock->advance(std::chrono::seconds(3));
+  f.call("PATCH", "/jobs/" + id, {}, 202);
+  details = f.call("GET", "/jobs/" + id);
+  CHECK(details["state"] == "CANCELED");
+  CHECK(details["start-time"] == submitted_ms);
+  CHECK(details["end-time"] == submitted_ms + 3000);
+  const auto retention = coordinator_rest_api::ended_job_metrics_retention;
+  f.clock->advance(retention - std::chrono::seconds(1));
+  f.poll();
+  CHECK_THAT(f.serve({"GET", "/metrics", {}, {}}).body, Catch::Contains(series));
+  f.clock->advance(std::chrono::seconds(1));
+  f.poll();
+  const auto after = f.serve({"GET", "/metrics", {}, {}}).body;
+  CHECK_THAT(after, !Catch::Contains(id));
+  CHECK_THAT(after, Catch::Contains("snapflow_workers"));
+  // Still listed, and its details still answer.
+  CHECK(f.call("GET", "/jobs")["jobs"][0]["id"] == id);
+}
+
+TEST_CASE("REST: after a coordinator restart, GET /jobs lists the jobs that had ended") {
+  fixture f;
+  const std::int64_t submitted_ms = f.clock->now_us() / 1000;
+  job_id id = f.submit_and_run();
+  f.call("PATCH", "/jobs/" + id, {}, 202);
+  f.poll();  // the end is recorded on the I/O executor
+  // A new coordinator on the same state folder.
+  auto workers = std::make_shared<worker_registry>();
+  auto jobs = std::make_shared<dispatcher>(f.io.get_executor(), workers, f.deployer, f.gateway,
+                                           dispatcher::options{f.state_dir, f.io.get_executor(), {}});
+  CHECK(jobs->recover().empty());
+  f.jobs = jobs;
+  f.api = std::make_shared<coordinator_rest_api>(jobs);
+  auto list = f.call("GET", "/jobs");
+  REQUIRE(list["jobs"].size() == 1);
+  CHECK(list["jobs"][0]["id"] == id);
+  CHECK(list["jobs"][0]["name"] == "rest test");
+  CHECK(list["jobs"][0]["status"] == "CANCELED");
+  auto details = f.call("GET", "/jobs/" + id);
+  CHECK(details["state"] == "CANCELED");
+  CHECK(details["start-time"] == submitted_ms);
+  CHECK(details["vertices"].empty());
+  CHECK(f.call("GET", "/overview")["jobs-cancelled"] == 1);
+  CHECK_THAT(f.call("GET", "/jobs/" + id + "/checkpoints", {}, 404)["errors"][0].get<std::string>(),
+             Catch::Contains("ended (CANCELED) before this coordinator started"));
+  f.call("PATCH", "/jobs/" + id, {}, 409);
+  CHECK_THAT(f.serve({"GET", "/metrics", {}, {}}).body, !Catch::Contains(id));
+}
