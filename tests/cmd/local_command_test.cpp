@@ -70,11 +70,12 @@ local_run run_local(const temp_dir& dir, int count, std::vector<std::string> ext
 // --state-dir unless `state_dir` is given.
 std::unique_ptr<child_process> start_local(const temp_dir& dir, int count, int rate,
                                            std::vector<std::string> extra_args = {},
-                                           const std::string& job_name = "job.toml") {
+                                           const std::string& job_name = "job.toml",
+                                           int slots = 2) {
   const auto job_file = dir.path() / job_name;
   std::ofstream(job_file) << small_job(dir.path() / "out", count, rate);
-  std::vector<std::string> argv{SNAPFLOW_CLI_BIN, "local",   "--job",       job_file.string(),
-                                "--workers",      "2",       "--slots",     "2",
+  std::vector<std::string> argv{SNAPFLOW_CLI_BIN, "local",   "--job",   job_file.string(),
+                                "--workers",      "2",       "--slots", std::to_string(slots),
                                 "--timeout",      "240",     "--log-level", "info"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   return std::make_unique<child_process>(argv);
@@ -169,8 +170,10 @@ TEST_CASE("snapflow local: the coordinator dying ends the run with exit code 1 a
 
 TEST_CASE("snapflow local: a worker killed with kill -9 is restarted and the job ends exactly once") {
   temp_dir dir;
-  // 2 sources x 2,000 records/s: about 5 s, checkpoints every 50 ms.
-  auto cli = start_local(dir, 20'000, 2'000, {"--state-dir", (dir.path() / "state").string()});
+  // 2 sources x 2,000 records/s: about 5 s, checkpoints every 50 ms. One slot per worker, so
+  // the job (parallelism 2) runs on both and the killed one hosts some of its tasks.
+  auto cli = start_local(dir, 20'000, 2'000, {"--state-dir", (dir.path() / "state").string()},
+                         "job.toml", 1);
   const pid_t worker = logged_pid(*cli, "worker 1");
   REQUIRE(worker > 0);
   // Killed once the job runs and has completed a checkpoint.
