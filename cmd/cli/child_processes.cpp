@@ -51,7 +51,12 @@ result<pid_t> child_processes::start(child& c) {
   // A process group of its own (see the class comment).
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  // SIGPIPE back to its default, which `snapflow local` ignores for itself.
+  sigset_t default_signals;
+  sigemptyset(&default_signals);
+  sigaddset(&default_signals, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attributes, &default_signals);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attributes, 0);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(c.program.c_str()));

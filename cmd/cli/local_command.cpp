@@ -140,6 +140,9 @@ int run_local(const local_options& o) {
   // A closed terminal stops the cluster like Ctrl-C: the children run in process groups of
   // their own and would not get its SIGHUP.
   sigaction(SIGHUP, &sa, nullptr);
+  // A reader of stdout that went away (`snapflow local ... | head`) must not kill this process
+  // before it has stopped its children and removed its state folder: writes fail instead.
+  std::signal(SIGPIPE, SIG_IGN);
 
   const auto bin = self_dir();
   // The children log at the level given, else as SPDLOG_LEVEL says, else only warnings: their
