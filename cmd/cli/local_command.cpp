@@ -1,5 +1,7 @@
 // `snapflow local`: the README's first command. A coordinator and N workers as child
-// processes on loopback, the job submitted over REST, live progress until it ends.
+// processes on loopback, the job submitted over REST, live progress until it ends (and with
+// --keep-running, the cluster up until a signal). A worker that exits is started again; the
+// coordinator exiting ends the run; a state folder it made up is removed at exit.
 #include <atomic>
 #include <csignal>
 #include <filesystem>

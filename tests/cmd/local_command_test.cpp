@@ -356,3 +356,24 @@ TEST_CASE("snapflow: bad log level and no coordinator are clear errors") {
   CHECK(*code != 0);
   CHECK_THAT(nobody.stderr_text(), Catch::Contains("no coordinator answering at http://127.0.0.1:1"));
 }
+
+TEST_CASE("snapflow local: a worker that keeps exiting is restarted 5 times, then left stopped") {
+  temp_dir dir;
+  // A "worker" that exits at once with status 1; the job waits for slots until --timeout.
+  const auto job_file = dir.path() / "job.toml";
+  std::ofstream(job_file) << small_job(dir.path() / "out", 1'000);
+  auto cli = std::make_unique<child_process>(std::vector<std::string>{
+      SNAPFLOW_CLI_BIN, "local", "--job", job_file.string(), "--workers", "2", "--worker",
+      "/bin/false", "--timeout", "4", "--state-dir", (dir.path() / "state").string()});
+  const auto code = cli->wait_exit(std::chrono::seconds(60));
+  const std::string out = cli->stdout_text(), err = cli->stderr_text();
+  INFO("stdout:\n" << out << "\nstderr:\n" << err);
+  REQUIRE(code);
+  CHECK(*code == 1);
+  for (const std::string worker : {"worker-1", "worker-2"}) {
+    CHECK(cli->count_in_stderr(worker + " exited with status 1; restarting it (pid ") == 5);
+    CHECK(cli->count_in_stderr(worker + " exited with status 1; it was restarted 5 times within "
+                                        "a minute already, not starting it again") == 1);
+  }
+  CHECK_THAT(out, Catch::Contains("restarts: 0 of the job, 10 of worker processes"));
+}
