@@ -18,31 +18,62 @@ child_processes::~child_processes() { stop_all(std::chrono::milliseconds(3000));
 result<std::size_t> child_processes::spawn(std::string name, const std::string& program,
                                            const std::vector<std::string>& args,
                                            bool capture_stdout) {
+  child c{std::move(name), -1, -1, program, args, capture_stdout};
+  if (auto started = start(c); !started) return started.err();
+  children_.push_back(std::move(c));
+  buffers_.emplace_back();
+  return children_.size() - 1;
+}
+
+result<pid_t> child_processes::respawn(std::size_t index) {
+  auto& c = children_.at(index);
+  if (c.pid > 0) return error{c.name + " is still running (pid " + std::to_string(c.pid) + ")"};
+  if (c.stdout_fd >= 0) {
+    ::close(c.stdout_fd);
+    c.stdout_fd = -1;
+  }
+  buffers_.at(index).clear();
+  if (auto started = start(c); !started) return started.err();
+  return c.pid;
+}
+
+result<pid_t> child_processes::start(child& c) {
   int pipe_fds[2] = {-1, -1};
-  if (capture_stdout && ::pipe(pipe_fds) != 0)
+  if (c.capture_stdout && ::pipe(pipe_fds) != 0)
     return error{"cannot create a pipe: " + std::string(std::strerror(errno))};
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  if (capture_stdout) {
+  if (c.capture_stdout) {
     posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
     posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
   }
+  // A process group of its own (see the class comment).
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  // SIGPIPE back to its default, which `snapflow local` ignores for itself.
+  sigset_t default_signals;
+  sigemptyset(&default_signals);
+  sigaddset(&default_signals, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attributes, &default_signals);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attributes, 0);
   std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(program.c_str()));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(const_cast<char*>(c.program.c_str()));
+  for (const auto& a : c.args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
+  int rc = posix_spawn(&pid, c.program.c_str(), &actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
-  if (capture_stdout) ::close(pipe_fds[1]);
+  if (c.capture_stdout) ::close(pipe_fds[1]);
   if (rc != 0) {
-    if (capture_stdout) ::close(pipe_fds[0]);
-    return error{"cannot start " + program + ": " + std::strerror(rc)};
+    if (c.capture_stdout) ::close(pipe_fds[0]);
+    return error{"cannot start " + c.program + ": " + std::strerror(rc)};
   }
-  children_.push_back({std::move(name), pid, capture_stdout ? pipe_fds[0] : -1});
-  buffers_.emplace_back();
-  return children_.size() - 1;
+  c.pid = pid;
+  c.stdout_fd = c.capture_stdout ? pipe_fds[0] : -1;
+  return pid;
 }
 
 std::optional<std::string> child_processes::read_line(std::size_t index,
@@ -74,18 +105,22 @@ std::optional<std::string> child_processes::read_line(std::size_t index,
   }
 }
 
-std::vector<std::string> child_processes::reap_exited() {
-  std::vector<std::string> out;
-  for (auto& c : children_) {
+std::vector<child_processes::exit_event> child_processes::reap_exited() {
+  std::vector<exit_event> out;
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    auto& c = children_[i];
     if (c.pid <= 0) continue;
     int status = 0;
     pid_t r = ::waitpid(c.pid, &status, WNOHANG);
     if (r != c.pid) continue;
     c.pid = -1;
     if (WIFEXITED(status))
-      out.push_back(c.name + " exited with status " + std::to_string(WEXITSTATUS(status)));
+      out.push_back({i, c.name + " exited with status " + std::to_string(WEXITSTATUS(status))});
     else if (WIFSIGNALED(status))
-      out.push_back(c.name + " was killed by signal " + std::to_string(WTERMSIG(status)));
+      out.push_back({i, c.name + " exited, killed by signal " + std::to_string(WTERMSIG(status)) +
+                            " (" + strsignal(WTERMSIG(status)) + ")"});
+    else
+      out.push_back({i, c.name + " exited"});
   }
   return out;
 }

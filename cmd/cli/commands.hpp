@@ -27,10 +27,12 @@ struct local_options {
   int timeout_s = 0;           // 0 = none
   bool pin_workers = false;    // each worker on a share of this process's CPUs (--cpus)
   std::string worker_scheduling;  // the workers' --scheduling; empty: their default (batch)
+  bool keep_running = false;   // keep the cluster up after the job ends, until a signal
 };
 
 // `snapflow local`: a coordinator and N workers as child processes, the job submitted, live
-// progress, a summary; 0 when a bounded job finishes, 1 when it fails, 130 after Ctrl-C.
+// progress, a summary; 0 when a bounded job finishes, 1 when it fails or the coordinator
+// exits, 130 after Ctrl-C. A worker that exits is started again (a bounded number of times).
 int run_local(const local_options& options);
 
 int run_submit(const common_options& c, const std::string& file,

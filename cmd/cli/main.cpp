@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
                 "scheduling policy of the workers' threads (snapflow-worker --scheduling): "
                 "batch, their default, or normal")
       ->check(snapflow::scheduling_policy_check, "batch or normal");
+  l->add_flag("--keep-running", local.keep_running,
+              "keep the coordinator (REST API, web page) and the workers running after the job "
+              "ends, until Ctrl-C or SIGTERM");
 
   std::string job, file, folder;
   std::optional<std::string> savepoint;

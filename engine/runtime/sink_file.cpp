@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <system_error>
+
+#include "engine/checkpoint/crc32c.hpp"
 
 namespace snapflow {
 
@@ -88,6 +91,25 @@ result<void> fsync_file(const std::filesystem::path& file) {
 
 result<void> fsync_folder(const std::filesystem::path& folder) {
   return fsync_open(folder, O_RDONLY | O_DIRECTORY);
+}
+
+std::string file_safe_job(std::string_view job) {
+  if (job.empty()) return "job";
+  std::string out;
+  out.reserve(job.size());
+  bool changed = false;
+  for (char c : job) {
+    const bool safe =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    out.push_back(safe ? c : '_');
+    changed = changed || !safe;
+  }
+  if (!changed && out.size() <= 64) return out;
+  if (out.size() > 55) out.resize(55);
+  char hex[10];
+  std::snprintf(hex, sizeof hex, "_%08x", crc32c(job));
+  out.append(hex);
+  return out;
 }
 
 }  // namespace snapflow

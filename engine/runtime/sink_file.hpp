@@ -44,4 +44,11 @@ class sink_file {
 result<void> fsync_file(const std::filesystem::path& file);
 result<void> fsync_folder(const std::filesystem::path& folder);
 
+// A job id as the file sinks put it into file names (part-<job>-...): letters, digits and '_'
+// only, so the job is the text between the first two '-' of a name. A generated id (32 hex
+// digits) is kept as it is; any other character becomes '_', and an id that had to change or
+// is longer than 64 characters gets the CRC-32C of the original appended, so two ids never
+// share a name by accident. An empty id (an operator opened outside a job) is "job".
+std::string file_safe_job(std::string_view job);
+
 }  // namespace snapflow

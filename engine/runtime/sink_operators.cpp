@@ -52,8 +52,12 @@ result<void> file_sink::open(const operator_context& context,
   std::error_code ec;
   std::filesystem::create_directories(*folder, ec);
   if (ec) return error{"file_sink: create " + *folder + ": " + ec.message()};
-  const auto file = std::filesystem::path(*folder) / ("part-" + file_safe_uid(context.vertex->uid) +
-                                                      "-" + std::to_string(context.subtask_index));
+  // The job's id in the name: another job writing into the same folder (the same job file run
+  // again) gets files of its own, and a restart of this job appends to its own.
+  const auto file =
+      std::filesystem::path(*folder) / ("part-" + file_safe_job(context.job) + "-" +
+                                        file_safe_uid(context.vertex->uid) + "-" +
+                                        std::to_string(context.subtask_index));
   return file_.open(file, /*append=*/true);
 }
 

@@ -28,7 +28,8 @@ class discard_sink final : public stream_operator {
   result<void> process(const record&, record_output&) override { return success(); }
 };
 
-// At-least-once file sink: appends lines to "<path>/part-<uid>-<subtask>"; a barrier flushes,
+// At-least-once file sink: appends lines to "<path>/part-<job>-<uid>-<subtask>" (job: the job
+// id, file_safe_job; uid: file_safe_uid); a barrier flushes,
 // and the file is fsynced before the checkpoint is acknowledged. After a restore the records
 // since the checkpoint are written again (duplicates, never losses).
 class file_sink final : public stream_operator {

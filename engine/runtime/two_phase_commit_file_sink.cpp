@@ -86,7 +86,11 @@ two_phase_commit_file_sink::decode_transactions(std::string_view in) {
 }
 
 fs::path two_phase_commit_file_sink::staging_folder_of(std::uint32_t subtask) const {
-  return output_ / staging_folder_name / file_safe_uid(uid_) / std::to_string(subtask);
+  return staging_root() / std::to_string(subtask);
+}
+
+fs::path two_phase_commit_file_sink::staging_root() const {
+  return output_ / staging_folder_name / job_ / file_safe_uid(uid_);
 }
 
 result<void> two_phase_commit_file_sink::open(
@@ -96,6 +100,7 @@ result<void> two_phase_commit_file_sink::open(
   if (path->empty()) return error{"two_phase_commit_file_sink: path must not be blank"};
   output_ = *path;
   uid_ = context.vertex->uid;
+  job_ = file_safe_job(context.job);
   subtask_ = context.subtask_index;
   parallelism_ = context.parallelism;
   attempt_ = context.attempt;
@@ -107,7 +112,7 @@ result<void> two_phase_commit_file_sink::open(
   // The new folders must survive a crash along with the files later fsynced in them.
   const fs::path parent = output_.parent_path().empty() ? fs::path(".") : output_.parent_path();
   for (const fs::path& folder : {parent, output_, output_ / staging_folder_name,
-                                 output_ / staging_folder_name / file_safe_uid(uid_)})
+                                 output_ / staging_folder_name / job_, staging_root()})
     if (auto synced = fsync_folder(folder); !synced) return synced;
 
   // Commit what the restored checkpoint pre-committed for the old subtasks this one owns.
@@ -138,7 +143,7 @@ result<void> two_phase_commit_file_sink::open(
 }
 
 result<void> two_phase_commit_file_sink::clean_owned_staging() {
-  const fs::path root = output_ / staging_folder_name / file_safe_uid(uid_);
+  const fs::path root = staging_root();
   std::error_code ec;
   fs::directory_iterator it(root, ec);
   if (ec) return error{"two_phase_commit_file_sink: list " + root.string() + ": " + ec.message()};
@@ -163,7 +168,7 @@ result<void> two_phase_commit_file_sink::clean_owned_staging() {
 result<void> two_phase_commit_file_sink::process(const record& r, record_output&) {
   if (!current_.is_open()) {
     current_relative_ =
-        (fs::path(staging_folder_name) / file_safe_uid(uid_) / std::to_string(subtask_) /
+        (fs::path(staging_folder_name) / job_ / file_safe_uid(uid_) / std::to_string(subtask_) /
          (".txn-a" + std::to_string(attempt_) + "-" + std::to_string(next_txn_++) +
           std::string(pending_suffix)))
             .string();
@@ -180,9 +185,7 @@ result<operator_snapshot> two_phase_commit_file_sink::snapshot(checkpoint_id id)
   last_barrier_ = id;
   if (current_.is_open()) {
     if (auto closed = current_.close(); !closed) return closed.err();
-    pre_committed_.push_back({id, current_relative_,
-                              "part-" + file_safe_uid(uid_) + "-" + std::to_string(subtask_) + "-" +
-                                  std::to_string(id)});
+    pre_committed_.push_back({id, current_relative_, committed_name(std::to_string(id))});
   }
   operator_snapshot s;
   s.state.push_back({std::string(transactions_state), encode_transactions(pre_committed_)});
@@ -213,6 +216,11 @@ result<operator_snapshot> two_phase_commit_file_sink::snapshot(checkpoint_id id)
     return success();
   };
   return s;
+}
+
+std::string two_phase_commit_file_sink::committed_name(const std::string& suffix) const {
+  return "part-" + job_ + "-" + file_safe_uid(uid_) + "-" + std::to_string(subtask_) + "-" +
+         suffix;
 }
 
 result<void> two_phase_commit_file_sink::commit(const transaction& t) {
@@ -254,8 +262,7 @@ result<void> two_phase_commit_file_sink::end_input(record_output&) {
   if (current_.is_open()) {
     if (auto closed = current_.close(); !closed) return closed;
     // Never part of a snapshot, so never committed twice: any free name will do.
-    const std::string base = "part-" + file_safe_uid(uid_) + "-" + std::to_string(subtask_) +
-                             "-end-" + std::to_string(last_barrier_);
+    const std::string base = committed_name("end-" + std::to_string(last_barrier_));
     std::string name = base;
     std::error_code exists_ec;
     for (int k = 1; fs::exists(output_ / name, exists_ec) && k < 1000; ++k)

@@ -15,8 +15,13 @@ namespace snapflow {
 
 // Exactly-once file sink (Flink's TwoPhaseCommitSinkFunction over files). Only committed files
 // ever appear in the output folder; everything else lives in a hidden staging folder inside it:
-//   <path>/.staging/<uid>/<subtask>/.txn-a<attempt>-<k>.pending   (dot-named, .pending suffix)
-//   <path>/part-<uid>-<subtask>-<checkpoint id>                   (committed)
+//   <path>/.staging/<job>/<uid>/<subtask>/.txn-a<attempt>-<k>.pending  (dot-named, .pending)
+//   <path>/part-<job>-<uid>-<subtask>-<checkpoint id>                  (committed)
+// <job> is the job id (file_safe_job) and <uid> the operator's uid (file_safe_uid). With the job
+// in every name, two jobs writing into one folder (the same job file run twice) never mix or
+// overwrite each other's files, and one job's restore never deletes another job's staging files.
+// A job restored from another job's savepoint commits the transactions that savepoint lists
+// under the names they were given, the earlier job's.
 //
 // Transaction lifecycle:
 //   - Records go to the open transaction, a pending file opened on the first record after a
@@ -82,6 +87,10 @@ class two_phase_commit_file_sink final : public stream_operator,
 
  private:
   std::filesystem::path staging_folder_of(std::uint32_t subtask) const;
+  // <path>/.staging/<job>/<uid>: every subtask's staging folder of this operator in this job.
+  std::filesystem::path staging_root() const;
+  // part-<job>-<uid>-<subtask>-<suffix>
+  std::string committed_name(const std::string& suffix) const;
   result<void> commit(const transaction& t);
   result<void> commit_up_to(checkpoint_id id);
   result<void> clean_owned_staging();
@@ -90,6 +99,7 @@ class two_phase_commit_file_sink final : public stream_operator,
 
   std::filesystem::path output_;
   std::string uid_;
+  std::string job_;  // file_safe_job of the job id
   std::uint32_t subtask_ = 0;
   std::uint32_t parallelism_ = 1;
   std::uint32_t attempt_ = 0;

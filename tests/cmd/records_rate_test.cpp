@@ -40,3 +40,31 @@ TEST_CASE("records rate: an older stamp is ignored, a restart starts over") {
   r.add(600, 5'000);
   CHECK(*r.per_second() == Approx(500.0));
 }
+
+TEST_CASE("records rate: the total across restarts adds up every attempt's highest count") {
+  records_rate r;
+  r.add(1'000, 1'000, 0);
+  r.add(4'000, 2'000, 0);
+  CHECK(r.total_across_restarts() == 4'000);
+  CHECK(r.attempts() == 1);
+  // The job restarts: the coordinator shows the new attempt, whose tasks have not reported
+  // yet (no newer stamp), then their counts from zero.
+  r.add(0, 2'000, 1);
+  CHECK(r.total_across_restarts() == 4'000);
+  CHECK(r.attempts() == 2);
+  r.add(500, 3'000, 1);
+  CHECK(r.total() == 500);
+  CHECK(r.total_across_restarts() == 4'500);
+  CHECK_FALSE(r.per_second());  // no rate across the restart
+  r.add(1'500, 4'000, 1);
+  CHECK(*r.per_second() == Approx(1'000.0));
+  CHECK(r.total_across_restarts() == 5'500);
+  // Counts that go down without a new restart count (two restarts between polls, say) start
+  // an attempt of their own; the attempt counter moves once per attempt.
+  r.add(200, 5'000, 1);
+  CHECK(r.total_across_restarts() == 5'700);
+  CHECK(r.attempts() == 3);
+  r.add(300, 6'000, 1);
+  CHECK(r.attempts() == 3);
+  CHECK(r.total_across_restarts() == 5'800);
+}
