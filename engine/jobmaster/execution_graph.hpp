@@ -42,6 +42,8 @@ class execution_graph : public std::enable_shared_from_this<execution_graph> {
   const job_graph& job() const { return job_; }
   const job_id& id() const { return job_.id; }
   job_status status() const { return status_.current(); }
+  // When the job last entered `status`, ms since the epoch (0: never).
+  std::int64_t status_timestamp_ms(job_status status) const { return status_.timestamp_of(status); }
   const asio::any_io_executor& job_master_executor() const { return job_master_executor_; }
 
   // Moves the status if the transition is legal; listeners run in registration order.

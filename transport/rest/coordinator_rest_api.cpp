@@ -1,5 +1,6 @@
 #include "transport/rest/coordinator_rest_api.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 #include <sstream>
@@ -342,7 +343,49 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
   if (!s.failure_cause.empty()) j["failure-cause"] = s.failure_cause;
   if (auto restored = m->restored_from()) j["restored-from-checkpoint"] = *restored;
   if (auto* c = m->coordinator()) j["last-completed-checkpoint"] = c->core().latest_completed_id();
+  j["health"] = job_health(*m, id);
   return json_response(200, j);
+}
+
+json coordinator_rest_api::job_health(const job_master& m, const job_id& id) const {
+  // A RUNNING job whose checkpoints or counter reports stopped is not well, whatever its
+  // status says: a worker that hangs, or one lost without a closed connection, shows here
+  // before the heartbeat timeout fails the job over.
+  const std::int64_t now_ms = ms(coordinator_clock::now_us());
+  json reasons = json::array();
+  json health{{"status", "ok"}};
+  if (m.status() != job_status::running) {
+    health["status"] = "not running";
+    health["reasons"] = reasons;
+    return health;
+  }
+  const std::int64_t running_since = m.graph().status_timestamp_ms(job_status::running);
+  const checkpoint_coordinator* c = m.coordinator();
+  if (c != nullptr && c->is_periodic_checkpointing_started() && c->core().config().interval) {
+    // Late: three intervals, or three times what the last checkpoint took, and at least 10 s.
+    std::int64_t last = running_since;
+    std::int64_t last_took = 0;
+    if (const auto* l = c->core().stats().latest_completed(); l && l->end_timestamp_us) {
+      last = std::max(last, ms(*l->end_timestamp_us));
+      last_took = ms(l->end_to_end_duration_us);
+    }
+    const std::int64_t interval = c->core().config().interval->count();
+    const std::int64_t bound = std::max({3 * interval, 3 * last_took, stale_checkpoint_ms});
+    health["last-checkpoint-age-ms"] = now_ms - last;
+    if (now_ms - last > bound)
+      reasons.push_back("no checkpoint completed for " + std::to_string(now_ms - last) +
+                        " ms (interval " + std::to_string(interval) + " ms)");
+  }
+  if (io_) {
+    const std::int64_t last = std::max(running_since, ms(io_->last_update_us(id)));
+    health["counters-age-ms"] = now_ms - last;
+    if (now_ms - last > stale_counters_ms)
+      reasons.push_back("no record counters from the workers for " +
+                        std::to_string(now_ms - last) + " ms");
+  }
+  if (!reasons.empty()) health["status"] = "stalled";
+  health["reasons"] = reasons;
+  return health;
 }
 
 rest_response coordinator_rest_api::cancel(const job_id& id) {

@@ -113,6 +113,11 @@ class coordinator_rest_api {
   rest_response jobs_list() const;
   void submit(const rest_request& request, responder answer);
   rest_response job_details(const job_id& id) const;
+  // "ok", "stalled" (with why) or "not running": see docs/rest.md.
+  nlohmann::json job_health(const job_master& m, const job_id& id) const;
+  // Workers send counters with every heartbeat (1 s by default): five missed is stale.
+  static constexpr std::int64_t stale_counters_ms = 5'000;
+  static constexpr std::int64_t stale_checkpoint_ms = 10'000;
   // 404 for a job this coordinator cannot answer about: unknown, or ended before it started.
   rest_response missing_job(const job_id& id) const;
   rest_response cancel(const job_id& id);

@@ -140,8 +140,8 @@ struct fixture {
     poll();
     return json::parse(r.body);
   }
-  job_id submit_and_run() {
-    auto submitted = call("POST", "/jobs", job_text, 202);
+  job_id submit_and_run(const std::string& text = job_text) {
+    auto submitted = call("POST", "/jobs", text, 202);
     job_id id = submitted["jobid"];
     for (auto& d : deployer->deployed) jobs->on_task_state(id, d.attempt, execution_state::running, "");
     poll();
@@ -601,4 +601,45 @@ TEST_CASE("REST: after a coordinator restart, GET /jobs lists the jobs that had 
              Catch::Contains("ended (CANCELED) before this coordinator started"));
   f.call("PATCH", "/jobs/" + id, {}, 409);
   CHECK_THAT(f.serve({"GET", "/metrics", {}, {}}).body, !Catch::Contains(id));
+}
+
+TEST_CASE("REST: a running job whose checkpoints or counter reports stopped shows as stalled") {
+  fixture f;
+  auto io = std::make_shared<task_io_metrics>();
+  f.api = std::make_shared<coordinator_rest_api>(f.jobs, io);
+  // A checkpoint timeout beyond the test's 11 s: the one pending checkpoint never expires,
+  // so the job stays RUNNING while nothing completes.
+  std::string text = job_text;
+  text.replace(text.find("timeout_ms = 5000"), 17, "timeout_ms = 60000");
+  const job_id id = f.submit_and_run(text);
+  const auto health = [&] { return f.call("GET", "/jobs/" + id)["health"]; };
+  auto h = health();
+  CHECK(h["status"] == "ok");
+  CHECK(h["reasons"].empty());
+  CHECK(h["last-checkpoint-age-ms"] == 0);
+
+  // Counters every second keep it well; checkpoints are triggered but none completes.
+  auto* master = f.jobs->find(id);
+  const execution_attempt_id source = master->graph().all_execution_vertices()[0]->current_attempt();
+  for (int s = 1; s <= 4; ++s) {
+    f.clock->advance(std::chrono::seconds(1));
+    io->report({id, source, 0, static_cast<std::uint64_t>(s)}, coordinator_clock::now_us());
+    f.poll();
+  }
+  CHECK(health()["status"] == "ok");
+  // Past 10 s (three 50 ms intervals are less) without a completed checkpoint, and 5 s
+  // without counters: both reasons show.
+  for (int s = 0; s < 7; ++s) {
+    f.clock->advance(std::chrono::seconds(1));
+    f.poll();
+  }
+  REQUIRE(master->status() == job_status::running);
+  h = health();
+  CHECK(h["status"] == "stalled");
+  REQUIRE(h["reasons"].size() == 2);
+  CHECK_THAT(h["reasons"][0].get<std::string>(), Catch::Contains("no checkpoint completed"));
+  CHECK_THAT(h["reasons"][1].get<std::string>(), Catch::Contains("no record counters"));
+  // Once cancelled it is simply not running.
+  f.call("PATCH", "/jobs/" + id, {}, 202);
+  CHECK(health()["status"] == "not running");
 }
