@@ -9,10 +9,10 @@ Fails (exit code 1, one `file:line: problem` per finding on stdout) on:
   `[text](path#anchor)` whose path does not exist in the repository, or whose anchor names no
   heading of a markdown file (GitHub's heading ids); http:, https:, mailto: and pure
   `#anchor` links are not checked;
-- words that point outside the product: "session" or "issue" followed by a number
-  ("session 12", "issue-7"), an issue reference "#12", and the name of a design file that is
-  not in the repository (see FORBIDDEN_FILES), in README.md, docs/, bench/README.md, and in the
-  comments of the sources under engine/, transport/, graph/, cmd/, tests/, bench/ and scripts/.
+- words that point outside the product, in README.md, docs/, bench/README.md, and in the
+  comments of the sources under engine/, transport/, graph/, cmd/, tests/, bench/ and scripts/:
+  the patterns SESSION, ISSUE and HASH_REF below, and the name of a markdown file the
+  repository does not contain (MARKDOWN_NAME: a document the reader cannot open).
 
 Only comments are checked in sources, so code (including C++ preprocessor lines and string
 literals) never trips it. Exit code 0 when nothing is found; 2 for a bad argument.
@@ -32,15 +32,20 @@ C_LIKE = {".cpp", ".hpp", ".h", ".cc", ".c", ".cxx", ".hxx", ".ipp", ".java", ".
 HASH_COMMENT = {".py", ".sh", ".cmake", ".toml", ".txt", ".yml", ".yaml", ".bash"}
 # Scripts without a suffix whose first line names one of these interpreters use # comments.
 HASH_INTERPRETERS = ("python", "sh", "bash")
-FORBIDDEN_FILES = ["DESIGN" + ".md"]  # split so this file does not flag itself
+# A project document's name (by convention in capitals, like README.md) in prose or a comment,
+# outside URLs; checked against every markdown file in the repository. Lower-case names are
+# files programs write (a results table), not documents.
+MARKDOWN_NAME = re.compile(r"(?<![\w.-])[\w./-]*?([A-Z][A-Z0-9_-]*\.md)\b")
+URL = re.compile(r"\w+://\S+")
+KNOWN_MARKDOWN = set()  # basenames of the repository's markdown files, filled by main()
 
-# "session 12", "session-12", "Session #3": a number after the word. "ZMQ session" or a
-# session field are fine.
+# The word, then a number (with a space, a dash or a '#' between, any case). The word alone,
+# as in a ZeroMQ session or a session field, is fine.
 SESSION = re.compile(r"\bsession[ \t]*[-#]?[ \t]*\d+", re.IGNORECASE)
 ISSUE = re.compile(r"\bissue[ \t]*[-#]?[ \t]*\d+", re.IGNORECASE)
-# "#12" as an issue or pull-request reference: a '#' right after a space, '(' or the line's
-# start, digits, then not a word character. Markdown headings ("## 5.") have no digit right
-# after the '#'; "#include" has none either.
+# A tracker reference: a '#' right after a space, '(' or the line's start, digits, then not a
+# word character or a dot. Markdown headings have a space after their '#'s; preprocessor lines
+# have a letter.
 HASH_REF = re.compile(r"(?:^|(?<=[\s(\[,;]))#\d+\b(?![.\w])")
 MARKDOWN_LINK = re.compile(r"(?<!!)\[(?:[^\]\\]|\\.)*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 IMAGE_LINK = re.compile(r"!\[(?:[^\]\\]|\\.)*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -48,8 +53,8 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def word_problems(text, hash_refs=True):
-    """The forbidden words in one piece of prose. `hash_refs`: also look for "#12" (not in
-    markdown code, where "#16" is a program's output, e.g. a checkpoint number)."""
+    """The forbidden words in one piece of prose. `hash_refs`: also look for HASH_REF (not in
+    markdown code, where a '#' and a number are a program's output, e.g. a checkpoint's)."""
     problems = []
     for pattern, what in ((SESSION, "a session number"), (ISSUE, "an issue number")):
         for m in pattern.finditer(text):
@@ -57,9 +62,9 @@ def word_problems(text, hash_refs=True):
     if hash_refs:
         for m in HASH_REF.finditer(text):
             problems.append(f"an issue reference ('{m.group(0)}'): describe the product, not its history")
-    for name in FORBIDDEN_FILES:
-        if name.lower() in text.lower():
-            problems.append(f"'{name}' is not in the repository: do not refer to it")
+    for m in MARKDOWN_NAME.finditer(URL.sub("", text)):
+        if m.group(1) not in KNOWN_MARKDOWN:
+            problems.append(f"'{m.group(0)}' is not in the repository: do not refer to it")
     return problems
 
 
@@ -260,6 +265,9 @@ def main(argv):
         print(f"check_docs: {root} is not the repository's root (no README.md)", file=sys.stderr)
         return 2
     this_file = os.path.relpath(os.path.abspath(__file__), root)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith("build")]
+        KNOWN_MARKDOWN.update(name for name in files if name.endswith(".md"))
 
     findings = []
     docs = sorted(

@@ -62,7 +62,7 @@ TEST_CASE("register_worker round-trips") {
   check_round_trip(register_worker{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242});
 }
 
-TEST_CASE("register_worker carries its session; a worker that sends none has session 0") {
+TEST_CASE("register_worker carries its session; from a worker that sends none the field reads as zero") {
   check_round_trip(register_worker{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242, 0x1234abcd});
   frame_builder f;
   f.envelope("register_worker", 5);
