@@ -10,6 +10,7 @@
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/jobmaster/dispatcher.hpp"
 #include "graph/stream_environment.hpp"
+#include "tests/engine/keyed_savepoint.hpp"
 #include "tests/engine/test_gateway.hpp"
 
 using namespace snapflow;
@@ -36,26 +37,6 @@ job_graph keyed_job(const std::string& name, std::uint32_t max_parallelism) {
       .set_max_parallelism(max_parallelism)
       .add_sink("print_sink");
   return env.build_job_graph();
-}
-
-// A savepoint folder whose _metadata holds, for the vertex with uid `uid` of `g`, one subtask's
-// keyed state cut at `max_parallelism`.
-std::filesystem::path write_keyed_savepoint(const std::filesystem::path& folder, const job_graph& g,
-                                            const std::string& uid,
-                                            std::uint32_t max_parallelism) {
-  std::filesystem::create_directories(folder);
-  completed_checkpoint c;
-  c.job = "an-earlier-job";
-  c.id = 7;
-  c.kind = checkpoint_trigger_kind::savepoint;
-  c.location = folder.string();
-  for (const job_vertex& v : g.vertices)
-    if (v.uid == uid)
-      c.subtask_states[subtask_id{v.id, 0}] =
-          subtask_state{{}, 0, keyed_state_scope{max_parallelism, 0, max_parallelism - 1}};
-  std::ofstream(folder / "_metadata", std::ios::binary)
-      << checkpoint_storage::encode_metadata(c);
-  return folder;
 }
 
 job_graph small_job(const std::string& name) {

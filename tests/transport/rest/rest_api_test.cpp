@@ -7,9 +7,9 @@
 #include <asio/io_context.hpp>
 #include <httplib.h>
 
-#include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/runtime/task_executor.hpp"
 #include "graph/job_file.hpp"
+#include "tests/engine/keyed_savepoint.hpp"
 #include "tests/engine/test_gateway.hpp"
 #include "transport/rest/rest_server.hpp"
 
@@ -74,24 +74,13 @@ input = "count"
 )";
 }
 
-// A savepoint in `folder` holding the count's keyed state of the job `text` describes, cut at
+// A savepoint in `folder` for the job `text` describes, its count's keyed state cut at
 // `max_parallelism`.
 void write_keyed_savepoint(const std::filesystem::path& folder, const std::string& text,
                            std::uint32_t max_parallelism) {
   auto graph = parse_job_file(text, "keyed.toml");
   REQUIRE(graph);
-  std::filesystem::create_directories(folder);
-  completed_checkpoint c;
-  c.job = "earlier";
-  c.id = 4;
-  c.kind = checkpoint_trigger_kind::savepoint;
-  c.location = folder.string();
-  for (const job_vertex& v : graph.value().vertices) {
-    subtask_state state;
-    if (v.uid == "count") state.keyed = keyed_state_scope{max_parallelism, 0, max_parallelism - 1};
-    c.subtask_states[subtask_id{v.id, 0}] = state;
-  }
-  std::ofstream(folder / "_metadata", std::ios::binary) << checkpoint_storage::encode_metadata(c);
+  test::write_keyed_savepoint(folder, graph.value(), "count", max_parallelism);
 }
 
 struct fixture {
