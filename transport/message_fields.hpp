@@ -202,6 +202,7 @@ void describe(V& v, M& m) {
   v.required("size", m.size_bytes);
   v.required("checksum", m.checksum);
   v.optional_bytes("inline_state", m.inline_state);
+  v.optional("sharing", m.sharing);
 }
 
 template <typename V, message_of<subtask_endpoint> M>

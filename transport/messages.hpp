@@ -29,6 +29,9 @@ struct state_handle {
   std::uint64_t size_bytes = 0;
   std::uint32_t checksum = 0;
   std::optional<std::string> inline_state;
+  // "shared_new" or "shared_reused" for a file in the job's shared/ folder (incremental
+  // checkpoints, docs/protocol.md); absent for the checkpoint's own files.
+  std::optional<std::string> sharing;
 
   bool operator==(const state_handle&) const = default;
 };

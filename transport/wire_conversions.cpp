@@ -7,10 +7,20 @@ namespace snapflow::transport {
 namespace {
 
 wire::state_handle to_wire(const state_handle& h) {
-  return {h.path, h.size, h.checksum, h.inline_bytes};
+  std::optional<std::string> sharing;
+  if (h.is_shared()) sharing = std::string(to_string(h.sharing));
+  return {h.path, h.size, h.checksum, h.inline_bytes, std::move(sharing)};
+}
+// A name this build does not know reads as the checkpoint's own file, which confinement then
+// holds to the checkpoint's folder: it can never make the coordinator keep or delete a shared
+// file.
+handle_sharing sharing_from_wire(const std::optional<std::string>& name) {
+  if (name == "shared_new") return handle_sharing::shared_new;
+  if (name == "shared_reused") return handle_sharing::shared_reused;
+  return handle_sharing::exclusive;
 }
 state_handle from_wire(const wire::state_handle& h) {
-  return {h.path, h.size_bytes, h.checksum, h.inline_state};
+  return {h.path, h.size_bytes, h.checksum, h.inline_state, sharing_from_wire(h.sharing)};
 }
 
 std::vector<wire::state_handle> to_wire(const std::vector<state_handle>& handles) {

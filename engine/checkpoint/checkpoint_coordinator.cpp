@@ -166,7 +166,8 @@ ack_outcome checkpoint_coordinator::receive_ack(checkpoint_ack ack) {
   if (ack.job == core_.job()) {
     // Only an acknowledgement that names files needs its checkpoint's folder looked up.
     if (auto confined = names_files(ack.state)
-                            ? confine_state_handles(ack.state, handle_folder(ack.id))
+                            ? confine_state_handles(ack.state, handle_folder(ack.id),
+                                                    shared_folder(ack.id))
                             : success();
         !confined) {
       refuse_state_handles(ack, confined.err().message);
@@ -192,6 +193,12 @@ std::string checkpoint_coordinator::handle_folder(checkpoint_id id) const {
   // state file it names is discarded there; a savepoint's folder is gone with its abort.
   if (const pending_checkpoint* p = core_.find_pending(id)) return p->location();
   return core_.checkpoint_location(id);
+}
+
+std::filesystem::path checkpoint_coordinator::shared_folder(checkpoint_id id) const {
+  const pending_checkpoint* p = core_.find_pending(id);
+  if (p != nullptr && p->is_savepoint()) return {};
+  return storage_->job_dir() / checkpoint_storage::shared_folder_name;
 }
 
 void checkpoint_coordinator::refuse_state_handles(const checkpoint_ack& ack,
@@ -246,6 +253,9 @@ void checkpoint_coordinator::shutdown(job_status status) {
   // Read before the core forgets them: the folders whose metadata only the log made durable.
   std::vector<std::filesystem::path> logged;
   std::set<checkpoint_id> keep;
+  std::optional<std::vector<completed_checkpoint>> shared_kept;
+  if (status != job_status::suspended)
+    shared_kept.emplace(core_.store().checkpoints().begin(), core_.store().checkpoints().end());
   for (const auto& c : core_.store().checkpoints()) {
     keep.insert(c.id);
     if (std::filesystem::path(c.location).parent_path() == storage_->job_dir())
@@ -267,7 +277,8 @@ void checkpoint_coordinator::shutdown(job_status status) {
                  sealed.err().message);
   // Folders of this coordinator's checkpoints that no discard will remove any more; the
   // retained ones stay (those the store discards at this end go with their discards).
-  if (first_triggered_ > 0 && !was_shut_down) sweep_after_shutdown(std::move(keep));
+  if (first_triggered_ > 0 && !was_shut_down)
+    sweep_after_shutdown(std::move(keep), std::move(shared_kept));
   for (auto& [_, c] : collections_) {
     c->woken = true;
     c->finalize.reset();
@@ -377,15 +388,25 @@ void checkpoint_coordinator::maybe_sweep_orphans() {
   });
 }
 
-void checkpoint_coordinator::sweep_after_shutdown(std::set<checkpoint_id> keep) {
-  // Holds the storage, never the coordinator: a job that ended is freed at once.
+void checkpoint_coordinator::sweep_after_shutdown(
+    std::set<checkpoint_id> keep, std::optional<std::vector<completed_checkpoint>> shared_kept) {
+  // Holds the storage, never the coordinator: a job that ended is freed at once. The shared
+  // files a late acknowledgement named (after its checkpoint was forgotten) go too.
   auto sweep = [storage = storage_, from = first_triggered_, to = last_triggered_,
-                keep = std::move(keep)] {
+                keep = std::move(keep), shared_kept = std::move(shared_kept)] {
     const auto swept = storage->sweep_orphans(from, to, keep);
     for (checkpoint_id id : swept.removed)
       spdlog::info("removed the orphaned folder of checkpoint {} after the job ended", id);
     for (const auto& failure : swept.failures)
       spdlog::warn("sweeping orphaned checkpoint folders: {}", failure);
+    if (!shared_kept) return;
+    const auto shared =
+        checkpoint_storage::remove_unreferenced_shared_files(storage->job_dir(), *shared_kept);
+    for (const auto& file : shared.removed)
+      spdlog::info("removed {}, a shared state file no checkpoint uses, after the job ended",
+                   file.string());
+    for (const auto& failure : shared.failures)
+      spdlog::warn("sweeping the shared state folder: {}", failure);
   };
   asio::post(io_executor_, sweep);
   auto timer = std::make_shared<coordinator_timer>(executor_);

@@ -159,10 +159,16 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   // previous run retained) are not its own to remove.
   void maybe_sweep_orphans();
   // At shutdown: the same sweep, with what the store keeps, now and final_sweep_delay_us later.
-  void sweep_after_shutdown(std::set<checkpoint_id> keep);
+  // `shared_kept`: with a value, the shared/ folder is swept too, keeping what those
+  // checkpoints name (not for a suspended job, which goes on elsewhere on the same folder).
+  void sweep_after_shutdown(std::set<checkpoint_id> keep,
+                            std::optional<std::vector<completed_checkpoint>> shared_kept);
   std::int64_t initial_delay_us();
   // The folder an ack for `id` names its state files in.
   std::string handle_folder(checkpoint_id id) const;
+  // Where checkpoint `id`'s shared files are (the job's shared/ folder); empty for a savepoint,
+  // which holds only its own.
+  std::filesystem::path shared_folder(checkpoint_id id) const;
   void refuse_state_handles(const checkpoint_ack& ack, const std::string& why);
 
   asio::any_io_executor executor_;

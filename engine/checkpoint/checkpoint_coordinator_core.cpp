@@ -47,6 +47,8 @@ checkpoint_coordinator_core::checkpoint_coordinator_core(checkpoint_coordinator_
   assert(!tasks_to_trigger_.empty());
   assert(!tasks_to_acknowledge_.empty());
   assert(hooks_ && id_counter_ && store_ && stats_ && failure_manager_);
+  // A store recovered from disk (a restarted coordinator): its checkpoints' shared files.
+  shared_.recover(store_->checkpoints());
 }
 
 coordinator_load checkpoint_coordinator_core::load(std::int64_t now_us) const {
@@ -314,8 +316,7 @@ ack_outcome checkpoint_coordinator_core::on_ack(checkpoint_ack ack, std::int64_t
     if (was_aborted(ack.id)) {
       // The checkpoint failed: its files are garbage. Its statistics stay as they were when
       // it failed (Flink's rule): an ack after the abort changes no count, size or duration.
-      if (!ack.state.handles.empty())
-        actions_.push_back(discard_state{std::move(ack.state.handles)});
+      discard_unused(std::move(ack.state.handles));
       return ack_outcome::late_discarded;
     }
     // Completed (its state may be live: never delete it) or never known here.
@@ -337,8 +338,7 @@ ack_outcome checkpoint_coordinator_core::on_ack(checkpoint_ack ack, std::int64_t
       return ack_outcome::duplicate;
     case ack_result::unknown:
     case ack_result::discarded:
-      if (!ack.state.handles.empty())
-        actions_.push_back(discard_state{std::move(ack.state.handles)});
+      discard_unused(std::move(ack.state.handles));
       return ack_outcome::unknown_attempt;
   }
   return ack_outcome::late_ignored;
@@ -434,18 +434,14 @@ void checkpoint_coordinator_core::on_metadata_written(checkpoint_id id, result<v
           /*write_in_flight=*/false);
     return;
   }
-  auto added = store_->add(completed);
-  if (!added) {
-    abort(id, checkpoint_failure_reason::finalize_checkpoint_failure,
-          "could not add the checkpoint to the store: " + added.err().message, now_us, {},
-          /*write_in_flight=*/false);
+  if (auto kept = keep_completed(completed); !kept) {
+    abort(id, checkpoint_failure_reason::finalize_checkpoint_failure, kept.err().message, now_us,
+          {}, /*write_in_flight=*/false);
     return;
   }
   const std::uint64_t request_id = pending.request_id();
   const checkpoint_trigger_kind kind = pending.kind();
   pending_.erase(it);
-  for (auto& subsumed : *added)
-    actions_.push_back(discard_location{subsumed.location, subsumed.all_handles()});
 
   last_completion_us_ = now_us;
   failure_manager_->handle_checkpoint_success(id);
@@ -467,6 +463,26 @@ void checkpoint_coordinator_core::on_metadata_written(checkpoint_id id, result<v
   if (!shutdown_ && !triggering_) apply(decider_.next(load(now_us)), now_us);
 }
 
+result<void> checkpoint_coordinator_core::keep_completed(const completed_checkpoint& completed) {
+  // A file it reuses may have been released by a checkpoint that completed meanwhile.
+  if (auto why = shared_.check_reused(completed)) return error{"cannot complete: " + *why};
+  auto added = store_->add(completed);
+  if (!added) return error{"could not add the checkpoint to the store: " + added.err().message};
+  shared_.register_checkpoint(completed);
+  for (auto& subsumed : *added)
+    actions_.push_back(discard_location{subsumed.location, exclusive_handles(subsumed)});
+  if (!added->empty() && !store_->checkpoints().empty()) {
+    auto released = shared_.release_older_than(store_->checkpoints().front().id);
+    if (!released.empty()) actions_.push_back(discard_state{std::move(released)});
+  }
+  return success();
+}
+
+void checkpoint_coordinator_core::discard_unused(std::vector<state_handle> handles) {
+  handles = shared_.discardable(std::move(handles));
+  if (!handles.empty()) actions_.push_back(discard_state{std::move(handles)});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Abort
 
@@ -481,7 +497,7 @@ void checkpoint_coordinator_core::abort(checkpoint_id id, checkpoint_failure_rea
   const std::uint64_t request_id = pending.request_id();
   const checkpoint_trigger_kind kind = pending.kind();
   std::string location = pending.location();
-  std::vector<state_handle> handles = pending.dispose();
+  std::vector<state_handle> handles = shared_.discardable(pending.dispose());
   pending_.erase(it);
   remember_aborted(id);
 
@@ -554,8 +570,12 @@ void checkpoint_coordinator_core::shutdown(job_status status, std::int64_t now_u
   for (const auto& request : decider_.drain())
     fail_request(request, checkpoint_failure_reason::checkpoint_coordinator_shutdown,
                  "the checkpoint coordinator shut down", now_us);
-  for (auto& c : store_->shutdown(status, config_.retention))
-    actions_.push_back(discard_location{c.location, c.all_handles()});
+  auto deleted = store_->shutdown(status, config_.retention);
+  for (auto& c : deleted) actions_.push_back(discard_location{c.location, exclusive_handles(c)});
+  // The store deletes all its checkpoints or keeps them all; their shared files go with them.
+  if (!deleted.empty())
+    if (auto released = shared_.release_all(); !released.empty())
+      actions_.push_back(discard_state{std::move(released)});
 }
 
 result<std::optional<completed_checkpoint>>

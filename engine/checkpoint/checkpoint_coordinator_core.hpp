@@ -17,6 +17,7 @@
 #include "engine/checkpoint/coordinator_action.hpp"
 #include "engine/checkpoint/master_hook.hpp"
 #include "engine/checkpoint/pending_checkpoint.hpp"
+#include "engine/checkpoint/shared_state_registry.hpp"
 #include "graph/checkpoint_config.hpp"
 #include "graph/execution_vertex.hpp"
 #include "graph/job_status.hpp"
@@ -123,6 +124,7 @@ class checkpoint_coordinator_core {
   std::size_t num_queued_requests() const { return decider_.queued(); }
   checkpoint_id latest_completed_id() const;
   const completed_checkpoint_store& store() const { return *store_; }
+  const shared_state_registry& shared_state() const { return shared_; }
   const checkpoint_stats_tracker& stats() const { return *stats_; }
   checkpoint_stats_tracker& stats() { return *stats_; }
   const checkpoint_failure_manager& failure_manager() const { return *failure_manager_; }
@@ -154,6 +156,11 @@ class checkpoint_coordinator_core {
   bool was_aborted(checkpoint_id id) const;
   std::string location_for(const checkpoint_request& request, checkpoint_id id) const;
   bool all_trigger_tasks_running(std::string* not_running) const;
+  // Deletes what a failed checkpoint or a late acknowledgement wrote (not what it reused).
+  void discard_unused(std::vector<state_handle> handles);
+  // Adds a durable checkpoint to the store and the shared-state registry, and deletes what it
+  // subsumed. An error leaves both as they were.
+  result<void> keep_completed(const completed_checkpoint& completed);
   // Why `request` cannot become a checkpoint now (with a message), or nothing if it can: a
   // trigger subtask not RUNNING, or an acknowledging subtask that has ended.
   std::optional<checkpoint_failure_reason> trigger_refusal(const checkpoint_request& request,
@@ -168,6 +175,7 @@ class checkpoint_coordinator_core {
   std::shared_ptr<master_hook_registry> hooks_;
   std::shared_ptr<checkpoint_id_counter> id_counter_;
   std::shared_ptr<completed_checkpoint_store> store_;
+  shared_state_registry shared_;  // the shared files store_'s checkpoints use
   std::shared_ptr<checkpoint_stats_tracker> stats_;
   std::shared_ptr<checkpoint_failure_manager> failure_manager_;
   checkpoint_request_decider decider_;

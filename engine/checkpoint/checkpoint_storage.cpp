@@ -12,6 +12,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <utility>
 
@@ -208,7 +209,12 @@ void encode_body(const completed_checkpoint& c, std::string& out) {
     pack_str(pk, "handles");
     pk.pack_array(static_cast<std::uint32_t>(state.handles.size()));
     for (const auto& h : state.handles) {
-      pk.pack_map(3);
+      // "sharing" only for a shared file (absent: the checkpoint's own).
+      pk.pack_map(h.is_shared() ? 4 : 3);
+      if (h.is_shared()) {
+        pack_str(pk, "sharing");
+        pack_str(pk, to_string(h.sharing));
+      }
       if (h.is_inline()) {
         pack_str(pk, "bytes");
         pk.pack_bin(static_cast<std::uint32_t>(h.inline_bytes->size()));
@@ -305,6 +311,17 @@ result<state_handle> read_handle(const msgpack::object& o) {
   }
   if (!read_u64(find_field(o, "size"), h.size)) return bad_field("size", "an unsigned integer");
   if (!read_u32(find_field(o, "crc"), h.checksum)) return bad_field("crc", "a 32-bit unsigned");
+  if (const msgpack::object* sharing = find_field(o, "sharing")) {
+    std::string name;
+    if (!read_str(sharing, name)) return bad_field("sharing", "a string");
+    if (name == to_string(handle_sharing::shared_new))
+      h.sharing = handle_sharing::shared_new;
+    else if (name == to_string(handle_sharing::shared_reused))
+      h.sharing = handle_sharing::shared_reused;
+    else
+      return bad_field("sharing", "\"shared_new\" or \"shared_reused\"");
+    if (h.is_inline()) return bad_field("handles[]", "a file when shared");
+  }
   return h;
 }
 
@@ -578,6 +595,38 @@ result<completed_checkpoint> checkpoint_storage::read_metadata(const fs::path& d
   if (auto id = parse_checkpoint_folder(dir.filename().string()); id && fs::is_directory(dir, ec))
     if (auto logged = logged_metadata(dir, *id, nullptr)) return std::move(*logged);
   return checkpoint;
+}
+
+std::vector<std::filesystem::path> checkpoint_storage::unreferenced_shared_files(
+    const std::filesystem::path& job_dir, const std::vector<completed_checkpoint>& kept) {
+  const std::filesystem::path folder = job_dir / shared_folder_name;
+  std::set<std::filesystem::path> named;
+  for (const completed_checkpoint& c : kept)
+    for (const state_handle& h : c.all_handles())
+      if (h.is_shared()) named.insert(std::filesystem::path(h.path).lexically_normal());
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    // Only regular files directly inside: a symlink or a folder there is not ours to follow.
+    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    const auto path = std::filesystem::absolute(it->path(), ec).lexically_normal();
+    if (!ec && !named.contains(path)) out.push_back(path);
+  }
+  return out;
+}
+
+checkpoint_storage::shared_sweep_result checkpoint_storage::remove_unreferenced_shared_files(
+    const std::filesystem::path& job_dir, const std::vector<completed_checkpoint>& kept) {
+  shared_sweep_result out;
+  for (auto& file : unreferenced_shared_files(job_dir, kept)) {
+    std::error_code ec;
+    if (std::filesystem::remove(file, ec))
+      out.removed.push_back(std::move(file));
+    else if (ec)
+      out.failures.push_back("cannot remove " + file.string() + ": " + ec.message());
+  }
+  return out;
 }
 
 checkpoint_storage::recovered checkpoint_storage::recover() const {

@@ -77,6 +77,19 @@ class checkpoint_storage {
   static void set_write_fault_injector(write_fault_injector injector);
 
   static constexpr std::string_view metadata_file_name = "_metadata";
+  // The job's folder of files that several incremental checkpoints use (shared_state_registry).
+  static constexpr std::string_view shared_folder_name = "shared";
+  // The files of job_dir's shared folder that none of `kept` names: left by checkpoints that
+  // never completed or by discards a crash interrupted. Nothing when there is no such folder.
+  static std::vector<std::filesystem::path> unreferenced_shared_files(
+      const std::filesystem::path& job_dir, const std::vector<completed_checkpoint>& kept);
+  // Removes them.
+  struct shared_sweep_result {
+    std::vector<std::filesystem::path> removed;
+    std::vector<std::string> failures;
+  };
+  static shared_sweep_result remove_unreferenced_shared_files(
+      const std::filesystem::path& job_dir, const std::vector<completed_checkpoint>& kept);
   static constexpr std::string_view metadata_magic = "SNAPFLOW-CHK";
   static constexpr std::uint32_t metadata_version = 1;
   // Far above any real job's metadata; refuses to read a garbage length into memory.

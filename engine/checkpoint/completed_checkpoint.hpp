@@ -17,6 +17,18 @@ enum class checkpoint_trigger_kind : std::uint8_t { savepoint, manual, periodic 
 
 std::string_view to_string(checkpoint_trigger_kind kind);
 
+// Who owns a state file. Most belong to the one checkpoint whose folder holds them. An
+// incremental checkpoint also names files in the job's `shared/` folder, which later
+// checkpoints reuse instead of writing again: those belong to the shared-state registry, which
+// deletes one only when no retained checkpoint uses it any more.
+enum class handle_sharing : std::uint8_t {
+  exclusive,      // this checkpoint's own (and every inline state)
+  shared_new,     // written into shared/ for this checkpoint
+  shared_reused,  // in shared/, written for an earlier checkpoint and used again by this one
+};
+
+std::string_view to_string(handle_sharing sharing);
+
 // Where a subtask's state for one checkpoint is: a file it wrote, or, for a small state, the
 // bytes themselves (`inline_bytes`, `path` empty), carried in the acknowledgement and kept in
 // the checkpoint's `_metadata` (Flink's memory threshold: a tiny state is not worth a file, an
@@ -27,8 +39,10 @@ struct state_handle {
   std::uint64_t size = 0;
   std::uint32_t checksum = 0;
   std::optional<std::string> inline_bytes;
+  handle_sharing sharing = handle_sharing::exclusive;
 
   bool is_inline() const { return inline_bytes.has_value(); }
+  bool is_shared() const { return sharing != handle_sharing::exclusive; }
   bool operator==(const state_handle&) const = default;
 };
 
@@ -88,7 +102,9 @@ struct completed_checkpoint {
 };
 
 inline std::ostream& operator<<(std::ostream& os, const state_handle& h) {
-  return os << "state_handle{" << h.path << ", size=" << h.size << ", crc=" << h.checksum << "}";
+  os << "state_handle{" << h.path << ", size=" << h.size << ", crc=" << h.checksum;
+  if (h.is_shared()) os << ", " << to_string(h.sharing);
+  return os << "}";
 }
 
 inline std::ostream& operator<<(std::ostream& os, const completed_checkpoint& c) {
@@ -96,6 +112,18 @@ inline std::ostream& operator<<(std::ostream& os, const completed_checkpoint& c)
             << ", kind=" << to_string(c.kind) << ", location=" << c.location
             << ", subtasks=" << c.subtask_states.size() << ", hooks=" << c.master_states.size()
             << "}";
+}
+
+inline std::string_view to_string(handle_sharing sharing) {
+  switch (sharing) {
+    case handle_sharing::exclusive:
+      return "exclusive";
+    case handle_sharing::shared_new:
+      return "shared_new";
+    case handle_sharing::shared_reused:
+      return "shared_reused";
+  }
+  return "unknown";
 }
 
 inline std::string_view to_string(checkpoint_trigger_kind kind) {

@@ -1,5 +1,6 @@
 #include "engine/checkpoint/state_handle_confinement.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,12 @@ std::filesystem::path absolute_normal(const std::string& path) {
 
 bool names_files(const subtask_state& state) {
   for (const state_handle& h : state.handles)
-    if (!h.is_inline() || !h.path.empty()) return true;
+    if (!h.is_inline() || !h.path.empty() || h.is_shared()) return true;
   return false;
 }
 
-result<void> confine_state_handles(subtask_state& state, const std::filesystem::path& location) {
+result<void> confine_state_handles(subtask_state& state, const std::filesystem::path& location,
+                                   const std::filesystem::path& shared_folder) {
   // A small state travels inline: nothing to resolve, and no folder to make absolute (a
   // getcwd and a path built per acknowledgement, on the coordinator's thread).
   if (!names_files(state)) return success();
@@ -36,15 +38,21 @@ result<void> confine_state_handles(subtask_state& state, const std::filesystem::
     return success();
   }
   const confined_folder folder(location);
+  std::optional<confined_folder> shared;
   std::vector<std::string> resolved;
   resolved.reserve(state.handles.size());
   for (const state_handle& h : state.handles) {
     if (h.is_inline()) {
       if (!h.path.empty()) return error{"inline state handle also names a file '" + h.path + "'"};
+      if (h.is_shared()) return error{"inline state handle cannot be shared"};
       resolved.emplace_back();
       continue;
     }
-    auto path = folder.resolve(h.path);
+    if (h.is_shared() && shared_folder.empty())
+      return error{"state handle '" + h.path +
+                   "' names a shared file, and this checkpoint holds only its own (a savepoint)"};
+    if (h.is_shared() && !shared) shared.emplace(shared_folder);
+    auto path = h.is_shared() ? shared->resolve(h.path) : folder.resolve(h.path);
     if (!path) return error{"state handle " + path.err().message};
     resolved.push_back(path->string());
   }

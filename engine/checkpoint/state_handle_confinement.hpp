@@ -16,9 +16,15 @@ namespace snapflow {
 // leads out is refused, so no message can make the coordinator read or delete a file outside the
 // checkpoint it belongs to (another job's, the state folder's own, anything on the machine).
 //
-// On success every file handle's path is the absolute path inside `location`; on a refusal
-// `state` is left as it came and the error names the handle and why. Inline handles name no file.
-result<void> confine_state_handles(subtask_state& state, const std::filesystem::path& location);
+// A shared handle (an incremental checkpoint's file that several checkpoints use) is resolved
+// the same way against `shared_folder`, the job's shared/ folder; without one (a savepoint,
+// which must hold all its own state) a shared handle is refused.
+//
+// On success every file handle's path is the absolute path inside its folder; on a refusal
+// `state` is left as it came and the error names the handle and why. Inline handles name no
+// file (and cannot be shared).
+result<void> confine_state_handles(subtask_state& state, const std::filesystem::path& location,
+                                   const std::filesystem::path& shared_folder = {});
 // Whether any handle of `state` names a file (an inline one naming a path counts: it is refused).
 bool names_files(const subtask_state& state);
 

@@ -131,6 +131,13 @@ result<job_master::durable_state> job_master::load_durable_state(
     std::reverse(kept.begin(), kept.end());
     recovered.checkpoints = std::move(kept);
   }
+  // Shared files no kept checkpoint names (written for a checkpoint that never completed, or
+  // whose release a crash interrupted): nothing will ever name them again.
+  const auto shared = checkpoint_storage::remove_unreferenced_shared_files(job_dir, recovered.checkpoints);
+  for (const auto& file : shared.removed)
+    spdlog::info("job {}: removed {}, a shared state file no checkpoint uses", graph.id,
+                 file.string());
+  for (const auto& failure : shared.failures) spdlog::warn("job {}: {}", graph.id, failure);
   if (!recovered.checkpoints.empty()) {
     // The counter never goes back behind what is on disk, even if its own file was lost.
     if (auto advanced = (*counter)->advance_to(recovered.checkpoints.back().id + 1); !advanced)

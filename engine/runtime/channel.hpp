@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "engine/runtime/stream_element.hpp"
@@ -17,11 +18,20 @@ namespace snapflow {
 // producer end over a socket and the consumer end over a bounded receive buffer, with credit
 // flow or socket high-water marks standing in for the shared buffer.
 
+// Thrown by a channel that can no longer carry its elements because its peer is gone (the
+// connection to the other worker closed). The task fails with this message as it stands: it
+// names what was lost, and a failover restores what was in flight.
+class channel_failure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class output_channel {
  public:
   virtual ~output_channel() = default;
   // Hands a batch to the consumer. Blocks while the consumer's buffer is full; returns false
-  // (dropping the batch) once the channel was cancelled.
+  // (dropping the batch) once the channel was cancelled; throws channel_failure once the
+  // consumer is known to be gone.
   virtual bool send(element_batch batch) = 0;
   // Whether send() would take one batch now without waiting: room in the consumer's buffer (or
   // credit) and nothing else in the way. Asked by whichever thread sends, as send() is. A
@@ -43,7 +53,8 @@ class input_channel {
   // notifies `wakeup`.
   virtual void set_wakeup(std::shared_ptr<task_wakeup> wakeup) = 0;
   virtual void cancel() = 0;
-  // Why the channel cannot deliver its elements complete (a batch went missing on the way), once
+  // Why the channel cannot deliver its elements complete (a batch went missing on the way, or
+  // the producer's connection closed before its end of input), once
   // every batch before the loss was taken; nothing while it is whole. The consuming task fails
   // with it: going on would lose records without a trace, a failover restores them.
   virtual std::optional<std::string> broken() const { return std::nullopt; }

@@ -30,6 +30,13 @@ std::string describe(const execution_attempt_id& a, const job_vertex& v) {
   return os.str();
 }
 
+// Why a task whose thread caught `e` fails: a lost channel says so itself; anything else came
+// out of an operator or a library.
+std::string failure_cause(const std::exception& e) {
+  if (dynamic_cast<const channel_failure*>(&e) != nullptr) return e.what();
+  return std::string("uncaught exception: ") + e.what();
+}
+
 // Roughly what a record costs to move: alignment metrics only.
 std::uint64_t approximate_bytes(const record& r) {
   return sizeof(record) + r.payload.size();
@@ -125,7 +132,7 @@ bool stream_task::run_mailbox_on_caller() {
     if (!r) caller_failure_ = r.err();
   } catch (const std::exception& e) {
     on_caller_ = false;
-    caller_failure_ = error{std::string("uncaught exception: ") + e.what()};
+    caller_failure_ = error{failure_cause(e)};
   }
   // The task thread ends the task with a failure, and submits what the writer had no room for.
   if (caller_failure_ || !deferred_writes_.empty()) wakeup_->notify();
@@ -221,7 +228,7 @@ void stream_task::run() {
     }
   } catch (const std::exception& e) {
     // User callables may throw; the task thread is where that ends.
-    outcome = error{std::string("uncaught exception: ") + e.what()};
+    outcome = error{failure_cause(e)};
   }
   if (fail_requested_) {
     std::string cause;
@@ -549,7 +556,7 @@ bool stream_task::run_barrier_on_caller() {
     on_caller_ = false;
   } catch (const std::exception& e) {
     on_caller_ = false;
-    caller_failure_ = error{std::string("uncaught exception: ") + e.what()};
+    caller_failure_ = error{failure_cause(e)};
   }
   // The task thread ends the task with a failure, submits what the writer had no room for,
   // and processes what was left.

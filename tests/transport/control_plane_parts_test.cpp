@@ -189,6 +189,26 @@ TEST_CASE("acknowledgements and declines survive the trip; unknown reasons becom
   CHECK(from_wire(from_newer).reason == checkpoint_failure_reason::checkpoint_declined);
 }
 
+TEST_CASE("an acknowledgement's shared state files keep their sharing; an unknown one reads as "
+          "the checkpoint's own file") {
+  checkpoint_ack ack;
+  ack.job = "j";
+  ack.attempt = attempt_of(1, 0);
+  ack.id = 9;
+  ack.state = subtask_state{{state_handle{"a.sst", 1, 2, std::nullopt, handle_sharing::shared_new},
+                             state_handle{"b.sst", 3, 4, std::nullopt, handle_sharing::shared_reused},
+                             state_handle{"own", 5, 6, std::nullopt}},
+                            9};
+  const auto m = to_wire(ack);
+  CHECK(m.state_handles[0].sharing == "shared_new");
+  CHECK(m.state_handles[1].sharing == "shared_reused");
+  CHECK_FALSE(m.state_handles[2].sharing.has_value());
+  CHECK(from_wire(m) == ack);
+  auto from_newer = m;
+  from_newer.state_handles[0].sharing = "shared_by_a_future_scheme";
+  CHECK(from_wire(from_newer).state.handles[0].sharing == handle_sharing::exclusive);
+}
+
 TEST_CASE("trigger timestamps travel in milliseconds and savepoints keep their kind") {
   checkpoint_options savepoint{checkpoint_trigger_kind::savepoint, false, false, "sp/folder"};
   const auto m = to_wire("j", attempt_of(0, 0), 5, 1'700'000'000'123'456, savepoint);

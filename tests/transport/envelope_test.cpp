@@ -194,6 +194,14 @@ TEST_CASE("acknowledge_checkpoint round-trips a state carried inline, bytes as t
   CHECK(encode(m).find("inline_state") != std::string::npos);
 }
 
+TEST_CASE("acknowledge_checkpoint round-trips which state files are shared") {
+  acknowledge_checkpoint m{job, attempt_of(2, 0, 1), 42, {}, 0, 0, 0, 0, 0};
+  m.state_handles.push_back({"a.sst", 5, 1, std::nullopt, std::string("shared_new")});
+  m.state_handles.push_back({"b.sst", 6, 2, std::nullopt, std::string("shared_reused")});
+  m.state_handles.push_back({"chk-42/own", 20, 7, std::nullopt});
+  check_round_trip(m);
+}
+
 TEST_CASE("acknowledge_checkpoint round-trips the alignment record counts") {
   acknowledge_checkpoint m{job, attempt_of(3, 0, 1), 7, {}, 0, 0, 0, 250, 0};
   m.records_held_during_alignment = 657;

@@ -1,10 +1,14 @@
 // The worker's data plane: channels between subtasks of one worker are joined in memory with
-// the same bound as network channels; channels to another worker still go over ZeroMQ.
+// the same bound as network channels; channels to another worker still go over ZeroMQ, and a
+// connection that closes breaks the channels it carried at both ends.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/runtime/local_channel.hpp"
 #include "transport/data/data_frame.hpp"
@@ -372,4 +376,125 @@ TEST_CASE("batches before a loss are delivered, then the channel is broken") {
   const auto why = c.wait_broken();
   REQUIRE(why.has_value());
   CHECK_THAT(*why, Catch::Contains("batch 2 arrived where 1 was due"));
+}
+
+namespace {
+
+// Waits (bounded) until `in` says it is broken, taking (and returning) what it delivers first.
+std::optional<std::string> wait_until_broken(input_channel& in, task_wakeup& wakeup,
+                                             std::vector<element_batch>* taken = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto seen = wakeup.generation();
+    if (auto b = in.try_take()) {
+      if (taken != nullptr) taken->push_back(std::move(*b));
+      continue;
+    }
+    if (auto why = in.broken()) return why;
+    wakeup.wait(seen, std::chrono::steady_clock::now() + 10ms);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("a producer's connection that closes before its end of input breaks the channel, "
+          "after what arrived before the close") {
+  network_channel c;
+  REQUIRE(c.out->send(batch_of(0, 3)));
+  REQUIRE(c.out->send(batch_of(3, 3)));
+  // Its worker dies: the kernel closes the socket, which is what dropping the channel does.
+  c.out.reset();
+  std::vector<element_batch> taken;
+  const auto why = wait_until_broken(*c.in, *c.wakeup, &taken);
+  REQUIRE(why.has_value());
+  CHECK_THAT(*why, Catch::Contains("closed before its end of input"));
+  CHECK_THAT(*why, Catch::Contains(c.producer_plane->data_endpoint()));
+  // Nothing that arrived before the close is lost.
+  REQUIRE(taken.size() == 2);
+  CHECK(taken[0] == batch_of(0, 3));
+  CHECK(taken[1] == batch_of(3, 3));
+  const auto counters = c.consumer_plane->counters();
+  CHECK(counters.connections_closed == 1);
+  CHECK(counters.channels_lost == 1);
+}
+
+TEST_CASE("a connection that closes after the end of input breaks nothing") {
+  network_channel c;
+  element_batch last = batch_of(0, 2);
+  last.emplace_back(end_of_input{});
+  REQUIRE(c.out->send(last));
+  CHECK(is(take(*c.in, *c.wakeup), last));
+  c.out.reset();
+  // The closure is counted once its event is read; the channel stays whole.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (c.consumer_plane->counters().connections_closed == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  REQUIRE(c.consumer_plane->counters().connections_closed == 1);
+  // One more turn of the plane's thread (closures are applied a turn after they are read).
+  std::this_thread::sleep_for(100ms);
+  CHECK_FALSE(c.in->broken().has_value());
+  CHECK(c.consumer_plane->counters().channels_lost == 0);
+}
+
+TEST_CASE("a producer's crash breaks only the channels its connections carried") {
+  auto consumer_plane = make_plane();
+  auto dying = make_plane();
+  auto healthy = make_plane();
+  auto dying_out = dying->open_output(key(0, 0), consumer_plane->data_endpoint());
+  auto healthy_out = healthy->open_output(key(1, 0), consumer_plane->data_endpoint());
+  auto dying_in = consumer_plane->open_input(key(0, 0), dying->data_endpoint());
+  auto healthy_in = consumer_plane->open_input(key(1, 0), healthy->data_endpoint());
+  auto dying_wakeup = std::make_shared<task_wakeup>();
+  auto healthy_wakeup = std::make_shared<task_wakeup>();
+  dying_in->set_wakeup(dying_wakeup);
+  healthy_in->set_wakeup(healthy_wakeup);
+  REQUIRE(dying_out->send(batch_of(0, 1)));
+  REQUIRE(healthy_out->send(batch_of(10, 1)));
+  CHECK(is(take(*dying_in, *dying_wakeup), batch_of(0, 1)));
+  CHECK(is(take(*healthy_in, *healthy_wakeup), batch_of(10, 1)));
+  // The whole producing worker goes: its channel and its data endpoint.
+  dying_out.reset();
+  dying.reset();
+  REQUIRE(wait_until_broken(*dying_in, *dying_wakeup).has_value());
+  // The other producer's channel carries on.
+  REQUIRE(healthy_out->send(batch_of(11, 1)));
+  CHECK(is(take(*healthy_in, *healthy_wakeup), batch_of(11, 1)));
+  CHECK_FALSE(healthy_in->broken().has_value());
+}
+
+TEST_CASE("a producer waiting for credit from a consumer whose worker died fails with the "
+          "reason, not at a timeout") {
+  network_channel c(2);
+  // The consumer takes nothing: two batches use up the window.
+  REQUIRE(c.out->send(batch_of(0, 1)));
+  REQUIRE(c.out->send(batch_of(1, 1)));
+  // Both arrived, so the connection was made (a connection never made is retried, not lost).
+  const auto arrived = std::chrono::steady_clock::now() + 10s;
+  while (c.consumer_plane->counters().frames_received < 2 &&
+         std::chrono::steady_clock::now() < arrived)
+    std::this_thread::sleep_for(1ms);
+  REQUIRE(c.consumer_plane->counters().frames_received == 2);
+  std::atomic<bool> done{false};
+  std::optional<std::string> failure;
+  std::thread producer([&] {
+    try {
+      (void)c.out->send(batch_of(2, 1));
+    } catch (const channel_failure& e) {
+      failure = e.what();
+    }
+    done = true;
+  });
+  // The consuming worker dies: its channel and its data endpoint go.
+  c.in.reset();
+  c.consumer_plane.reset();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  if (!done.load()) c.out->cancel();  // so that a failing check does not hang the test
+  producer.join();
+  REQUIRE(failure.has_value());
+  CHECK_THAT(*failure, Catch::Contains("the connection to its consumer's worker"));
+  CHECK_THAT(*failure, Catch::Contains("closed"));
 }

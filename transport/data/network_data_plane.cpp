@@ -48,6 +48,44 @@ bool carries_barrier(const element_batch& batch) {
   return !batch.empty() && std::holds_alternative<checkpoint_barrier>(batch.back());
 }
 
+// End of input is the last element a channel carries: a connection that closes after it lost
+// nothing.
+bool ends_input(const element_batch& batch) {
+  return !batch.empty() && std::holds_alternative<end_of_input>(batch.back());
+}
+
+// Reads one ZeroMQ monitor event (two frames: 2 bytes of event and 4 of value in host order,
+// then the endpoint) without waiting; nothing when none is queued.
+std::optional<std::pair<std::uint16_t, std::uint32_t>> take_monitor_event(zmq::socket_t& monitor) {
+  zmq::message_t head;
+  if (!monitor.recv(head, zmq::recv_flags::dontwait)) return std::nullopt;
+  // The parts of a message arrive together: the rest is there to drain.
+  for (bool more = head.more(); more;) {
+    zmq::message_t rest;
+    if (!monitor.recv(rest, zmq::recv_flags::dontwait)) break;
+    more = rest.more();
+  }
+  if (head.size() < 6) return std::pair<std::uint16_t, std::uint32_t>{0, 0};
+  std::uint16_t event = 0;
+  std::uint32_t value = 0;
+  std::memcpy(&event, head.data(), sizeof event);
+  std::memcpy(&value, static_cast<const char*>(head.data()) + sizeof event, sizeof value);
+  return std::pair{event, value};
+}
+
+// Watches `socket`'s connections for `events` through a PAIR socket of the caller's, which the
+// caller polls itself (no thread). An inproc address unique in the process.
+zmq::socket_t monitor_socket(zmq::context_t& context, zmq::socket_t& socket, int events) {
+  static std::atomic<std::uint64_t> next_id{0};
+  const std::string address = "inproc://snapflow-data-monitor-" + std::to_string(next_id++);
+  if (zmq_socket_monitor(socket.handle(), address.c_str(), events) != 0)
+    throw zmq::error_t();
+  zmq::socket_t monitor(context, zmq::socket_type::pair);
+  monitor.set(zmq::sockopt::linger, 0);
+  monitor.connect(address);
+  return monitor;
+}
+
 // A channel apart from its attempt: where the attempts of one channel meet.
 using route_id = std::tuple<job_id, vertex_id, std::uint32_t, vertex_id, std::uint32_t>;
 
@@ -189,6 +227,7 @@ class network_data_plane::core {
   // Control thread.
   std::shared_ptr<input_channel> open_input(const std::shared_ptr<core>& self,
                                             const channel_key& key,
+                                            const channel_peer& producer,
                                             const std::string& producer_key) {
     auto input =
         std::make_shared<network_input_channel>(self, key, capacity_, gauge_, zap_, producer_key);
@@ -207,6 +246,7 @@ class network_data_plane::core {
     r.opened = true;
     r.input = input;
     r.producer_key = producer_key;
+    r.producer_endpoint = producer.endpoint;
     if (zap_ && !r.pending.empty() && r.pending_key != producer_key) {
       // Another key (a worker the coordinator trusts, but not this channel's producer) sent
       // these before the consumer was deployed.
@@ -301,8 +341,8 @@ class network_data_plane::core {
   }
 
   // I/O thread. `sender_key`: the CURVE key of the connection (the ZAP user id); empty
-  // without CURVE.
-  void on_data(const std::string& peer, const std::string& sender_key, data_frame&& f) {
+  // without CURVE. `fd`: the connection's file descriptor (on_connections_closed).
+  void on_data(const std::string& peer, const std::string& sender_key, int fd, data_frame&& f) {
     std::shared_ptr<network_input_channel> input;
     {
       std::lock_guard lock(mutex_);
@@ -343,6 +383,8 @@ class network_data_plane::core {
         return;
       }
       r.peer = peer;
+      r.fd = fd;
+      r.ended = ends_input(f.elements);
       if (!r.opened) {
         if (r.pending.size() >= capacity_) {
           ++counters_.overflow_batches;
@@ -362,6 +404,37 @@ class network_data_plane::core {
       std::lock_guard lock(mutex_);
       ++counters_.overflow_batches;
     }
+  }
+
+  // I/O thread: the connections on these file descriptors closed, and every frame they carried
+  // was taken. A channel they fed that had not ended is broken: its producer's worker stopped
+  // (a crashed process has its sockets closed by the kernel) or the network failed, and nothing
+  // more will come from that attempt. The consumer fails once it took what arrived, rather than
+  // wait for the coordinator to notice.
+  void on_connections_closed(const std::set<int>& fds) {
+    if (fds.empty()) return;
+    std::vector<std::pair<std::shared_ptr<network_input_channel>, std::string>> broken;
+    {
+      std::lock_guard lock(mutex_);
+      counters_.connections_closed += fds.size();
+      for (auto& [id, r] : routes_) {
+        if (r.fd < 0 || !fds.contains(r.fd) || r.ended || r.broken) continue;
+        ++counters_.channels_lost;
+        std::string why = "data plane: " + describe(channel_key_of(id, r.attempt)) +
+                          ": the connection from its producer" +
+                          (r.producer_endpoint.empty() ? std::string()
+                                                       : " (worker at " + r.producer_endpoint + ")") +
+                          " closed before its end of input: that worker stopped or the network "
+                          "failed";
+        spdlog::warn("{}", why);
+        r.pending.clear();
+        r.fd = -1;
+        if (auto input = r.opened ? r.input.lock() : nullptr)
+          broken.emplace_back(std::move(input), why);
+        r.broken = std::move(why);
+      }
+    }
+    for (auto& [input, why] : broken) input->break_with(why);
   }
 
   // I/O thread: a connection was refused at the handshake (with CURVE).
@@ -404,10 +477,8 @@ class network_data_plane::core {
         it = dirty_.erase(it);
         continue;
       }
-      const auto& [job, source, producer, target, consumer] = r->first;
-      const std::string frame = encode(credit_frame{
-          channel_key{job, source, producer, target, consumer, r->second.attempt},
-          r->second.consumed});
+      const std::string frame =
+          encode(credit_frame{channel_key_of(r->first, r->second.attempt), r->second.consumed});
       const std::string& peer = r->second.peer;
       bool sent = false;
       tried = true;
@@ -452,10 +523,14 @@ class network_data_plane::core {
     std::string peer;                   // the producer's routing id, for credits
     std::string producer_key;           // with CURVE: the key of `attempt`'s producer, once opened
     std::string pending_key;            // with CURVE: who sent `pending`
+    std::string producer_endpoint;      // the producer's worker, once opened (for errors)
+    int fd = -1;                        // the connection the last frame came on
+    bool ended = false;                 // the last frame ended the input
     std::uint64_t next_seq = 0;
     std::uint64_t consumed = 0;
     std::uint64_t credited = 0;  // `consumed` as of the last credit handed to ZeroMQ
-    std::optional<std::string> broken;  // a batch went missing: why (sequence gap)
+    // Nothing more is delivered: why (a batch went missing, the producer's connection closed).
+    std::optional<std::string> broken;
     // Since when a credit (consumed > credited) is held back; the epoch when none is.
     std::chrono::steady_clock::time_point held_since{};
   };
@@ -476,6 +551,11 @@ class network_data_plane::core {
           "data plane: dropped {} batch(es) for {} sent with CURVE key {}, which is not "
           "the key of that channel's producer",
           batches, describe(k), sender);
+  }
+
+  static channel_key channel_key_of(const route_id& id, std::uint32_t attempt) {
+    const auto& [job, source, producer, target, consumer] = id;
+    return channel_key{job, source, producer, target, consumer, attempt};
   }
 
   static std::string describe(const channel_key& k) {
@@ -525,6 +605,7 @@ class network_output_channel final : public output_channel {
       : context_(std::move(context)),
         socket_(*context_, zmq::socket_type::dealer),
         key_(std::move(key)),
+        consumer_endpoint_(consumer.endpoint),
         capacity_(options.channel_capacity_batches),
         max_frame_bytes_(options.max_frame_bytes),
         finished_linger_ms_(options.finished_linger_ms) {
@@ -540,10 +621,14 @@ class network_output_channel final : public output_channel {
               socket_, transport::curve_client_config{*options.curve, consumer.public_key}))
         throw std::system_error(e, "cannot set up CURVE on a data channel");
     }
+    // Before the connect, so that no closed connection goes unseen (connection_closed).
+    monitor_ = monitor_socket(*context_, socket_, ZMQ_EVENT_DISCONNECTED);
     socket_.connect(consumer.endpoint);
   }
 
   ~network_output_channel() override {
+    (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);
+    monitor_.close();
     // Normally ended: let ZeroMQ deliver the last batches (end-of-input) after the task is
     // gone. Cancelled: nothing unsent matters any more.
     if (!cancelled_.load()) socket_.set(zmq::sockopt::linger, finished_linger_ms_);
@@ -593,9 +678,25 @@ class network_output_channel final : public output_channel {
         wanted |= ZMQ_POLLOUT;  // ZeroMQ's own queue is full (the peer is not reading)
         take_credits();  // so that POLLIN below means new credit, not credit left unread
       }
-      zmq::pollitem_t item{socket_.handle(), 0, wanted, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(poll_timeout_ms));
+      if (connection_closed())
+        throw channel_failure("data plane: " + describe() +
+                              ": the connection to its consumer's worker at " +
+                              consumer_endpoint_ +
+                              " closed: that worker stopped or the network failed");
+      zmq::pollitem_t items[2] = {{socket_.handle(), 0, wanted, 0},
+                                  {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, std::chrono::milliseconds(poll_timeout_ms));
     }
+  }
+
+  // Whether the connection to the consumer's worker closed since the channel opened: ZeroMQ
+  // would reconnect, but batches in flight on the old connection are lost, and a consumer that
+  // crashed sends no more credit; a producer waiting for it fails at once instead of until the
+  // coordinator cancels it. Asked only while waiting, so sending costs nothing more.
+  bool connection_closed() {
+    while (auto event = take_monitor_event(monitor_))
+      if (event->first == ZMQ_EVENT_DISCONNECTED) closed_ = true;
+    return closed_;
   }
 
   bool send_halves(element_batch batch) {
@@ -638,13 +739,16 @@ class network_output_channel final : public output_channel {
 
   std::shared_ptr<zmq::context_t> context_;  // outlives the socket
   zmq::socket_t socket_;
+  zmq::socket_t monitor_;  // socket_'s closed connections
   const channel_key key_;
+  const std::string consumer_endpoint_;
   const std::size_t capacity_;
   const std::size_t max_frame_bytes_;
   const int finished_linger_ms_;
   std::uint64_t sent_ = 0;
   std::uint64_t consumed_ = 0;
   std::uint64_t seq_ = 0;
+  bool closed_ = false;
   std::atomic<bool> cancelled_{false};
 };
 
@@ -677,18 +781,14 @@ result<std::shared_ptr<network_data_plane>> network_data_plane::create(
       if (auto e = transport::apply_curve_server(
               router, transport::curve_server_config{*options.curve, {}}))
         return error{"cannot set up CURVE on the data endpoint: " + e.message()};
-      // Refused handshakes are counted from the socket's events (no key, an unknown key).
-      std::ostringstream address;
-      address << "inproc://snapflow-data-monitor-" << static_cast<const void*>(zap.get());
-      if (zmq_socket_monitor(router.handle(), address.str().c_str(),
-                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
-        return error{std::string("cannot monitor the data endpoint: ") + zmq_strerror(zmq_errno())};
-      monitor = zmq::socket_t(*context, zmq::socket_type::pair);
-      monitor.set(zmq::sockopt::linger, 0);
-      monitor.connect(address.str());
     }
+    // Closed connections break the channels they fed (run()); with CURVE, refused handshakes
+    // are counted (no key, an unknown key).
+    int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED;
+    if (options.curve)
+      events |= ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    monitor = monitor_socket(*context, router, events);
     router.bind(bind_address);
     endpoint = router.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -755,7 +855,8 @@ std::shared_ptr<input_channel> network_data_plane::open_input(const channel_key&
                                                               const channel_peer& producer) {
   assert(!refuse_peer(producer));
   if (producer.endpoint == endpoint_) return core_->open_local(key, false);
-  return core_->open_input(core_, key, options_.curve ? producer.public_key : std::string());
+  return core_->open_input(core_, key, producer,
+                           options_.curve ? producer.public_key : std::string());
 }
 
 std::size_t network_data_plane::local_routes_waiting() const {
@@ -778,25 +879,35 @@ std::uint64_t network_data_plane::buffered_bytes_high_water() const {
 
 namespace {
 
-// Takes every event the data endpoint's monitor has queued: a refused handshake each (the
-// monitor is asked for nothing else). An event is two frames: 2 bytes of event, 4 of value, in
-// host order; then the endpoint.
-void take_monitor_events(zmq::socket_t& monitor, network_data_plane::core& core) {
-  for (;;) {
-    zmq::message_t head;
-    if (!monitor.recv(head, zmq::recv_flags::dontwait)) return;
-    // The parts of a message arrive together: the rest is there to drain.
-    for (bool more = head.more(); more;) {
-      zmq::message_t rest;
-      if (!monitor.recv(rest, zmq::recv_flags::dontwait)) break;
-      more = rest.more();
-    }
-    if (head.size() < 6) continue;
-    std::uint16_t event = 0;
-    std::uint32_t value = 0;
-    std::memcpy(&event, head.data(), sizeof event);
-    std::memcpy(&value, static_cast<const char*>(head.data()) + sizeof event, sizeof value);
-    core.on_handshake_refused(event, value);
+// The data endpoint's closed connections, by file descriptor, on their way to
+// core::on_connections_closed. A closed connection's last frames may still wait in the router
+// when its event is read, so a closure read in one turn is applied in the next, after the
+// router was drained again. A descriptor is reused by a later connection (ACCEPTED after
+// DISCONNECTED): the frames read meanwhile cannot be told apart, so that closure is left to the
+// coordinator's own detection rather than risk breaking a healthy channel.
+struct closed_connections {
+  std::set<int> fresh;  // read this turn
+  std::set<int> due;    // read last turn: applied after this turn's drain
+
+  void closed(int fd) { fresh.insert(fd); }
+  void accepted(int fd) {
+    fresh.erase(fd);
+    due.erase(fd);
+  }
+};
+
+// Takes every event the data endpoint's monitor has queued.
+void take_monitor_events(zmq::socket_t& monitor, network_data_plane::core& core,
+                         closed_connections& closed) {
+  while (auto event = take_monitor_event(monitor)) {
+    const auto [what, value] = *event;
+    const int fd = static_cast<int>(value);
+    if (what == ZMQ_EVENT_DISCONNECTED)
+      closed.closed(fd);
+    else if (what == ZMQ_EVENT_ACCEPTED)
+      closed.accepted(fd);
+    else if (what != 0)
+      core.on_handshake_refused(what, value);
   }
 }
 
@@ -812,14 +923,13 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
   // activation of a pipe with frames waiting), so after credits went out ZMQ_EVENTS is read
   // before waiting, and a readable router is drained first.
   const int router_fd = router.get(zmq::sockopt::fd);
-  const int monitor_fd = monitor ? monitor.get(zmq::sockopt::fd) : -1;
+  const int monitor_fd = monitor.get(zmq::sockopt::fd);
   pollfd fds[3] = {{router_fd, POLLIN, 0}, {core_->event_fd(), POLLIN, 0}, {monitor_fd, POLLIN, 0}};
-  const nfds_t fd_count = monitor ? 3 : 2;
   zmq::message_t peer;
   zmq::message_t payload;
   std::string sender_key;
+  closed_connections closed;
   while (!stopping_.load()) {
-    if (monitor) take_monitor_events(monitor, *core_);
     // Bounded turns, so credits for what was taken go out between them.
     int taken = 0;
     for (; taken < frames_per_turn; ++taken) {
@@ -849,19 +959,27 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
           // The key the ZAP handler let this connection in with.
           if (const char* user_id = zmq_msg_gets(payload.handle(), "User-Id")) sender_key = user_id;
         }
-        core_->on_data(peer.to_string(), sender_key, std::move(*f));
+        core_->on_data(peer.to_string(), sender_key, zmq_msg_get(payload.handle(), ZMQ_SRCFD),
+                       std::move(*f));
       }
       // Credits only travel to producers; one arriving here is ignored.
     }
+    take_monitor_events(monitor, *core_, closed);
+    if (taken < frames_per_turn) {
+      // The router is drained: the closures read last turn have delivered all they carried.
+      core_->on_connections_closed(closed.due);
+      closed.due = std::exchange(closed.fresh, {});
+    }
     core_->release_held_credits(std::chrono::steady_clock::now());
     const bool sent = core_->send_credits(router);
-    // A turn cut short leaves frames behind; a send may have taken the router's wake-up.
-    if (taken == frames_per_turn) continue;
+    // A turn cut short leaves frames behind; a send may have taken the router's wake-up;
+    // closures read this turn wait for the next drain.
+    if (taken == frames_per_turn || !closed.due.empty()) continue;
     if (sent && (router.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0) continue;
     // With credits due that ZeroMQ did not take, look again soon rather than at the timeout.
     const int timeout = core_->credits_due() ? 5 : static_cast<int>(poll_timeout_ms);
     for (auto& f : fds) f.revents = 0;
-    if (::poll(fds, fd_count, timeout) < 0) {
+    if (::poll(fds, 3, timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::critical("data plane: poll failed: {}", std::strerror(errno));
       return;
@@ -871,10 +989,8 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
       [[maybe_unused]] auto n = ::read(core_->event_fd(), &ignored, sizeof ignored);
     }
   }
-  if (monitor) {
-    (void)zmq_socket_monitor(router.handle(), nullptr, 0);
-    monitor.close();
-  }
+  (void)zmq_socket_monitor(router.handle(), nullptr, 0);
+  monitor.close();
   router.close();
 }
 

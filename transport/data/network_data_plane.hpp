@@ -45,6 +45,10 @@ struct data_plane_counters {
   std::uint64_t stale_batches = 0;     // from an earlier attempt of a channel, dropped
   std::uint64_t overflow_batches = 0;  // beyond a channel's credit, dropped
   std::uint64_t sequence_gaps = 0;     // a batch went missing on a channel
+  // Connections to this endpoint that closed, and channels that broke because the connection
+  // feeding them closed before their end of input (the producer's worker stopped).
+  std::uint64_t connections_closed = 0;
+  std::uint64_t channels_lost = 0;
   // With CURVE: connections refused at the handshake (no CURVE, a key no channel here names,
   // a peer that hung up halfway), of those the keys the ZAP handler denied, and frames from a
   // key other than the one their channel names (dropped).
@@ -75,6 +79,12 @@ struct data_plane_counters {
 //
 // Attempts: a frame names the consumer's attempt; a frame for an earlier attempt than the
 // channel's current one is dropped, so a failed-over deployment never sees the old one's data.
+//
+// Lost peers: a connection that closes breaks the channels it carried, at both ends, as soon
+// as the kernel reports it (a crashed worker's sockets are closed at once), so tasks fail over
+// within milliseconds even before the coordinator notices. The consumer's input is broken once
+// it took every batch that arrived before the close, unless its end of input came first; a
+// producer waiting for credit from a consumer whose connection closed throws channel_failure.
 class network_data_plane final : public channel_factory {
  public:
   // Binds `bind_address` (tcp://127.0.0.1:* picks a port) and starts the I/O thread.

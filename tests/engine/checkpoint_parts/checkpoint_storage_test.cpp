@@ -408,3 +408,59 @@ TEST_CASE("checkpoint storage verifies a state file's size and checksum") {
   state_handle missing{(tmp.path() / "missing").string(), 0, 0};
   CHECK_FALSE(checkpoint_storage::verify_state(missing).ok());
 }
+
+TEST_CASE("checkpoint metadata keeps which state files are shared, and refuses an unknown "
+          "sharing or a shared inline state") {
+  checkpoint_storage storage("job");
+  completed_checkpoint c = sample(storage, 9);
+  c.subtask_states.clear();
+  c.subtask_states[{1, 0}] = subtask_state{
+      {state_handle{"job/shared/a.sst", 10, 1u, std::nullopt, handle_sharing::shared_new},
+       state_handle{"job/shared/b.sst", 20, 2u, std::nullopt, handle_sharing::shared_reused},
+       state_handle{c.location + "/own", 5, 3u, std::nullopt}},
+      35};
+  const std::string good = checkpoint_storage::encode_metadata(c);
+  auto read = checkpoint_storage::decode_metadata(good);
+  REQUIRE(read.ok());
+  CHECK(*read == c);
+
+  const std::string body = good.substr(24, good.size() - 28);
+  const auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string out = body;
+    const std::size_t at = out.find(from);
+    REQUIRE(at != std::string::npos);
+    out.replace(at, from.size(), to);
+    return checkpoint_storage::decode_metadata(frame(out));
+  };
+  // Same length, so the map stays well formed: only the name is unknown.
+  auto unknown = replaced("shared_new", "shared_old");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK_THAT(unknown.err().message, Catch::Contains("sharing"));
+}
+
+TEST_CASE("checkpoint storage lists and removes the shared files no kept checkpoint names") {
+  temp_folder tmp{"shared-sweep"};
+  const fs::path job = tmp.path() / "job";
+  const fs::path shared = job / checkpoint_storage::shared_folder_name;
+  fs::create_directories(shared / "a-folder");
+  for (const char* name : {"used.sst", "orphan.sst"}) write_all(shared / name, "x");
+  write_all(tmp.path() / "outside.sst", "x");
+  fs::create_symlink(tmp.path() / "outside.sst", shared / "link.sst");
+  completed_checkpoint kept;
+  kept.id = 4;
+  kept.subtask_states[{1, 0}] = subtask_state{
+      {state_handle{fs::absolute(shared / "used.sst").string(), 1, 0, std::nullopt,
+                    handle_sharing::shared_reused}},
+      1};
+  const auto unused = checkpoint_storage::unreferenced_shared_files(job, {kept});
+  REQUIRE(unused.size() == 1);
+  CHECK(unused[0].filename() == "orphan.sst");
+  CHECK(checkpoint_storage::remove_unreferenced_shared_files(job, {kept}).removed.size() == 1);
+  CHECK_FALSE(fs::exists(shared / "orphan.sst"));
+  CHECK(fs::exists(shared / "used.sst"));
+  // Neither a folder nor a symlink (nor what it points to) is touched.
+  CHECK(fs::exists(shared / "a-folder"));
+  CHECK(fs::exists(tmp.path() / "outside.sst"));
+  // No shared folder: nothing to list.
+  CHECK(checkpoint_storage::unreferenced_shared_files(tmp.path() / "none", {}).empty());
+}

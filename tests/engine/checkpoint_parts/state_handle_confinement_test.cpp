@@ -68,3 +68,28 @@ TEST_CASE("state handle confinement: a discard removes only what lies inside the
   discard_inside(job, {}, (job / ".." / "job-other").string());
   CHECK(fs::exists(sibling));
 }
+
+TEST_CASE("state handle confinement: a shared handle resolves inside the job's shared folder, "
+          "and a savepoint refuses one") {
+  testing::temp_folder tmp{"confine"};
+  const fs::path chk = tmp.path() / "job" / "chk-2";
+  const fs::path shared = tmp.path() / "job" / "shared";
+  subtask_state s;
+  s.handles = {state_handle{"a.sst", 5, 0, std::nullopt, handle_sharing::shared_reused},
+               state_handle{"own", 5, 0, std::nullopt}};
+  subtask_state savepoint = s;
+  REQUIRE(confine_state_handles(s, chk, shared));
+  CHECK(fs::path(s.handles[0].path) == fs::absolute(shared / "a.sst").lexically_normal());
+  CHECK(fs::path(s.handles[1].path) == fs::absolute(chk / "own").lexically_normal());
+
+  auto refused = confine_state_handles(savepoint, tmp.path() / "savepoint-1");
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.err().message, Catch::Contains("shared"));
+
+  subtask_state climbing;
+  climbing.handles = {state_handle{"../chk-1/own", 5, 0, std::nullopt, handle_sharing::shared_new}};
+  CHECK_FALSE(confine_state_handles(climbing, chk, shared));
+  subtask_state inline_shared;
+  inline_shared.handles = {state_handle{"", 2, 0, "xy", handle_sharing::shared_new}};
+  CHECK_FALSE(confine_state_handles(inline_shared, chk, shared));
+}

@@ -878,3 +878,32 @@ TEST_CASE("stream task: an input that lost batches fails the task with the reaso
   task.join();
   CHECK_THAT(f.listener->failure(), Catch::Contains("batch 9 arrived where 7 was due"));
 }
+
+namespace {
+
+// An output whose consumer's worker is gone (a network channel whose connection closed).
+class lost_consumer_output final : public output_channel {
+ public:
+  bool send(element_batch) override {
+    throw channel_failure("the connection to its consumer's worker closed");
+  }
+  void cancel() override {}
+};
+
+}  // namespace
+
+TEST_CASE("stream task: an output whose consumer is lost fails the task with the channel's "
+          "reason as it stands") {
+  task_fixture f;
+  auto in = std::make_shared<local_channel>(8);
+  element_batch batch{record{1, 0, 1, {}}, end_of_input{}};
+  REQUIRE(in->send(std::move(batch)));
+  auto c = f.config(make_vertex("map_identity"), operator_role::transform);
+  c.inputs = {in};
+  c.outputs.push_back({partitioning::forward, 128, {std::make_shared<lost_consumer_output>()}});
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::failed));
+  task.join();
+  CHECK(f.listener->failure() == "the connection to its consumer's worker closed");
+}

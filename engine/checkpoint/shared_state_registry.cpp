@@ -1,0 +1,75 @@
+#include "engine/checkpoint/shared_state_registry.hpp"
+
+#include <algorithm>
+
+namespace snapflow {
+
+void shared_state_registry::register_checkpoint(const completed_checkpoint& checkpoint) {
+  for (const auto& [_, state] : checkpoint.subtask_states)
+    for (const state_handle& h : state.handles) {
+      if (!h.is_shared()) continue;
+      auto [it, fresh] = entries_.try_emplace(h.path);
+      if (fresh) {
+        it->second.handle = h;
+        bytes_ += h.size;
+      }
+      it->second.last_used = std::max(it->second.last_used, checkpoint.id);
+    }
+}
+
+std::optional<std::string> shared_state_registry::check_reused(
+    const completed_checkpoint& checkpoint) const {
+  for (const auto& [_, state] : checkpoint.subtask_states)
+    for (const state_handle& h : state.handles)
+      if (h.sharing == handle_sharing::shared_reused && !holds(h.path))
+        return "it reuses the shared state file " + h.path +
+               ", which no retained checkpoint holds any more";
+  return std::nullopt;
+}
+
+std::vector<state_handle> shared_state_registry::release_older_than(checkpoint_id lowest_retained) {
+  std::vector<state_handle> released;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.last_used >= lowest_retained) {
+      ++it;
+      continue;
+    }
+    bytes_ -= it->second.handle.size;
+    released.push_back(std::move(it->second.handle));
+    it = entries_.erase(it);
+  }
+  return released;
+}
+
+std::vector<state_handle> shared_state_registry::release_all() {
+  std::vector<state_handle> released;
+  released.reserve(entries_.size());
+  for (auto& [_, e] : entries_) released.push_back(std::move(e.handle));
+  entries_.clear();
+  bytes_ = 0;
+  return released;
+}
+
+std::vector<state_handle> shared_state_registry::discardable(
+    std::vector<state_handle> handles) const {
+  std::erase_if(handles, [this](const state_handle& h) {
+    if (h.sharing == handle_sharing::shared_reused) return true;
+    // Named as new but held: a retained checkpoint uses that file (a worker may not claim it).
+    return h.sharing == handle_sharing::shared_new && holds(h.path);
+  });
+  return handles;
+}
+
+void shared_state_registry::recover(const std::deque<completed_checkpoint>& retained) {
+  entries_.clear();
+  bytes_ = 0;
+  for (const completed_checkpoint& c : retained) register_checkpoint(c);
+}
+
+std::vector<state_handle> exclusive_handles(const completed_checkpoint& checkpoint) {
+  std::vector<state_handle> out = checkpoint.all_handles();
+  std::erase_if(out, [](const state_handle& h) { return h.is_shared(); });
+  return out;
+}
+
+}  // namespace snapflow
