@@ -183,20 +183,24 @@ class rocksdb_deferred_snapshot final : public deferred_keyed_snapshot {
         return error{"rocksdb state in " + store_->folder().string() +
                      " holds an entry this backend did not write"};
       key_group_state& g = out.key_groups[key->group];
-      if (key->kind == value_kind) {
-        auto s = g.values.find(key->state);
-        if (s == g.values.end()) s = g.values.emplace(std::string(key->state), decltype(s->second){}).first;
-        s->second[key->key] = *v;
-      } else {
-        auto s = g.maps.find(key->state);
-        if (s == g.maps.end()) s = g.maps.emplace(std::string(key->state), decltype(s->second){}).first;
-        s->second[key->key].emplace(std::string(key->map_key), *v);
-      }
+      if (key->kind == value_kind)
+        entry(g.values, key->state)[key->key] = *v;
+      else
+        entry(g.maps, key->state)[key->key].emplace(std::string(key->map_key), *v);
     }
     if (!it->status().ok())
       return error{"reading rocksdb state in " + store_->folder().string() +
                    " for a checkpoint failed: " + it->status().ToString()};
     return out;
+  }
+
+  // The state named `name` in `states`, made empty when it is not there yet.
+  template <class States>
+  static typename States::mapped_type& entry(States& states, std::string_view name) {
+    auto s = states.find(name);
+    if (s == states.end())
+      s = states.emplace(std::string(name), typename States::mapped_type{}).first;
+    return s->second;
   }
 
   void release() {
@@ -224,7 +228,9 @@ result<std::unique_ptr<rocksdb_keyed_state_backend>> rocksdb_keyed_state_backend
   // A leftover of an earlier attempt of the same name whose process died.
   std::error_code ec;
   std::filesystem::remove_all(folder, ec);
-  if (ec) return error{"cannot clear the rocksdb working folder " + folder.string() + ": " + ec.message()};
+  if (ec)
+    return error{"cannot clear the rocksdb working folder " + folder.string() + ": " +
+                 ec.message()};
   std::filesystem::create_directories(folder.parent_path(), ec);
   if (ec) return error{"cannot create " + folder.parent_path().string() + ": " + ec.message()};
   rocksdb::DB* raw = nullptr;
