@@ -69,10 +69,11 @@ std::optional<std::string> checkpoint_config::validate() const {
   if (unaligned && max_concurrent > 1)
     return out_of_range("max_concurrent", "1 when unaligned checkpoints are enabled",
                         max_concurrent);
-  // Flink's names. Only the heap backend exists today: any other name is refused, not ignored.
-  if (state_backend != "hashmap")
+  // Flink's names; any other is refused, not ignored.
+  if (state_backend != "hashmap" && state_backend != "rocksdb")
     return "unknown checkpoint state_backend '" + state_backend +
-           "' (expected hashmap, the heap backend; rocksdb is not available yet)";
+           "' (expected hashmap, keyed state on the heap, or rocksdb, keyed state in an "
+           "embedded RocksDB on the worker's local disk)";
   if (inline_state_max_bytes < 0 || inline_state_max_bytes > max_inline_state_bytes)
     return out_of_range("inline_state_max_bytes", "between 0 and 1048576 (1 MiB)",
                         inline_state_max_bytes);

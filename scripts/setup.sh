@@ -8,6 +8,8 @@ packages=(
   libasio-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
   catch2 libcli11-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
+  # the rocksdb keyed state backend
+  librocksdb-dev
   # bench/run-comparison and bench/hop-report (and the hop-report test)
   python3
   # headless Chromium for the web page test (tests/cmd/web_page_browser_test.cpp)

@@ -39,9 +39,7 @@ result<operator_snapshot> keyed_sum::snapshot(checkpoint_id) {
 }
 
 result<void> keyed_sum::process(const record& r, record_output& out) {
-  std::int64_t& slot = state_->value_slot("sum");
-  slot += r.value;
-  const std::int64_t sum = slot;
+  const std::int64_t sum = state_->add_to_value("sum", r.value);
   record copy = r;
   copy.value = sum;
   out.emit(std::move(copy));
@@ -56,7 +54,7 @@ result<void> keyed_count::open(const operator_context& context,
 }
 
 result<void> keyed_count::process(const record& r, record_output& out) {
-  const std::int64_t count = ++state_->value_slot("count");
+  const std::int64_t count = state_->add_to_value("count", 1);
   record copy = r;
   copy.value = count;
   out.emit(std::move(copy));

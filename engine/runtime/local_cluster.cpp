@@ -204,6 +204,10 @@ local_cluster::local_cluster(job_graph job, local_cluster_options options)
   if (!options_.operators)
     options_.operators = std::shared_ptr<const operator_factory>(&operator_factory::builtin(),
                                                                  [](const operator_factory*) {});
+  if (options_.local_state_dir.empty()) {
+    own_local_dir_ = std::make_unique<scratch_folder>("snapflow-local");
+    options_.local_state_dir = own_local_dir_->path();
+  }
   writer_ = std::make_shared<snapshot_writer>(options_.snapshot_threads);
   gateway_ = std::make_shared<gateway>(*this);
   responder_ = std::make_shared<responder>(*this);
@@ -372,9 +376,14 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
       c.mode =
           job_.checkpointing ? job_.checkpointing->config.mode : checkpointing_mode::exactly_once;
       c.final_checkpoint = job_.checkpointing.has_value();
-      if (job_.checkpointing)
+      if (job_.checkpointing) {
         c.inline_state_max_bytes =
             static_cast<std::size_t>(job_.checkpointing->config.inline_state_max_bytes);
+        auto backend = parse_state_backend(job_.checkpointing->config.state_backend);
+        if (!backend) return backend.err();
+        c.state_backend = *backend;
+      }
+      c.local_state_dir = options_.local_state_dir;
       if (restore) {
         c.restore_checkpoint = restore->id;
         c.restore_states = assignment->states_for(i);

@@ -19,6 +19,7 @@
 
 #include "engine/jobmaster/execution_graph.hpp"
 #include "engine/jobmaster/final_checkpoint_tracker.hpp"
+#include "engine/paths/scratch_folder.hpp"
 #include "engine/runtime/local_channel.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/snapshot_writer.hpp"
@@ -66,6 +67,10 @@ struct local_cluster_options {
   std::shared_ptr<const operator_factory> operators;  // operator_factory::builtin() when null
   const operator_registry* registry = nullptr;        // operator_registry::builtin() when null
   fault_hook faults;
+  // Where tasks keep local working files (the rocksdb state backend's instances, one folder per
+  // subtask attempt, removed when it ends). Empty: a folder of this cluster's own under the
+  // system's temporary folder, removed with the cluster.
+  std::filesystem::path local_state_dir;
 };
 
 // Runs a whole job in one process (Flink's MiniCluster): the real execution graph and checkpoint
@@ -141,6 +146,7 @@ class local_cluster {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   asio::thread_pool io_pool_{1};
   std::thread io_thread_;
+  std::unique_ptr<scratch_folder> own_local_dir_;  // when options_.local_state_dir was empty
   std::shared_ptr<snapshot_writer> writer_;
 
   // Coordinator thread only, after start.

@@ -55,12 +55,17 @@ runtime_task_executor::runtime_task_executor(std::shared_ptr<task_executor_liste
   if (!options_.registry)
     options_.registry = std::shared_ptr<const operator_registry>(&operator_registry::builtin(),
                                                                  [](const operator_registry*) {});
+  if (options_.local_state_dir.empty()) {
+    own_local_dir_ = std::make_unique<scratch_folder>("snapflow-worker");
+    options_.local_state_dir = own_local_dir_->path();
+  }
   writer_ = std::make_shared<snapshot_writer>(options_.snapshot_threads);
 }
 
 runtime_task_executor::~runtime_task_executor() {
   for (auto& [_, task] : tasks_) task->cancel();
   tasks_.clear();  // joins
+  writer_.reset();  // runs the snapshots still queued, which may read a task's local state
 }
 
 std::string runtime_task_executor::data_endpoint() const { return channels_->data_endpoint(); }
@@ -174,9 +179,15 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
   }
   c.mode = job.checkpointing ? job.checkpointing->config.mode : checkpointing_mode::exactly_once;
   c.final_checkpoint = job.checkpointing.has_value();
-  if (job.checkpointing)
+  if (job.checkpointing) {
     c.inline_state_max_bytes =
         static_cast<std::size_t>(job.checkpointing->config.inline_state_max_bytes);
+    // The job graph came over the wire: a name this worker does not know fails the deployment.
+    auto backend = parse_state_backend(job.checkpointing->config.state_backend);
+    if (!backend) return fail_deploy(d, backend.err().message);
+    c.state_backend = *backend;
+  }
+  c.local_state_dir = options_.local_state_dir;
   c.restore_checkpoint = d.restore_checkpoint_id;
   c.restore_states = d.restore_states;
   c.batch_size = options_.batch_size;

@@ -1,12 +1,14 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/paths/confined_folder.hpp"
+#include "engine/paths/scratch_folder.hpp"
 #include "engine/runtime/channel_factory.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/snapshot_writer.hpp"
@@ -31,6 +33,10 @@ struct runtime_task_executor_options {
   // resolve against the first. A deployment naming a path outside fails, saying why. Empty:
   // not checked (in-process use; snapflow-worker always gives its --data-root folders).
   std::vector<std::string> data_roots;
+  // Where tasks keep local working files (the rocksdb state backend's instances, one folder per
+  // subtask attempt, removed when it ends). Empty: a folder of this executor's own under the
+  // system's temporary folder, removed with the executor.
+  std::filesystem::path local_state_dir;
 };
 
 // The worker's task_executor over real stream_tasks (Flink's TaskExecutor): deploy decodes the
@@ -81,6 +87,7 @@ class runtime_task_executor final : public task_executor {
   std::shared_ptr<channel_factory> channels_;
   runtime_task_executor_options options_;
   std::vector<confined_folder> data_roots_;  // options_.data_roots
+  std::unique_ptr<scratch_folder> own_local_dir_;  // when options_.local_state_dir was empty
   std::shared_ptr<snapshot_writer> writer_;
   std::map<task_key, std::unique_ptr<stream_task>> tasks_;
   // Final counters of reaped tasks not yet taken (bounded: the oldest go first).

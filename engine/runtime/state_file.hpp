@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/checkpoint/completed_checkpoint.hpp"
-#include "engine/runtime/keyed_state_backend.hpp"
+#include "engine/state/keyed_state_snapshot.hpp"
 #include "graph/ids.hpp"
 #include "graph/result.hpp"
 

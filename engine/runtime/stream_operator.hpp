@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/keyed_state_backend.hpp"
+#include "engine/state/keyed_state_backend.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "graph/job_graph.hpp"
 #include "graph/record.hpp"

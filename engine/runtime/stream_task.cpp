@@ -230,6 +230,10 @@ void stream_task::run() {
     // User callables may throw; the task thread is where that ends.
     outcome = error{failure_cause(e)};
   }
+  // Nothing touches the keyed state any more (barriers and triggers are taken on other threads
+  // only while this thread waits idle): a backend's working folder goes now, or once the
+  // snapshot writes still reading it have ended.
+  keyed_.reset();
   if (fail_requested_) {
     std::string cause;
     {
@@ -280,10 +284,9 @@ result<void> stream_task::initialize() {
 
   const std::uint32_t index = config_.attempt.subtask.index;
   const std::uint32_t parallelism = config_.vertex.parallelism;
-  if (config_.role == operator_role::keyed)
-    keyed_ = std::make_unique<keyed_state_backend>(
-        config_.vertex.max_parallelism,
-        key_groups::range_for_subtask(index, parallelism, config_.vertex.max_parallelism));
+  if (config_.role == operator_role::keyed) {
+    if (auto r = create_keyed_state(); !r) return r;
+  }
 
   for (auto& edge : config_.outputs) {
     partitioner part(edge.part, static_cast<std::uint32_t>(edge.channels.size()),
@@ -357,6 +360,28 @@ result<void> stream_task::initialize() {
   context.keyed_state = keyed_.get();
   context.restored_checkpoint = restored_id;
   return operator_->open(context, restored);
+}
+
+result<void> stream_task::create_keyed_state() {
+  const key_group_range range = key_groups::range_for_subtask(
+      config_.attempt.subtask.index, config_.vertex.parallelism, config_.vertex.max_parallelism);
+  std::filesystem::path folder;
+  if (config_.state_backend != state_backend_kind::hashmap) {
+    if (config_.local_state_dir.empty())
+      return error{"the " + std::string(to_string(config_.state_backend)) +
+                   " state backend needs a local folder for its working files, and this task "
+                   "was given none"};
+    // The job id comes from outside: reduced to file-name-safe characters.
+    folder = config_.local_state_dir / to_string(config_.state_backend) /
+             (file_safe_uid(config_.job) + "-" + std::to_string(config_.vertex.id) + "-" +
+              std::to_string(config_.attempt.subtask.index) + "-" +
+              std::to_string(config_.attempt.attempt));
+  }
+  auto made = make_keyed_state_backend(config_.state_backend, config_.vertex.max_parallelism,
+                                       range, folder);
+  if (!made) return made.err();
+  keyed_ = std::move(made).value();
+  return success();
 }
 
 result<void> stream_task::check_restore_scopes() const {
@@ -501,7 +526,8 @@ bool stream_task::run_barrier_on_caller() {
   // notify_barrier sends next makes it take): its thread handles the barrier.
   if (!turn.owns_lock() || !idle_ || caller_failure_ || should_stop()) return false;
   // Messages go first, in order, on the task thread; a large keyed state too.
-  if (!mailbox_.empty() || (keyed_ && keyed_->num_entries() > keyed_entries_max)) return false;
+  if (!mailbox_.empty() || (keyed_ && keyed_->synchronous_snapshot_entries() > keyed_entries_max))
+    return false;
   // The barrier must go on at once: this thread never waits for a consumer. The turn keeps
   // every other sender off these channels until it is released.
   if (!outputs_take_a_batch_now()) return false;
@@ -732,7 +758,16 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   snapshot->parallelism = config_.vertex.parallelism;
   snapshot->checkpoint = barrier.id;
   snapshot->operator_state = std::move(op_snapshot->state);
-  if (keyed_) snapshot->keyed = keyed_->snapshot();
+  // The heap backend's copy goes in now; a deferred view (rocksdb) is materialised by the
+  // writer, off this thread.
+  std::shared_ptr<deferred_keyed_snapshot> keyed_later;
+  if (keyed_) {
+    keyed_snapshot_part part = keyed_->snapshot();
+    if (part.deferred)
+      keyed_later = std::move(part.deferred);
+    else
+      snapshot->keyed = std::move(part.ready);
+  }
   const auto sync_us = std::chrono::duration_cast<std::chrono::microseconds>(
                            std::chrono::steady_clock::now() - sync_start)
                            .count();
@@ -753,7 +788,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   // Nothing asynchronous to run and no state, or a small one: acknowledge here, the state's
   // bytes inline, with no file and no hand-off to the writer.
   std::string encoded;
-  if (!op_snapshot->async_part && snapshot->empty()) {
+  if (!op_snapshot->async_part && !keyed_later && snapshot->empty()) {
     ack.metrics.async_duration_us = 0;
     hop_trace::record("t.ack", config_.vertex.id);
     config_.responder->acknowledge(std::move(ack));
@@ -763,7 +798,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   // fsyncs its pre-committed file still acknowledges its few bytes of state without a state
   // file (and that file's own fsync) of its own.
   bool state_inline = false;
-  if (!snapshot->empty() && config_.inline_state_max_bytes > 0 &&
+  if (!keyed_later && !snapshot->empty() && config_.inline_state_max_bytes > 0 &&
       state_file::may_fit(*snapshot, config_.inline_state_max_bytes)) {
     const auto encode_start = std::chrono::steady_clock::now();
     encoded = state_file::encode(*snapshot);
@@ -780,7 +815,12 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
     }
   }
   std::filesystem::path file;
-  if (!snapshot->empty() && !state_inline) {
+  if (keyed_later && !barrier.options.target_location.empty()) {
+    // Whether there is anything to write is known once it is materialised.
+    file = std::filesystem::path(barrier.options.target_location) /
+           state_file::file_name(config_.vertex.uid, config_.attempt.subtask.index,
+                                 config_.attempt.attempt);
+  } else if (!keyed_later && !snapshot->empty() && !state_inline) {
     if (barrier.options.target_location.empty()) {
       decline(barrier.id, checkpoint_failure_reason::checkpoint_declined,
               "the barrier names no location for state files");
@@ -795,10 +835,34 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   std::function<void()> write = [responder = config_.responder, ack = std::move(ack), snapshot,
                                  vertex = config_.vertex.id, file = std::move(file),
                                  encoded = std::move(encoded), state_inline,
+                                 keyed_later = std::move(keyed_later),
+                                 inline_max = config_.inline_state_max_bytes,
                                  async_part = std::move(op_snapshot->async_part)]() mutable {
     const auto async_start = std::chrono::steady_clock::now();
     checkpoint_decline decline{
         ack.job, ack.attempt, ack.id, checkpoint_failure_reason::checkpoint_async_exception, {}};
+    if (keyed_later) {
+      auto keyed = keyed_later->materialize();
+      keyed_later.reset();  // releases the backend's snapshot
+      if (!keyed) {
+        decline.message = keyed.err().message;
+        responder->decline(std::move(decline));
+        return;
+      }
+      snapshot->keyed = std::move(keyed).value();
+      // What the task thread decides for a state it has in hand, decided here.
+      if (!snapshot->empty() && inline_max > 0 && state_file::may_fit(*snapshot, inline_max)) {
+        encoded = state_file::encode(*snapshot);
+        state_inline = encoded.size() <= inline_max;
+      }
+      if (!snapshot->empty() && !state_inline && file.empty()) {
+        decline.reason = checkpoint_failure_reason::checkpoint_declined;
+        decline.message = "the barrier names no location for state files";
+        responder->decline(std::move(decline));
+        return;
+      }
+      if (snapshot->empty()) file.clear();
+    }
     if (async_part) {
       if (auto r = async_part(); !r) {
         decline.message = r.err().message;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,7 +20,8 @@
 #include "engine/runtime/barrier_tracker.hpp"
 #include "engine/runtime/channel.hpp"
 #include "engine/runtime/checkpoint_responder.hpp"
-#include "engine/runtime/keyed_state_backend.hpp"
+#include "engine/state/keyed_state_backend.hpp"
+#include "engine/state/state_backend_kind.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/output_gate.hpp"
 #include "engine/runtime/pending_writes.hpp"
@@ -59,6 +61,13 @@ struct stream_task_config {
   // checkpoint_config::inline_state_max_bytes: a state without an asynchronous part that
   // encodes to at most this is acknowledged from the task thread with its bytes inline.
   std::size_t inline_state_max_bytes = 0;
+  // Where a keyed operator's state lives (checkpoint_config::state_backend).
+  state_backend_kind state_backend = state_backend_kind::hashmap;
+  // A local folder the task may keep working files under (a worker's own, never shared with
+  // jobs' data): the rocksdb backend's instance goes to
+  // <local_state_dir>/rocksdb/<job>-<vertex>-<subtask>-<attempt> and is removed when the task
+  // ends. Needed for the rocksdb backend only.
+  std::filesystem::path local_state_dir;
   // Restore: the checkpoint and the states of the old subtasks of this vertex that this subtask
   // needs, by old index (task_deployment_descriptor's shape; engine/jobmaster/state_assignment.hpp
   // selects them).
@@ -147,6 +156,8 @@ class stream_task {
 
   void run();
   result<void> initialize();
+  // The keyed state backend the config asks for, in this attempt's working folder.
+  result<void> create_keyed_state();
   // Every handed-over keyed state was cut at this vertex's max parallelism, in a valid range.
   result<void> check_restore_scopes() const;
   // A keyed subtask must have received every old subtask whose key groups overlap its own.

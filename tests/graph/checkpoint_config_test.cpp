@@ -41,6 +41,16 @@ TEST_CASE("every checkpoint setter is stored") {
   CHECK(c.state_backend == "hashmap");
 }
 
+TEST_CASE("checkpoint config accepts both state backends") {
+  stream_environment env;
+  env.enable_checkpointing(100ms);
+  env.set_state_backend("rocksdb");
+  CHECK(env.get_checkpoint_config().state_backend == "rocksdb");
+  CHECK_FALSE(env.get_checkpoint_config().validate());
+  env.set_state_backend("hashmap");
+  CHECK(env.get_checkpoint_config().state_backend == "hashmap");
+}
+
 TEST_CASE("invalid checkpoint settings are refused with the setting and range named") {
   stream_environment env;
   CHECK_THROWS_WITH(env.enable_checkpointing(0ms),
@@ -57,10 +67,13 @@ TEST_CASE("invalid checkpoint settings are refused with the setting and range na
   CHECK_THROWS_WITH(env.set_checkpoint_stats_history_size(-1),
                     Catch::Contains("stats_history_size"));
   CHECK_THROWS_WITH(env.set_parallelism(0), Catch::Contains("parallelism"));
-  // Only backends that exist are accepted: a typo or an unbuilt one is refused, not ignored.
-  CHECK_THROWS_WITH(env.set_state_backend("rocksdb"),
-                    Catch::Contains("unknown checkpoint state_backend 'rocksdb'") &&
-                        Catch::Contains("hashmap"));
+  // Only backends that exist are accepted: a typo or an unknown one is refused, not ignored,
+  // and the error names the ones there are.
+  CHECK_THROWS_WITH(env.set_state_backend("rocks"),
+                    Catch::Contains("unknown checkpoint state_backend 'rocks'") &&
+                        Catch::Contains("hashmap") && Catch::Contains("rocksdb"));
+  CHECK_THROWS_WITH(env.set_state_backend("RocksDB"),
+                    Catch::Contains("unknown checkpoint state_backend 'RocksDB'"));
   CHECK_THROWS_WITH(env.set_state_backend(""), Catch::Contains("state_backend"));
 
   env.enable_checkpointing(10ms, checkpointing_mode::at_least_once);

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <sstream>
 #include <string>
 
 #include "graph/job_file.hpp"
@@ -119,6 +120,35 @@ params = { count = 10 }
 )");
   REQUIRE(g.checkpointing);
   CHECK(g.checkpointing->config.unaligned);
+}
+
+TEST_CASE("the state backend is chosen in [checkpointing]; an unknown one is refused") {
+  const job_graph g = load_ok(R"([checkpointing]
+interval_ms = 10
+state_backend = "rocksdb"
+
+[[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 10 }
+)");
+  REQUIRE(g.checkpointing);
+  CHECK(g.checkpointing->config.state_backend == "rocksdb");
+  auto r = parse_job_file(R"([checkpointing]
+interval_ms = 10
+state_backend = "leveldb"
+
+[[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 10 }
+)",
+                          "job.toml");
+  REQUIRE_FALSE(r.ok());
+  std::ostringstream os;
+  os << r;
+  CHECK_THAT(os.str(), Catch::Contains("unknown checkpoint state_backend 'leveldb'") &&
+                           Catch::Contains("hashmap") && Catch::Contains("rocksdb"));
 }
 
 TEST_CASE("a job file without [checkpointing] has checkpointing off") {

@@ -1,12 +1,16 @@
-// The hashmap keyed state backend and state files: scoping by key, snapshot and restore,
-// redistribution over a different parallelism, corrupt files refused.
+// The keyed state backends (hashmap and rocksdb, the same behaviour from both) and state
+// files: scoping by key, snapshot and restore, redistribution over a different parallelism,
+// moving state between backends, corrupt files refused.
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <limits>
 
 #include "engine/checkpoint/crc32c.hpp"
-#include "engine/runtime/keyed_state_backend.hpp"
 #include "engine/runtime/state_file.hpp"
+#include "engine/state/heap_keyed_state_backend.hpp"
+#include "engine/state/rocksdb_keyed_state_backend.hpp"
+#include "engine/state/state_backend_kind.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
 using namespace snapflow;
@@ -14,11 +18,24 @@ using namespace snapflow::runtime_test;
 
 namespace {
 
-keyed_state_backend backend_for(std::uint32_t index, std::uint32_t parallelism,
-                                std::uint32_t max_parallelism = 128) {
-  return keyed_state_backend(max_parallelism,
-                             key_groups::range_for_subtask(index, parallelism, max_parallelism));
-}
+// Makes backends of one kind, each in a working folder of its own under one temporary folder.
+template <state_backend_kind Kind>
+struct backends {
+  static constexpr state_backend_kind kind = Kind;
+  temp_folder dir;
+  int made = 0;
+
+  std::unique_ptr<keyed_state_backend> make(std::uint32_t index, std::uint32_t parallelism,
+                                            std::uint32_t max_parallelism = 128) {
+    auto b = make_keyed_state_backend(
+        Kind, max_parallelism, key_groups::range_for_subtask(index, parallelism, max_parallelism),
+        dir.path() / ("backend-" + std::to_string(made++)));
+    REQUIRE(b);
+    return std::move(b).value();
+  }
+};
+using hashmap_backends = backends<state_backend_kind::hashmap>;
+using rocksdb_backends = backends<state_backend_kind::rocksdb>;
 
 // Every key 0..n-1 that subtask `index` of `parallelism` owns gets sum = key * 10 and a map
 // entry "k<key>" -> key.
@@ -31,6 +48,12 @@ void fill(keyed_state_backend& b, std::uint32_t index, std::uint32_t parallelism
   }
 }
 
+keyed_state_snapshot snapshot_now(const keyed_state_backend& b) {
+  auto s = b.snapshot_now();
+  REQUIRE(s);
+  return std::move(s).value();
+}
+
 subtask_snapshot snapshot_of(const keyed_state_backend& b, std::uint32_t index,
                              std::uint32_t parallelism, checkpoint_id id = 3) {
   subtask_snapshot s;
@@ -38,14 +61,28 @@ subtask_snapshot snapshot_of(const keyed_state_backend& b, std::uint32_t index,
   s.subtask_index = index;
   s.parallelism = parallelism;
   s.checkpoint = id;
-  s.keyed = b.snapshot();
+  s.keyed = snapshot_now(b);
   return s;
+}
+
+// Every key of 0..n-1 this backend owns has what fill() gave it.
+void check_filled(keyed_state_backend& b, std::uint32_t index, std::uint32_t parallelism,
+                  std::uint64_t n) {
+  for (std::uint64_t key = 0; key < n; ++key) {
+    if (key_groups::subtask_for_key(key, parallelism, b.max_parallelism()) != index) continue;
+    b.set_current_key(key);
+    REQUIRE(b.value("sum") == static_cast<std::int64_t>(key * 10));
+    REQUIRE(b.map_get("words", "k" + std::to_string(key)) == static_cast<std::int64_t>(key));
+  }
 }
 
 }  // namespace
 
-TEST_CASE("keyed state: value and map state are scoped to the current key") {
-  auto b = backend_for(0, 1);
+TEMPLATE_TEST_CASE("keyed state: value and map state are scoped to the current key", "",
+                   hashmap_backends, rocksdb_backends) {
+  TestType made;
+  auto owned = made.make(0, 1);
+  auto& b = *owned;
   b.set_current_key(1);
   CHECK_FALSE(b.value("sum"));
   b.set_value("sum", 5);
@@ -67,23 +104,111 @@ TEST_CASE("keyed state: value and map state are scoped to the current key") {
   b.set_current_key(2);
   CHECK(b.value("sum") == 7);
   CHECK(b.num_entries() == 2);  // key 2's sum, key 1's map
+  // Value and map state of the same name are different states.
+  b.map_put("sum", "x", 3);
+  CHECK(b.value("sum") == 7);
+  CHECK(b.map_get("sum", "x") == 3);
+  b.set_current_key(1);
+  b.map_remove("m", "b");
+  CHECK(b.map_entries("m").empty());
+  CHECK(b.num_entries() == 2);  // key 2's value "sum" and its map "sum"; key 1 has none
 }
 
-TEST_CASE("keyed state: a snapshot is a copy that later updates do not change") {
-  auto b = backend_for(0, 1);
+TEMPLATE_TEST_CASE("keyed state: add_to_value starts from 0 and returns the new value", "",
+                   hashmap_backends, rocksdb_backends) {
+  TestType made;
+  auto owned = made.make(0, 1);
+  auto& b = *owned;
+  b.set_current_key(9);
+  CHECK(b.add_to_value("count", 1) == 1);
+  CHECK(b.add_to_value("count", 41) == 42);
+  CHECK(b.add_to_value("count", -50) == -8);
+  CHECK(b.value("count") == -8);
+  b.set_current_key(10);
+  CHECK(b.add_to_value("count", 0) == 0);
+  CHECK(b.value("count") == 0);  // created, as on the heap
+}
+
+TEMPLATE_TEST_CASE("keyed state: map entries come ordered by map key, bytewise", "",
+                   hashmap_backends, rocksdb_backends) {
+  TestType made;
+  auto owned = made.make(0, 1);
+  auto& b = *owned;
+  b.set_current_key(3);
+  for (const char* k : {"b", "a", "ab", "", "\xff", "B"}) b.map_put("m", k, 1);
+  b.map_put("m2", "zz", 2);  // another state, and another key, stay out
+  b.set_current_key(4);
+  b.map_put("m", "c", 3);
+  b.set_current_key(3);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : b.map_entries("m")) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"", "B", "a", "ab", "b", "\xff"});
+}
+
+TEMPLATE_TEST_CASE("keyed state: later updates do not change a snapshot", "", hashmap_backends,
+                   rocksdb_backends) {
+  TestType made;
+  auto owned = made.make(0, 1);
+  auto& b = *owned;
   b.set_current_key(4);
   b.set_value("sum", 1);
-  const keyed_state_snapshot snap = b.snapshot();
+  b.map_put("m", "a", 1);
+  b.set_current_key(5);
+  b.set_value("gone", 5);
+  // Taken now, materialised only after the updates below (what the snapshot writer does).
+  keyed_snapshot_part part = b.snapshot();
+  CHECK((part.deferred != nullptr) == (TestType::kind == state_backend_kind::rocksdb));
+  b.clear_value("gone");
+  b.set_current_key(4);
   b.set_value("sum", 2);
-  auto restored = backend_for(0, 1);
-  REQUIRE(restored.restore({snap}));
-  restored.set_current_key(4);
-  CHECK(restored.value("sum") == 1);
+  b.map_put("m", "a", 2);
+  b.map_put("m", "b", 3);
+  b.set_current_key(6);
+  b.set_value("new", 6);
+  auto snap = std::move(part).materialize();
+  REQUIRE(snap);
+  CHECK(snap->max_parallelism == 128);
+  keyed_state_snapshot expected;
+  expected.max_parallelism = 128;
+  expected.key_groups[key_groups::key_group_for_key(4, 128)].values["sum"][4] = 1;
+  expected.key_groups[key_groups::key_group_for_key(4, 128)].maps["m"][4]["a"] = 1;
+  expected.key_groups[key_groups::key_group_for_key(5, 128)].values["gone"][5] = 5;
+  CHECK(*snap == expected);
+
+  auto restored = made.make(0, 1);
+  REQUIRE(restored->restore({*snap}));
+  restored->set_current_key(4);
+  CHECK(restored->value("sum") == 1);
+  CHECK(restored->map_entries("m") == std::vector<std::pair<std::string, std::int64_t>>{{"a", 1}});
+  restored->set_current_key(6);
+  CHECK_FALSE(restored->value("new"));
+}
+
+TEMPLATE_TEST_CASE("keyed state: restore replaces what the backend held", "", hashmap_backends,
+                   rocksdb_backends) {
+  TestType made;
+  auto owned = made.make(0, 1);
+  auto& b = *owned;
+  b.set_current_key(1);
+  b.set_value("sum", 1);
+  const keyed_state_snapshot one = snapshot_now(b);
+  b.set_current_key(2);
+  b.set_value("sum", 2);
+  REQUIRE(b.restore({one}));
+  CHECK(b.value("sum") == std::nullopt);
+  b.set_current_key(1);
+  CHECK(b.value("sum") == 1);
+  // A refused restore changes nothing.
+  keyed_state_snapshot other = one;
+  other.max_parallelism = 64;
+  CHECK_FALSE(b.restore({other}));
+  CHECK(b.value("sum") == 1);
+  CHECK(b.num_entries() == 1);
 }
 
 TEST_CASE("keyed state: a state file round-trips through disk with its checksum") {
   temp_folder dir;
-  auto b = backend_for(1, 2);
+  heap_keyed_state_backend b(128, key_groups::range_for_subtask(1, 2, 128));
   fill(b, 1, 2, 100);
   subtask_snapshot s = snapshot_of(b, 1, 2);
   s.operator_state.push_back({"offset", "42"});
@@ -103,7 +228,7 @@ TEST_CASE("keyed state: a state file round-trips through disk with its checksum"
 }
 
 TEST_CASE("keyed state: a small state goes inline, checked by size and checksum, with no file") {
-  auto b = backend_for(1, 2);
+  heap_keyed_state_backend b(128, key_groups::range_for_subtask(1, 2, 128));
   fill(b, 1, 2, 10);
   subtask_snapshot s = snapshot_of(b, 1, 2);
   s.operator_state.push_back({"offset", "42"});
@@ -133,23 +258,25 @@ TEST_CASE("keyed state: a small state goes inline, checked by size and checksum,
 
 TEST_CASE("keyed state: may_fit is a lower bound, never refusing a state that fits") {
   for (int keys : {0, 1, 7, 50, 400}) {
-    auto b = backend_for(1, 2);
+    heap_keyed_state_backend b(128, key_groups::range_for_subtask(1, 2, 128));
     fill(b, 1, 2, keys);
     const subtask_snapshot s = snapshot_of(b, 1, 2);
     CHECK(state_file::may_fit(s, state_file::encode(s).size()));
   }
 }
 
-TEST_CASE("keyed state: restore at a different parallelism keeps exactly the owned key groups") {
+TEMPLATE_TEST_CASE("keyed state: restore at a different parallelism keeps exactly the owned "
+                   "key groups", "", hashmap_backends, rocksdb_backends) {
+  TestType made;
   temp_folder dir;
   constexpr std::uint64_t keys = 1000;
   // Taken at parallelism 2 ...
   std::vector<state_handle> handles;
   for (std::uint32_t i = 0; i < 2; ++i) {
-    auto b = backend_for(i, 2);
-    fill(b, i, 2, keys);
+    auto b = made.make(i, 2);
+    fill(*b, i, 2, keys);
     auto h =
-        state_file::write(dir.path() / state_file::file_name("sum", i, 0), snapshot_of(b, i, 2));
+        state_file::write(dir.path() / state_file::file_name("sum", i, 0), snapshot_of(*b, i, 2));
     REQUIRE(h);
     handles.push_back(*h);
   }
@@ -163,33 +290,112 @@ TEST_CASE("keyed state: restore at a different parallelism keeps exactly the own
     }
     std::size_t total = 0;
     for (std::uint32_t i = 0; i < p; ++i) {
-      auto b = backend_for(i, p);
-      REQUIRE(b.restore(parts));
-      total += b.num_entries();
-      for (std::uint64_t key = 0; key < keys; ++key) {
-        if (key_groups::subtask_for_key(key, p, 128) != i) continue;
-        b.set_current_key(key);
-        REQUIRE(b.value("sum") == static_cast<std::int64_t>(key * 10));
-        REQUIRE(b.map_get("words", "k" + std::to_string(key)) == static_cast<std::int64_t>(key));
-      }
+      auto b = made.make(i, p);
+      REQUIRE(b->restore(parts));
+      total += b->num_entries();
+      check_filled(*b, i, p, keys);
     }
     // Each key has a value and a map entry, owned by exactly one new subtask.
     CHECK(total == 2 * keys);
   }
 }
 
-TEST_CASE("keyed state: restore refuses state of another max parallelism") {
-  auto old = backend_for(0, 1, 64);
-  fill(old, 0, 1, 10);
-  auto b = backend_for(0, 1, 128);
-  auto r = b.restore({old.snapshot()});
-  REQUIRE_FALSE(r);
-  CHECK_THAT(r.err().message, Catch::Contains("max parallelism"));
+TEMPLATE_TEST_CASE("keyed state: one subtask's state splits over two and merges back", "",
+                   hashmap_backends, rocksdb_backends) {
+  TestType made;
+  constexpr std::uint64_t keys = 300;
+  auto one = made.make(0, 1);
+  fill(*one, 0, 1, keys);
+  const keyed_state_snapshot whole = snapshot_now(*one);
+  // 1 -> 2: each new subtask keeps its own half.
+  std::vector<keyed_state_snapshot> halves;
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    auto b = made.make(i, 2);
+    REQUIRE(b->restore({whole}));
+    check_filled(*b, i, 2, keys);
+    auto half = snapshot_now(*b);
+    for (const auto& [group, _] : half.key_groups)
+      CHECK(b->range().contains(group));
+    halves.push_back(std::move(half));
+  }
+  // 2 -> 1: the halves merge into what was taken.
+  auto merged = made.make(0, 1);
+  REQUIRE(merged->restore(halves));
+  CHECK(snapshot_now(*merged) == whole);
+  check_filled(*merged, 0, 1, keys);
+}
+
+TEST_CASE("keyed state: a hashmap snapshot restored into rocksdb and back is unchanged") {
+  hashmap_backends heap;
+  rocksdb_backends rocks;
+  auto original = heap.make(0, 1);
+  fill(*original, 0, 1, 500);
+  original->set_current_key(7);
+  original->set_value("other", -1);
+  original->map_put("other", "", std::numeric_limits<std::int64_t>::min());
+  original->set_current_key(8);
+  original->map_put("binary", std::string("a\0b", 3), std::numeric_limits<std::int64_t>::max());
+  const keyed_state_snapshot taken = snapshot_now(*original);
+
+  auto in_rocks = rocks.make(0, 1);
+  REQUIRE(in_rocks->restore({taken}));
+  const keyed_state_snapshot from_rocks = snapshot_now(*in_rocks);
+  CHECK(from_rocks == taken);
+  auto back = heap.make(0, 1);
+  REQUIRE(back->restore({from_rocks}));
+  CHECK(snapshot_now(*back) == taken);
+  CHECK(back->num_entries() == original->num_entries());
+  CHECK(in_rocks->num_entries() == original->num_entries());
+}
+
+TEST_CASE("keyed state: the rocksdb working folder is the backend's own and goes with it") {
+  temp_folder dir;
+  const auto folder = dir.path() / "rocksdb" / "job-1-0-0";
+  // A leftover of an earlier process is cleared, not opened.
+  std::filesystem::create_directories(folder);
+  std::ofstream(folder / "stale") << "x";
+  std::optional<keyed_state_snapshot> later;
+  {
+    auto made = rocksdb_keyed_state_backend::open(128, key_groups::range_for_subtask(0, 1, 128),
+                                                  folder);
+    REQUIRE(made);
+    auto& b = **made;
+    CHECK(b.folder() == folder);
+    CHECK_FALSE(std::filesystem::exists(folder / "stale"));
+    CHECK(std::filesystem::exists(folder / "CURRENT"));
+    b.set_current_key(1);
+    b.set_value("v", 1);
+    // A snapshot not yet materialised keeps the instance (and folder) alive past the backend.
+    keyed_snapshot_part part = b.snapshot();
+    made = error{"closed"};
+    CHECK(std::filesystem::exists(folder));
+    auto s = std::move(part).materialize();
+    REQUIRE(s);
+    later = *s;
+  }
+  CHECK_FALSE(std::filesystem::exists(folder));
+  REQUIRE(later);
+  CHECK(later->key_groups.size() == 1);
+}
+
+TEST_CASE("keyed state: the rocksdb backend refuses what it cannot hold, saying why") {
+  temp_folder dir;
+  auto too_wide = rocksdb_keyed_state_backend::open(65536, {0, 10}, dir.path() / "x");
+  REQUIRE_FALSE(too_wide);
+  CHECK_THAT(too_wide.err().message, Catch::Contains("max parallelism"));
+  auto no_folder = make_keyed_state_backend(state_backend_kind::rocksdb, 128, {0, 127}, {});
+  REQUIRE_FALSE(no_folder);
+  CHECK_THAT(no_folder.err().message, Catch::Contains("working folder"));
+  CHECK(parse_state_backend("rocksdb").value() == state_backend_kind::rocksdb);
+  CHECK(parse_state_backend("hashmap").value() == state_backend_kind::hashmap);
+  auto unknown = parse_state_backend("memory");
+  REQUIRE_FALSE(unknown);
+  CHECK_THAT(unknown.err().message, Catch::Contains("'memory'") && Catch::Contains("rocksdb"));
 }
 
 TEST_CASE("keyed state: a corrupt state file is refused with a clear error") {
   temp_folder dir;
-  auto b = backend_for(0, 1);
+  heap_keyed_state_backend b(128, key_groups::range_for_subtask(0, 1, 128));
   fill(b, 0, 1, 50);
   const auto file = dir.path() / "sum.state";
   auto handle = state_file::write(file, snapshot_of(b, 0, 1));
@@ -218,7 +424,7 @@ TEST_CASE("keyed state: a corrupt state file is refused with a clear error") {
 }
 
 TEST_CASE("keyed state: decoding garbage or cut-off bytes fails cleanly") {
-  auto b = backend_for(0, 1);
+  heap_keyed_state_backend b(128, key_groups::range_for_subtask(0, 1, 128));
   fill(b, 0, 1, 20);
   const std::string bytes = state_file::encode(snapshot_of(b, 0, 1));
   for (std::size_t cut = 0; cut < bytes.size(); cut += 7)

@@ -6,6 +6,7 @@
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/keyed_operators.hpp"
 #include "engine/runtime/operator_factory.hpp"
+#include "engine/state/heap_keyed_state_backend.hpp"
 #include "graph/job_file.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
@@ -39,7 +40,7 @@ std::string job_with_state_bytes(const std::string& value) {
 
 TEST_CASE("keyed_sum without state_bytes snapshots no operator state") {
   auto v = make_vertex("keyed_sum", {}, 2);
-  keyed_state_backend keyed(v.max_parallelism, key_groups::range_for_subtask(0, 2, 128));
+  heap_keyed_state_backend keyed(v.max_parallelism, key_groups::range_for_subtask(0, 2, 128));
   auto op = open_sum(v, keyed, 0);
   auto snap = op->snapshot(1);
   REQUIRE(snap);
@@ -48,8 +49,8 @@ TEST_CASE("keyed_sum without state_bytes snapshots no operator state") {
 
 TEST_CASE("keyed_sum with state_bytes snapshots that many bytes, different per subtask") {
   auto v = make_vertex("keyed_sum", {{"state_bytes", "4096"}}, 2);
-  keyed_state_backend keyed0(v.max_parallelism, key_groups::range_for_subtask(0, 2, 128));
-  keyed_state_backend keyed1(v.max_parallelism, key_groups::range_for_subtask(1, 2, 128));
+  heap_keyed_state_backend keyed0(v.max_parallelism, key_groups::range_for_subtask(0, 2, 128));
+  heap_keyed_state_backend keyed1(v.max_parallelism, key_groups::range_for_subtask(1, 2, 128));
   auto op0 = open_sum(v, keyed0, 0);
   auto op1 = open_sum(v, keyed1, 1);
   auto s0 = op0->snapshot(1);

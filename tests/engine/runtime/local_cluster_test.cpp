@@ -266,6 +266,66 @@ TEST_CASE("local cluster: restored at another parallelism, keyed state and sink 
   check_exactly_once(out, count);
 }
 
+// The subtask folders under <local>/rocksdb (one per keyed_sum subtask attempt that is open).
+std::size_t rocksdb_folders(const std::filesystem::path& local) {
+  const auto root = local / "rocksdb";
+  if (!std::filesystem::exists(root)) return 0;
+  return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(root),
+                                                std::filesystem::directory_iterator()));
+}
+
+TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash and a rescaled "
+          "restore, exactly once") {
+  // The first run's backend: rocksdb, or hashmap (its checkpoints restore into rocksdb).
+  const std::string first_backend = GENERATE(as<std::string>{}, "rocksdb", "hashmap");
+  INFO("first run with " << first_backend);
+  temp_folder dir;
+  constexpr std::int64_t count = 100'000;
+  const auto out = dir.path() / "out";
+  const auto local = dir.path() / "local";
+  custom_kinds kinds(/*hold_after=*/20'000);
+  job_graph job = exactly_once_job(out, count, 10ms, checkpointing_mode::exactly_once, 0, 10s, 4,
+                                   "gated_sequence_source", kinds.registry);
+  job.checkpointing->config.state_backend = first_backend;
+  {
+    auto options = kinds.apply(options_for(dir));
+    options.local_state_dir = local;
+    local_cluster first(job, options);
+    auto started = first.start();
+    if (!started) FAIL(started.err().message);
+    REQUIRE(first.wait_for_completed_checkpoints(2, 60s));
+    // One working folder per keyed_sum subtask while they run (none with the heap backend).
+    CHECK(rocksdb_folders(local) == (first_backend == "rocksdb" ? 4u : 0u));
+    first.kill_task({1, 2}, "killed by test");
+    REQUIRE(first.wait(60s) == job_status::failed);
+    CHECK_THAT(first.failure_cause().value_or(""), Catch::Contains("killed by test"));
+  }
+  // Every task ended: their working folders are gone.
+  CHECK(rocksdb_folders(local) == 0);
+
+  // Same job (id, uids, max parallelism) in rocksdb, keyed_sum and sink at parallelism 3.
+  kinds.gate->open = true;
+  job_graph rescaled =
+      exactly_once_job(out, count, 10ms, checkpointing_mode::exactly_once, 0, 10s,
+                       /*sum_parallelism=*/3, "gated_sequence_source", kinds.registry);
+  rescaled.id = job.id;
+  rescaled.checkpointing->config.state_backend = "rocksdb";
+  auto options = kinds.apply(options_for(dir));
+  options.restore_latest = true;
+  options.local_state_dir = local;
+  {
+    local_cluster second(rescaled, options);
+    auto status = second.run(60s);
+    if (!status) FAIL(status.err().message);
+    INFO("failure: " << second.failure_cause().value_or("none"));
+    REQUIRE(*status == job_status::finished);
+    REQUIRE(second.restored_checkpoint());
+    CHECK(second.completed_checkpoints() >= 1);
+  }
+  check_exactly_once(out, count);
+  CHECK(rocksdb_folders(local) == 0);
+}
+
 TEST_CASE("local cluster: exactly once under dropped, delayed and duplicated control messages") {
   temp_folder dir;
   constexpr std::int64_t count = 60'000;

@@ -10,6 +10,7 @@
 #include "engine/runtime/keyed_operators.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/source_operators.hpp"
+#include "engine/state/heap_keyed_state_backend.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
 using namespace snapflow;
@@ -30,7 +31,7 @@ struct harness {
     auto made = operator_factory::builtin().create(vertex);
     REQUIRE(made);
     op = std::move(made).value();
-    keyed = std::make_unique<keyed_state_backend>(
+    keyed = std::make_unique<heap_keyed_state_backend>(
         vertex.max_parallelism,
         key_groups::range_for_subtask(index, vertex.parallelism, vertex.max_parallelism));
     operator_context c;

@@ -2,6 +2,8 @@
 // built-in ones. A custom keyed kind must get keyed state, snapshot it and restore it.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -226,12 +228,24 @@ std::map<std::uint64_t, std::int64_t> tallies(const std::vector<checkpoint_ack>&
 
 // `declared_role`: the job names test_tally with role = "keyed" and is parsed against the
 // built-in registry, as a stock coordinator does.
+// `state_backend`: the job's checkpoint_config::state_backend.
 void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_registry,
-                           bool declared_role = false) {
+                           bool declared_role = false,
+                           const std::string& state_backend = "hashmap") {
   temp_folder dir;
   const auto custom = custom_registry();
   const operator_registry& registry = declared_role ? operator_registry::builtin() : *custom;
-  const std::string text = declared_role ? job_text_with_role() : job_text;
+  std::string text = declared_role ? job_text_with_role() : job_text;
+  const std::string mode = "mode = \"exactly_once\"\n";
+  text.insert(text.find(mode) + mode.size(), "state_backend = \"" + state_backend + "\"\n");
+  const auto local = dir.path() / "local";
+  // The working folders of the rocksdb backend's instances open now.
+  const auto open_instances = [&] {
+    const auto root = local / "rocksdb";
+    if (!std::filesystem::exists(root)) return std::size_t{0};
+    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(root),
+                                                  std::filesystem::directory_iterator()));
+  };
   deployment first = plan(registry, 0, text);
   if (declared_role) {
     const job_vertex* tally = first.graph.find_vertex(first.tally);
@@ -249,11 +263,15 @@ void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_reg
     runtime_task_executor_options options;
     options.operators = custom_factory();
     options.registry = executor_registry;
+    options.local_state_dir = local;
     runtime_task_executor executor(listener, std::make_shared<memory_channels>(), options);
     for (const auto& a : first.attempts) executor.deploy(descriptor(first, a));
     REQUIRE(listener->wait_exhausted(1));
     INFO(listener->failures());
     CHECK(listener->failures().empty());
+    // One per tally subtask, while they run (made before a task reports RUNNING).
+    REQUIRE(listener->wait_all(first.attempts.size(), execution_state::running));
+    CHECK(open_instances() == (state_backend == "rocksdb" ? 2u : 0u));
     checkpoint_options cp;
     cp.target_location = (dir.path() / "chk-1").string();
     std::filesystem::create_directories(cp.target_location);
@@ -273,6 +291,8 @@ void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_reg
       if (c.attempt == first.source) notified = c.notified;
     REQUIRE(notified.size() == 1);
     CHECK(notified[0].id == 1);
+    // Ended tasks leave no working folder behind.
+    CHECK(open_instances() == 0);
   }
   // Every key's count is in checkpoint 1's keyed state.
   REQUIRE(counted.size() == static_cast<std::size_t>(key_count));
@@ -288,6 +308,7 @@ void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_reg
   runtime_task_executor_options options;
   options.operators = custom_factory();
   options.registry = executor_registry;
+  options.local_state_dir = local;
   runtime_task_executor executor(listener, std::make_shared<memory_channels>(), options);
   for (const auto& a : second.attempts) {
     auto t = descriptor(second, a);
@@ -305,6 +326,7 @@ void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_reg
   CHECK(tallies(listener->acks_of(2), second.tally) == counted);
   executor.finish(job, second.source);
   REQUIRE(listener->wait_all(second.attempts.size(), execution_state::finished));
+  CHECK(open_instances() == 0);
 }
 
 }  // namespace
@@ -312,6 +334,42 @@ void run_custom_keyed_kind(std::shared_ptr<const operator_registry> executor_reg
 TEST_CASE("a custom keyed kind in the executor's registry gets keyed state, snapshotted and "
           "restored") {
   run_custom_keyed_kind(custom_registry());
+}
+
+TEST_CASE("a custom keyed kind keeps its state in rocksdb when the job asks for it, snapshotted "
+          "and restored") {
+  run_custom_keyed_kind(custom_registry(), false, "rocksdb");
+}
+
+TEST_CASE("a worker's default local folder for working files is its own and goes with it") {
+  std::filesystem::path root;
+  {
+    auto listener = std::make_shared<recording_executor_listener>();
+    runtime_task_executor_options options;
+    options.operators = custom_factory();
+    options.registry = custom_registry();
+    runtime_task_executor executor(listener, std::make_shared<memory_channels>(), options);
+    std::string text = job_text;
+    const std::string mode = "mode = \"exactly_once\"\n";
+    text.insert(text.find(mode) + mode.size(), "state_backend = \"rocksdb\"\n");
+    deployment d = plan(*custom_registry(), 0, text);
+    for (const auto& a : d.attempts) executor.deploy(descriptor(d, a));
+    REQUIRE(listener->wait_all(d.attempts.size(), execution_state::running));
+    INFO(listener->failures());
+    CHECK(listener->failures().empty());
+    // <temp>/snapflow-worker-<pid>-<n>/rocksdb/<job>-<vertex>-<subtask>-<attempt>
+    const std::string prefix = "snapflow-worker-" + std::to_string(::getpid()) + "-";
+    for (const auto& e :
+         std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+      if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
+      if (std::filesystem::exists(e.path() / "rocksdb")) root = e.path();
+    }
+    REQUIRE_FALSE(root.empty());
+    CHECK(std::distance(std::filesystem::directory_iterator(root / "rocksdb"),
+                        std::filesystem::directory_iterator()) == 2);
+    executor.cancel_all();
+  }
+  CHECK_FALSE(std::filesystem::exists(root));
 }
 
 TEST_CASE("a custom kind missing from the registry but fed only by hash edges gets keyed state") {

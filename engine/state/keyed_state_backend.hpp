@@ -1,0 +1,102 @@
+#pragma once
+
+#include <cassert>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/runtime/key_groups.hpp"
+#include "engine/state/keyed_snapshot_part.hpp"
+#include "engine/state/keyed_state_snapshot.hpp"
+#include "graph/result.hpp"
+
+namespace snapflow {
+
+// Keyed state of one subtask (Flink's KeyedStateBackend): scoped to the current key, organised
+// by key group so a snapshot can be split and merged again at another parallelism. Value state
+// holds an int64 per key; map state holds string -> int64 entries per key. Reads of missing
+// entries return nothing. Task thread only (a snapshot's deferred part excepted).
+//
+// set_current_key is not virtual: the task calls it for every record, operators access state
+// far less often than that in most jobs, and one virtual call per access is what the choice of
+// backend costs.
+class keyed_state_backend {
+ public:
+  virtual ~keyed_state_backend() = default;
+  keyed_state_backend(const keyed_state_backend&) = delete;
+  keyed_state_backend& operator=(const keyed_state_backend&) = delete;
+
+  // Every state access below is for this key. Asserts that the key belongs to this subtask
+  // (a partitioning bug otherwise).
+  void set_current_key(std::uint64_t key) {
+    const std::uint32_t group = key_groups::key_group_for_key(key, max_parallelism_);
+    assert(range_.contains(group) && "a record reached a subtask that does not own its key group");
+    current_key_ = key;
+    current_group_ = group;
+    has_key_ = true;
+  }
+  std::uint64_t current_key() const { return current_key_; }
+
+  virtual std::optional<std::int64_t> value(std::string_view state) const = 0;
+  virtual void set_value(std::string_view state, std::int64_t v) = 0;
+  // Adds `delta` to the current key's value (0 when it has none) and returns the new value: a
+  // read-modify-write that keyed aggregations do per record, one lookup on the heap instead of
+  // value() + set_value()'s two.
+  virtual std::int64_t add_to_value(std::string_view state, std::int64_t delta) = 0;
+  virtual void clear_value(std::string_view state) = 0;
+
+  virtual std::optional<std::int64_t> map_get(std::string_view state,
+                                              std::string_view map_key) const = 0;
+  virtual void map_put(std::string_view state, std::string_view map_key, std::int64_t v) = 0;
+  virtual void map_remove(std::string_view state, std::string_view map_key) = 0;
+  // The current key's entries, ordered by map key (bytewise).
+  virtual std::vector<std::pair<std::string, std::int64_t>> map_entries(
+      std::string_view state) const = 0;
+
+  // The synchronous part of a checkpoint: the state as it is now, copied or as a consistent
+  // view the asynchronous part materialises. Later updates never change it.
+  virtual keyed_snapshot_part snapshot() const = 0;
+  // snapshot(), materialised at once.
+  result<keyed_state_snapshot> snapshot_now() const { return snapshot().materialize(); }
+  // Replaces the state with the key groups this subtask owns out of `parts` (the snapshots of
+  // every old subtask); others are skipped. Fails, changing nothing, when a snapshot was taken
+  // with another max parallelism (key groups would not line up) or a key group appears twice.
+  virtual result<void> restore(const std::vector<keyed_state_snapshot>& parts) = 0;
+
+  std::uint32_t max_parallelism() const { return max_parallelism_; }
+  const key_group_range& range() const { return range_; }
+  // Keys with any state, over all key groups (tests, metrics): may scan the whole state.
+  virtual std::size_t num_entries() const = 0;
+  // How many entries snapshot() copies on the calling thread: whether a checkpoint's
+  // synchronous part is quick enough to take on a thread that is not the task's.
+  virtual std::size_t synchronous_snapshot_entries() const = 0;
+
+ protected:
+  keyed_state_backend(std::uint32_t max_parallelism, key_group_range range);
+
+  // One owned key group of restore()'s parts.
+  struct owned_group {
+    std::uint32_t group;
+    const key_group_state* state;
+  };
+  // restore()'s checks, shared by every backend: the key groups of `parts` this subtask owns,
+  // or why the parts cannot be restored.
+  result<std::vector<owned_group>> owned_groups(
+      const std::vector<keyed_state_snapshot>& parts) const;
+
+  std::uint32_t current_group() const {
+    assert(has_key_);
+    return current_group_;
+  }
+
+  std::uint32_t max_parallelism_;
+  key_group_range range_;
+  std::uint64_t current_key_ = 0;
+  std::uint32_t current_group_;
+  bool has_key_ = false;
+};
+
+}  // namespace snapflow
