@@ -18,6 +18,7 @@
 #include "cmd/process_logging.hpp"
 #include "cmd/thread_scheduling.hpp"
 #include "engine/runtime/runtime_task_executor.hpp"
+#include "engine/runtime/state_file.hpp"
 #include "transport/curve_keys.hpp"
 #include "transport/endpoint_scope.hpp"
 #include "transport/data/network_data_plane.hpp"
@@ -38,6 +39,22 @@ std::string default_worker_id() {
   if (::gethostname(host.data(), host.size() - 1) != 0 || host[0] == '\0')
     return "worker-" + std::to_string(::getpid());
   return std::string(host.data()) + "-" + std::to_string(::getpid());
+}
+
+// This worker's own folder under --local-state-dir, emptied: what an earlier process with the
+// same id left (one killed with kill -9 removes nothing) is of no use to anyone, and two
+// workers sharing the folder keep apart.
+result<std::string> own_local_state_dir(const std::string& root, const std::string& worker_id) {
+  std::error_code ec;
+  const auto dir = std::filesystem::absolute(root, ec) / ("worker-" + file_safe_uid(worker_id));
+  if (ec) return error{"--local-state-dir '" + root + "' cannot be made absolute"};
+  if (std::filesystem::remove_all(dir, ec) > 0 && !ec)
+    spdlog::info("removed the local state an earlier worker {} left in {}", worker_id,
+                 dir.string());
+  if (ec) return error{"cannot clear " + dir.string() + ": " + ec.message()};
+  if (!std::filesystem::create_directories(dir, ec) && ec)
+    return error{"cannot create " + dir.string() + ": " + ec.message()};
+  return dir.string();
 }
 
 // `plane`: set to the data plane when the executor has one (its figures are logged at exit).
@@ -62,6 +79,7 @@ result<std::shared_ptr<task_executor>> make_executor(
     options.operators = context.operators;
     options.registry = context.registry;
     options.data_roots = context.data_roots;
+    options.local_state_dir = context.local_state_dir;
     return std::shared_ptr<task_executor>(
         std::make_shared<runtime_task_executor>(context.listener, *plane, options));
   }
@@ -156,6 +174,12 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
                  "a folder jobs' file paths (file sources and sinks) may lead into; repeat for "
                  "more; relative paths resolve against the first. A task naming a path "
                  "outside is refused (default: the working folder)");
+  std::string local_state_dir;
+  app.add_option("--local-state-dir", local_state_dir,
+                 "where tasks keep keyed state on local disk (the rocksdb state backend's "
+                 "working folders, one per subtask attempt, removed when it ends), in a folder "
+                 "named after the worker's id, emptied at start; default: a temporary folder "
+                 "of this worker's own, removed when it exits");
   bool insecure = false;
   app.add_flag("--insecure", insecure,
                "allow a --data-bind beyond loopback without CURVE: anyone who reaches it can "
@@ -259,6 +283,14 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
   context.slots = o.slots;
   context.data_bind_address = data_bind;
   context.data_roots = data_roots;
+  if (!local_state_dir.empty()) {
+    auto own = own_local_state_dir(local_state_dir, o.worker_id);
+    if (!own) {
+      std::cerr << extensions.program_name << ": " << own.err().message << "\n";
+      return exit_usage;
+    }
+    context.local_state_dir = *own;
+  }
   if (o.curve) context.curve = o.curve->keys;
   context.curve_peer_wait_ms = curve_peer_wait_ms;
   context.listener = endpoint->listener();

@@ -26,6 +26,9 @@ struct worker_context {
   // --data-root, absolute: where tasks' file parameters may lead (the first one is where
   // relative ones resolve). Never empty: the worker's working folder by default.
   std::vector<std::string> data_roots;
+  // Where tasks keep state on local disk (the rocksdb backend's working folders); empty: a
+  // temporary folder of the worker's own, removed when it exits.
+  std::string local_state_dir;
   // With --curve-secret-key: this worker's key pair, which its data plane must use too (a
   // CURVE server on the data endpoint, CURVE clients to its peers). Without it, none.
   std::optional<transport::curve_key_pair> curve;

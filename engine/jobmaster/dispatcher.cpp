@@ -320,7 +320,8 @@ void dispatcher::sweep_ended(const job_id& id) {
       spdlog::warn("job {}: {}", id, removed.err().message);
   }
   for (const auto& folder : recovered.empty_folders) (void)::rmdir(folder.c_str());
-  const auto shared = checkpoint_storage::remove_unreferenced_shared_files(job_dir, recovered.checkpoints);
+  const auto shared =
+      checkpoint_storage::remove_unreferenced_shared_files(job_dir, recovered.checkpoints);
   for (const auto& file : shared.removed)
     spdlog::info("job {}: removed {}, a shared state file no checkpoint uses", id, file.string());
   for (const auto& failure : shared.failures) spdlog::warn("job {}: {}", id, failure);

@@ -133,7 +133,8 @@ result<job_master::durable_state> job_master::load_durable_state(
   }
   // Shared files no kept checkpoint names (written for a checkpoint that never completed, or
   // whose release a crash interrupted): nothing will ever name them again.
-  const auto shared = checkpoint_storage::remove_unreferenced_shared_files(job_dir, recovered.checkpoints);
+  const auto shared =
+      checkpoint_storage::remove_unreferenced_shared_files(job_dir, recovered.checkpoints);
   for (const auto& file : shared.removed)
     spdlog::info("job {}: removed {}, a shared state file no checkpoint uses", graph.id,
                  file.string());

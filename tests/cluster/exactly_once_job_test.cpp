@@ -21,10 +21,14 @@ constexpr std::int64_t key_count = 16;
 
 // The example at reduced size: 2 sources, keyed_sum and sink of parallelism 4. `rate` (records
 // per second per source, 0 = unlimited) keeps the job running long enough to kill a worker.
-std::string exactly_once_job(const std::filesystem::path& out, int rate) {
+// `backend`: the keyed state backend ("hashmap" when empty).
+std::string exactly_once_job(const std::filesystem::path& out, int rate,
+                             const std::string& backend = {}) {
   std::ostringstream os;
   os << "[job]\nname = \"exactly-once-sum-test\"\nparallelism = 4\nmax_parallelism = 128\n\n"
-     << "[checkpointing]\ninterval_ms = 30\nmode = \"exactly_once\"\n\n"
+     << "[checkpointing]\ninterval_ms = 30\nmode = \"exactly_once\"\n";
+  if (!backend.empty()) os << "state_backend = \"" << backend << "\"\n";
+  os << "\n"
      << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 2\n"
      << "params = { count = " << record_count << ", keys = " << key_count
      << ", rate = " << rate << " }\n\n"
@@ -36,12 +40,35 @@ std::string exactly_once_job(const std::filesystem::path& out, int rate) {
 }
 
 // A runtime worker with two slots (the job needs four: its widest vertex).
-std::unique_ptr<child_process> runtime_worker(const std::string& control, const std::string& id) {
-  return std::make_unique<child_process>(std::vector<std::string>{
+// `local_state_dir`: its --local-state-dir, when not empty.
+std::unique_ptr<child_process> runtime_worker(const std::string& control, const std::string& id,
+                                              const std::filesystem::path& local_state_dir = {}) {
+  std::vector<std::string> args{
       SNAPFLOW_WORKER_BIN, "--coordinator", control, "--id", id, "--slots", "2", "--executor",
       "runtime", "--heartbeat-interval-ms", std::to_string(heartbeat_interval_ms),
       "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout_ms), "--data-root",
-      test_data_root()});
+      test_data_root()};
+  if (!local_state_dir.empty()) {
+    args.emplace_back("--local-state-dir");
+    args.push_back(local_state_dir.string());
+  }
+  return std::make_unique<child_process>(args);
+}
+
+// RocksDB instances (one folder per subtask attempt) of worker `id` under its --local-state-dir.
+std::size_t rocksdb_instances(const std::filesystem::path& local_state_dir, const std::string& id) {
+  // Its own folder: worker-<id>-<crc of the id>.
+  std::error_code ec;
+  std::size_t n = 0;
+  for (std::filesystem::directory_iterator worker(local_state_dir, ec), end; !ec && worker != end;
+       worker.increment(ec)) {
+    if (!worker->path().filename().string().starts_with("worker-" + id + "-")) continue;
+    std::error_code inner;
+    for (std::filesystem::directory_iterator it(worker->path() / "rocksdb", inner);
+         !inner && it != end; it.increment(inner))
+      ++n;
+  }
+  return n;
 }
 
 // Checks the committed output: every seq exactly once, with the running sum of its key after it
@@ -120,6 +147,52 @@ TEST_CASE("the exactly-once example survives a worker killed mid-run and stays e
   REQUIRE(finished);
   CHECK(details.value("restarts", 0) >= 1);
   check_exactly_once(out);
+
+  w1->send_signal(SIGTERM);
+  w2->send_signal(SIGTERM);
+  coordinator.process().send_signal(SIGTERM);
+  CHECK(w1->wait_exit(patience) == 0);
+  CHECK(w2->wait_exit(patience) == 0);
+  CHECK(coordinator.process().wait_exit(patience) == 0);
+}
+
+TEST_CASE("with the rocksdb backend, the example survives a worker killed mid-run, exactly once, "
+          "its instances in the workers' --local-state-dir") {
+  temp_dir dir;
+  coordinator_process coordinator(dir.path() / "state");
+  const auto local1 = dir.path() / "local-1";
+  const auto local2 = dir.path() / "local-2";
+  auto w1 = runtime_worker(coordinator.control(), "w1", local1);
+  auto w2 = runtime_worker(coordinator.control(), "w2", local2);
+  REQUIRE(coordinator.wait_for_workers(2));
+
+  const auto out = dir.path() / "out";
+  const std::string job = coordinator.submit(exactly_once_job(out, 20'000, "rocksdb"));
+  REQUIRE(coordinator.wait_for_completed_checkpoints(job, 3));
+  // keyed_sum's 4 subtasks keep their state in RocksDB instances on the two workers.
+  CHECK(rocksdb_instances(local1, "w1") + rocksdb_instances(local2, "w2") == 4);
+  // What the killed worker leaves, the next process with its id removes.
+  const bool w2_had_instances = rocksdb_instances(local2, "w2") > 0;
+
+  w2->send_signal(SIGKILL);
+  REQUIRE(w2->wait_exit(patience).has_value());
+  w2 = runtime_worker(coordinator.control(), "w2", local2);
+
+  const bool finished = job_finished(coordinator, job, 60s);
+  const json details = coordinator.job(job);
+  INFO("job: " << details.dump() << "\nw1 stderr: " << w1->stderr_text()
+               << "\nw2 stderr: " << w2->stderr_text());
+  REQUIRE(finished);
+  CHECK(details.value("restarts", 0) >= 1);
+  check_exactly_once(out);
+  // Every instance is removed when its subtask ends; the killed worker's went when the new
+  // process started.
+  CHECK(eventually([&] {
+    return rocksdb_instances(local1, "w1") == 0 && rocksdb_instances(local2, "w2") == 0;
+  }));
+  CHECK_THAT(w2->stderr_text(), w2_had_instances
+                                    ? Catch::Contains("removed the local state an earlier worker")
+                                    : Catch::Contains(""));
 
   w1->send_signal(SIGTERM);
   w2->send_signal(SIGTERM);

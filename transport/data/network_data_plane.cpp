@@ -420,10 +420,10 @@ class network_data_plane::core {
       for (auto& [id, r] : routes_) {
         if (r.fd < 0 || !fds.contains(r.fd) || r.ended || r.broken) continue;
         ++counters_.channels_lost;
+        const std::string from =
+            r.producer_endpoint.empty() ? std::string() : " (worker at " + r.producer_endpoint + ")";
         std::string why = "data plane: " + describe(channel_key_of(id, r.attempt)) +
-                          ": the connection from its producer" +
-                          (r.producer_endpoint.empty() ? std::string()
-                                                       : " (worker at " + r.producer_endpoint + ")") +
+                          ": the connection from its producer" + from +
                           " closed before its end of input: that worker stopped or the network "
                           "failed";
         spdlog::warn("{}", why);
