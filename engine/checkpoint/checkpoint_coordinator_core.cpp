@@ -300,6 +300,7 @@ ack_outcome checkpoint_coordinator_core::on_ack(checkpoint_ack ack, std::int64_t
   sub.subtask = ack.attempt.subtask;
   sub.ack_timestamp_us = now_us;
   sub.state_size = ack.state.state_size;
+  sub.checkpointed_size = checkpointed_size(ack.state);
   sub.sync_duration_us = ack.metrics.sync_duration_us;
   sub.async_duration_us = ack.metrics.async_duration_us;
   sub.alignment_duration_us = ack.metrics.alignment_duration_us;

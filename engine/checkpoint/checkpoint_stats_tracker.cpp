@@ -99,6 +99,7 @@ void checkpoint_stats_tracker::report_ack(checkpoint_id id, const subtask_checkp
   stats->subtasks.push_back(ack);
   ++stats->num_acknowledged;
   stats->state_size += ack.state_size;
+  stats->checkpointed_size += ack.checkpointed_size;
   stats->latest_ack_timestamp_us = std::max(stats->latest_ack_timestamp_us, ack.ack_timestamp_us);
   stats->max_alignment_duration_us =
       std::max(stats->max_alignment_duration_us, ack.alignment_duration_us);
@@ -129,6 +130,7 @@ void checkpoint_stats_tracker::report_completed(checkpoint_id id, std::int64_t c
   ++counts_.completed;
   durations_us_.add(static_cast<double>(stats->end_to_end_duration_us));
   state_sizes_.add(static_cast<double>(stats->state_size));
+  checkpointed_sizes_.add(static_cast<double>(stats->checkpointed_size));
   alignments_us_.add(static_cast<double>(stats->max_alignment_duration_us));
   if (!latest_completed_ || latest_completed_->id < id) latest_completed_ = stats;
   if (stats->kind == checkpoint_trigger_kind::savepoint &&

@@ -22,6 +22,10 @@ struct subtask_checkpoint_stats {
   std::int64_t ack_timestamp_us = 0;
   std::int64_t end_to_end_duration_us = 0;
   std::uint64_t state_size = 0;
+  // What this checkpoint wrote for the subtask (Flink's checkpointed size): its state files
+  // and inline state, without the shared files it reused from earlier checkpoints. Equal to
+  // state_size unless the subtask checkpoints incrementally.
+  std::uint64_t checkpointed_size = 0;
   std::int64_t sync_duration_us = 0;
   std::int64_t async_duration_us = 0;
   std::int64_t alignment_duration_us = 0;
@@ -53,6 +57,7 @@ struct checkpoint_stats {
   std::size_t num_subtasks = 0;
   std::size_t num_acknowledged = 0;
   std::uint64_t state_size = 0;
+  std::uint64_t checkpointed_size = 0;  // see subtask_checkpoint_stats
   // Until the end: trigger to the latest ack; after it: trigger to completion or failure.
   std::int64_t end_to_end_duration_us = 0;
   std::int64_t max_alignment_duration_us = 0;
@@ -127,6 +132,7 @@ class checkpoint_stats_tracker {
   // Over the completed checkpoints in the summary window.
   stats_summary end_to_end_duration_us() const { return durations_us_.summary(); }
   stats_summary state_size() const { return state_sizes_.summary(); }
+  stats_summary checkpointed_size() const { return checkpointed_sizes_.summary(); }
   // The maximum alignment of each completed checkpoint.
   stats_summary alignment_duration_us() const { return alignments_us_.summary(); }
   // Trigger to all subtasks notified, over the completed checkpoints that know it.
@@ -188,6 +194,7 @@ class checkpoint_stats_tracker {
   checkpoint_counts counts_;
   window durations_us_;
   window state_sizes_;
+  window checkpointed_sizes_;
   window alignments_us_;
   window notified_us_;
   // For each completed checkpoint some but not all of whose subtasks reported their

@@ -72,4 +72,16 @@ std::vector<state_handle> exclusive_handles(const completed_checkpoint& checkpoi
   return out;
 }
 
+std::uint64_t checkpointed_size(const subtask_state& state) {
+  std::uint64_t written = 0;
+  bool reused = false;
+  for (const state_handle& h : state.handles) {
+    if (h.sharing == handle_sharing::shared_reused)
+      reused = true;
+    else
+      written += h.size;
+  }
+  return reused ? written : state.state_size;
+}
+
 }  // namespace snapflow

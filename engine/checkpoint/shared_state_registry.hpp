@@ -71,4 +71,8 @@ class shared_state_registry {
 // about those).
 std::vector<state_handle> exclusive_handles(const completed_checkpoint& checkpoint);
 
+// What a subtask wrote for one checkpoint (Flink's checkpointed size): its full state size when
+// it reused nothing, else the bytes of the handles it did not reuse.
+std::uint64_t checkpointed_size(const subtask_state& state);
+
 }  // namespace snapflow

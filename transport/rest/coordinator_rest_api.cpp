@@ -106,7 +106,7 @@ json checkpoint_json(const checkpoint_stats& c) {
          {"trigger_timestamp", ms(c.trigger_timestamp_us)},
          {"latest_ack_timestamp", ms(c.latest_ack_timestamp_us)},
          {"state_size", c.state_size},
-         {"checkpointed_size", c.state_size},
+         {"checkpointed_size", c.checkpointed_size},
          {"end_to_end_duration", ms(c.end_to_end_duration_us)},
          {"end_to_end_duration_us", c.end_to_end_duration_us},
          {"alignment_buffered", 0},
@@ -426,7 +426,7 @@ rest_response coordinator_rest_api::checkpoints(const job_id& id) const {
           {{"end_to_end_duration", summary_json(stats.end_to_end_duration_us(), 0.001)},
            {"end_to_end_duration_us", summary_json(stats.end_to_end_duration_us())},
            {"state_size", summary_json(stats.state_size())},
-           {"checkpointed_size", summary_json(stats.state_size())},
+           {"checkpointed_size", summary_json(stats.checkpointed_size())},
            {"alignment_duration", summary_json(stats.alignment_duration_us(), 0.001)},
            {"alignment_duration_us", summary_json(stats.alignment_duration_us())},
            {"notified_duration", summary_json(stats.notified_duration_us(), 0.001)},
@@ -517,7 +517,7 @@ rest_response coordinator_rest_api::checkpoint_details(
   // Per vertex, like Flink's task statistics: what the acknowledged subtasks reported.
   struct vertex_summary {
     std::size_t acknowledged = 0, notified = 0;
-    std::uint64_t state_size = 0;
+    std::uint64_t state_size = 0, checkpointed_size = 0;
     std::int64_t latest_ack_us = 0, min_e2e_us = 0, max_e2e_us = 0, sum_e2e_us = 0;
     std::int64_t max_alignment_us = 0, max_start_delay_us = 0;
   };
@@ -531,6 +531,7 @@ rest_response coordinator_rest_api::checkpoint_details(
     v.sum_e2e_us += e2e;
     ++v.acknowledged;
     v.state_size += a.state_size;
+    v.checkpointed_size += a.checkpointed_size;
     v.latest_ack_us = std::max(v.latest_ack_us, a.ack_timestamp_us);
     v.max_alignment_us = std::max(v.max_alignment_us, a.alignment_duration_us);
     v.max_start_delay_us = std::max(v.max_start_delay_us, a.start_delay_us);
@@ -549,6 +550,7 @@ rest_response coordinator_rest_api::checkpoint_details(
                      {"num_acknowledged_subtasks", v.acknowledged},
                      {"num_notified_subtasks", v.notified},
                      {"state_size", v.state_size},
+                     {"checkpointed_size", v.checkpointed_size},
                      {"latest_ack_timestamp_us", v.latest_ack_us},
                      {"end_to_end_duration", e2e},
                      {"max_alignment_duration_us", v.max_alignment_us},
@@ -567,6 +569,7 @@ rest_response coordinator_rest_api::checkpoint_details(
                         {"end_to_end_duration", ms(a.end_to_end_duration_us)},
                         {"end_to_end_duration_us", a.end_to_end_duration_us},
                         {"state_size", a.state_size},
+                        {"checkpointed_size", a.checkpointed_size},
                         {"checkpoint", {{"sync", ms(a.sync_duration_us)},
                                         {"async", ms(a.async_duration_us)},
                                         {"sync_us", a.sync_duration_us},

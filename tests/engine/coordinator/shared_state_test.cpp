@@ -391,3 +391,42 @@ TEST_CASE("shared state registry: a file lives while its newest user is retained
   CHECK(r.size() == 0);
   CHECK(r.bytes() == 0);
 }
+
+TEST_CASE("shared state: a checkpoint's checkpointed size leaves out the files it reused") {
+  coordinator_harness h([] {
+    harness_options o;
+    o.sources = 1;
+    o.sinks = 0;
+    return o;
+  }());
+  const auto ack = [&](checkpoint_id id, std::vector<state_handle> handles, std::uint64_t size) {
+    checkpoint_ack a;
+    a.job = h.job;
+    a.attempt = h.attempt(0);
+    a.id = id;
+    a.state.handles = std::move(handles);
+    a.state.state_size = size;
+    h.core->on_ack(std::move(a), h.now);
+    h.pump();
+  };
+  const state_handle f{"job-dir/shared/f", 100, 0, std::nullopt, handle_sharing::shared_new};
+  state_handle f_again = f;
+  f_again.sharing = handle_sharing::shared_reused;
+  const state_handle g{"job-dir/shared/g", 7, 0, std::nullopt, handle_sharing::shared_new};
+  h.request(checkpoint_trigger_kind::manual);
+  ack(1, {f, {"job-dir/chk-1/own", 3, 0, std::nullopt}}, 103);
+  h.written(1);
+  h.request(checkpoint_trigger_kind::manual);
+  ack(2, {f_again, g, {"job-dir/chk-2/own", 3, 0, std::nullopt}}, 110);
+  h.written(2);
+  const auto* latest = h.core->stats().latest_completed();
+  REQUIRE(latest != nullptr);
+  CHECK(latest->id == 2);
+  CHECK(latest->state_size == 110);
+  CHECK(latest->checkpointed_size == 10);
+  CHECK(latest->subtasks.at(0).checkpointed_size == 10);
+  // Nothing reused: everything was written.
+  const auto* first = h.core->stats().find(1);
+  REQUIRE(first != nullptr);
+  CHECK(first->checkpointed_size == 103);
+}
