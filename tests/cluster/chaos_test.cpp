@@ -273,7 +273,8 @@ TEST_CASE(
              details.value("last-completed-checkpoint", std::int64_t{0}) > latest.id;
     });
     INFO("after restart: " << details.dump() << "\ncoordinator stderr: "
-                           << tail(coordinator->process().stderr_text()));
+                           << tail(coordinator->process().stderr_text()) << "\nw1 stderr: "
+                           << tail(w1->stderr_text()) << "\nw2 stderr: " << tail(w2->stderr_text()));
     CHECK(resumed);
   }
   w1->send_signal(SIGTERM);
