@@ -8,7 +8,6 @@ using namespace heap_cow;
 
 namespace {
 
-constexpr unsigned min_bits = 2;
 // Entries per slot on average before a table doubles: buckets stay a few entries long, so a
 // write while a snapshot is alive copies a few entries, not a key group.
 constexpr std::size_t max_load = 2;
@@ -37,8 +36,16 @@ void count_copy(copy_stats& stats, const bucket<V>& b) {
 }
 
 template <class V>
+const bucket<V>* bucket_at(const table<V>& t, std::size_t slot) {
+  const auto& c = t.chunks[slot >> chunk_bits];
+  if (!c) return nullptr;
+  const auto& b = c->slots[slot & (chunk_slots - 1)];
+  return b ? &*b : nullptr;
+}
+
+template <class V>
 const V* find(const table<V>& t, std::uint64_t key) {
-  const auto& b = t.slots[slot_of(key, t.bits)];
+  const bucket<V>* b = bucket_at(t, slot_of(key, t.bits));
   if (!b) return nullptr;
   for (const auto& e : b->entries)
     if (e.first == key) return &e.second;
@@ -48,27 +55,46 @@ const V* find(const table<V>& t, std::uint64_t key) {
 template <class V>
 table<V> empty_table(std::size_t expected) {
   table<V> t;
-  t.bits = min_bits;
+  t.bits = chunk_bits;
   while ((max_load << t.bits) < expected) ++t.bits;
-  t.slots.resize(std::size_t{1} << t.bits);
+  t.chunks.resize(std::size_t{1} << (t.bits - chunk_bits));
   return t;
 }
 
-// The table behind `ref`, copied first (its slot array: references) when a snapshot holds it.
+// The bucket for `slot` of a table being built or written, created when missing.
+template <class V>
+shared_block<bucket<V>>& fresh_slot(table<V>& t, std::size_t slot) {
+  auto& c = t.chunks[slot >> chunk_bits];
+  if (!c) c = shared_block<chunk<V>>::make();
+  auto& b = c.mutate().slots[slot & (chunk_slots - 1)];
+  if (!b) b = shared_block<bucket<V>>::make();
+  return b;
+}
+
+// The table behind `ref`, copied first (its chunk references) when a snapshot holds it.
 template <class V>
 table<V>& writable(table_ref<V>& ref, copy_stats& stats) {
   if (!ref.exclusive()) {
     ref = table_ref<V>::make(*ref);
     ++stats.tables_cloned;
-    stats.bytes_copied += ref->slots.size() * sizeof(ref->slots[0]);
+    stats.bytes_copied += ref->chunks.size() * sizeof(ref->chunks[0]);
   }
   return ref.mutate();
 }
 
-// The bucket in `slot`, created when empty, copied first when a snapshot holds it.
+// The bucket for `slot`, created when missing; it and its chunk copied first when a snapshot
+// holds them.
 template <class V>
 bucket<V>& writable(table<V>& t, std::size_t slot, copy_stats& stats) {
-  auto& b = t.slots[slot];
+  auto& c = t.chunks[slot >> chunk_bits];
+  if (!c) {
+    c = shared_block<chunk<V>>::make();
+  } else if (!c.exclusive()) {
+    c = shared_block<chunk<V>>::make(*c);
+    ++stats.chunks_cloned;
+    stats.bytes_copied += sizeof(chunk<V>);
+  }
+  auto& b = c.mutate().slots[slot & (chunk_slots - 1)];
   if (!b) {
     b = shared_block<bucket<V>>::make();
   } else if (!b.exclusive()) {
@@ -81,25 +107,37 @@ bucket<V>& writable(table<V>& t, std::size_t slot, copy_stats& stats) {
 // Twice the slots. Buckets no snapshot holds give up their entries; shared ones are copied.
 template <class V>
 void grow(table<V>& t, copy_stats& stats) {
-  const unsigned bits = t.bits + 1;
-  std::vector<shared_block<bucket<V>>> slots(std::size_t{1} << bits);
+  table<V> bigger;
+  bigger.bits = t.bits + 1;
+  bigger.chunks.resize(t.chunks.size() * 2);
+  bigger.size = t.size;
   auto place = [&](std::uint64_t key, auto&& v) {
-    auto& b = slots[slot_of(key, bits)];
-    if (!b) b = shared_block<bucket<V>>::make();
-    b.mutate().entries.emplace_back(key, std::forward<decltype(v)>(v));
+    fresh_slot(bigger, slot_of(key, bigger.bits))
+        .mutate()
+        .entries.emplace_back(key, std::forward<decltype(v)>(v));
   };
-  for (auto& old : t.slots) {
-    if (!old) continue;
-    if (old.exclusive()) {
-      for (auto& [key, v] : old.mutate().entries) place(key, std::move(v));
-    } else {
-      count_copy(stats, *old);
-      for (const auto& [key, v] : old->entries) place(key, v);
+  auto copy = [&](const shared_block<bucket<V>>& b) {
+    count_copy(stats, *b);
+    for (const auto& [key, v] : b->entries) place(key, v);
+  };
+  for (auto& c : t.chunks) {
+    if (!c) continue;
+    // A bucket is the task's own only when its chunk is too: a snapshot reaches it otherwise.
+    if (!c.exclusive()) {
+      for (const auto& b : c->slots)
+        if (b) copy(b);
+      continue;
     }
-    old = {};
+    for (auto& b : c.mutate().slots) {
+      if (!b) continue;
+      if (!b.exclusive()) {
+        copy(b);
+        continue;
+      }
+      for (auto& [key, v] : b.mutate().entries) place(key, std::move(v));
+    }
   }
-  t.slots = std::move(slots);
-  t.bits = bits;
+  t = std::move(bigger);
 }
 
 // The entry for `key`, created (V{}) when missing.
@@ -129,7 +167,8 @@ void erase(table_ref<V>& ref, std::uint64_t key, copy_stats& stats) {
     break;
   }
   --t.size;
-  if (entries.empty()) t.slots[slot] = {};
+  // writable() left the chunk the task's own.
+  if (entries.empty()) t.chunks[slot >> chunk_bits].mutate().slots[slot & (chunk_slots - 1)] = {};
 }
 
 template <class V>
@@ -148,11 +187,21 @@ const table<V>* table_of(const std::map<std::string, table_ref<V>, std::less<>>&
   return s == tables.end() ? nullptr : &*s->second;
 }
 
+template <class V, class F>
+void for_each_bucket(const table<V>& t, F&& f) {
+  for (const auto& c : t.chunks) {
+    if (!c) continue;
+    for (const auto& b : c->slots)
+      if (b) f(*b);
+  }
+}
+
 std::unordered_map<std::uint64_t, std::int64_t> neutral(const table<std::int64_t>& t) {
   std::unordered_map<std::uint64_t, std::int64_t> out;
   out.reserve(t.size);
-  for (const auto& b : t.slots)
-    if (b) out.insert(b->entries.begin(), b->entries.end());
+  for_each_bucket(t, [&](const bucket<std::int64_t>& b) {
+    out.insert(b.entries.begin(), b.entries.end());
+  });
   return out;
 }
 
@@ -160,11 +209,10 @@ std::unordered_map<std::uint64_t, std::map<std::string, std::int64_t>> neutral(
     const table<map_value>& t) {
   std::unordered_map<std::uint64_t, std::map<std::string, std::int64_t>> out;
   out.reserve(t.size);
-  for (const auto& b : t.slots) {
-    if (!b) continue;
-    for (const auto& [key, entries] : b->entries)
+  for_each_bucket(t, [&](const bucket<map_value>& b) {
+    for (const auto& [key, entries] : b.entries)
       out.emplace(key, std::map<std::string, std::int64_t>(entries.begin(), entries.end()));
-  }
+  });
   return out;
 }
 
@@ -186,9 +234,7 @@ keyed_state_snapshot neutral(std::uint32_t max_parallelism, std::uint32_t first,
 // Adds `key` -> `v` to a table being built, which holds no entry for `key` yet.
 template <class V>
 void add_new(table<V>& t, std::uint64_t key, V v) {
-  auto& b = t.slots[slot_of(key, t.bits)];
-  if (!b) b = shared_block<bucket<V>>::make();
-  b.mutate().entries.emplace_back(key, std::move(v));
+  fresh_slot(t, slot_of(key, t.bits)).mutate().entries.emplace_back(key, std::move(v));
   ++t.size;
 }
 

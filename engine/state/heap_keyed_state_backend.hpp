@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cassert>
 #include <cstdint>
@@ -72,11 +73,21 @@ struct bucket {
   std::vector<std::pair<std::uint64_t, V>> entries;
 };
 
-// One named state of one key group: key -> V in 2^bits slots, a slot empty or one bucket.
-// Copying a table copies its slots' references, not the buckets.
+constexpr unsigned chunk_bits = 4;
+constexpr std::size_t chunk_slots = std::size_t{1} << chunk_bits;
+
+// A run of a table's slots, each empty or one bucket: what a write under a snapshot copies
+// besides the bucket, so that a table's copy is of chunk references, not of every slot's.
+template <class V>
+struct chunk {
+  std::array<shared_block<bucket<V>>, chunk_slots> slots;
+};
+
+// One named state of one key group: key -> V in 2^bits slots, chunk_slots to a chunk (a chunk
+// may be missing while all its slots are empty). Copying a table copies chunk references.
 template <class V>
 struct table {
-  std::vector<shared_block<bucket<V>>> slots;
+  std::vector<shared_block<chunk<V>>> chunks;
   unsigned bits = 0;
   std::size_t size = 0;  // entries over all buckets
 };
@@ -94,10 +105,11 @@ struct group_tables {
 // What copy-on-write has copied on the task thread since the backend was made: the cost of
 // writing while snapshots are alive.
 struct copy_stats {
-  std::uint64_t tables_cloned = 0;   // slot arrays copied (references only)
+  std::uint64_t tables_cloned = 0;   // chunk arrays copied (references only)
+  std::uint64_t chunks_cloned = 0;   // chunks copied (bucket references only)
   std::uint64_t buckets_cloned = 0;  // buckets copied, entries included
   std::uint64_t entries_copied = 0;  // entries in those buckets (rehashes of shared ones too)
-  std::uint64_t bytes_copied = 0;    // their payload: keys, values, map keys; plus slot arrays
+  std::uint64_t bytes_copied = 0;    // their payload (keys, values, map keys), and references
 };
 
 }  // namespace heap_cow
@@ -105,9 +117,9 @@ struct copy_stats {
 // Flink's HashMapStateBackend ("hashmap"): keyed state in memory, per owned key group and named
 // state a hash table of copy-on-write buckets. A snapshot's synchronous part copies references
 // to the tables (one per key group and state), never an entry; the snapshot writer turns them
-// into the neutral form on its own thread while the task goes on. A write to a table or bucket
-// a live snapshot still holds copies that table's slot array or that bucket first, so a
-// checkpoint during which 1% of keys change copies about that share of the state.
+// into the neutral form on its own thread while the task goes on. A write to a table, chunk or
+// bucket a live snapshot still holds copies it first (references for a table or chunk, entries
+// for a bucket), so a checkpoint during which 1% of keys change copies a few percent.
 class heap_keyed_state_backend final : public keyed_state_backend {
  public:
   // A state of at most this many keys is copied in the synchronous part: cheaper than a

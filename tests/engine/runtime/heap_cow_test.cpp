@@ -227,6 +227,7 @@ TEST_CASE("heap cow: writes copy only what a live snapshot holds") {
   CHECK(during.buckets_cloned <= h.keys.size() / 100);
   CHECK(during.entries_copied < h.keys.size() / 20);
   CHECK(during.tables_cloned <= h.b.range().size());
+  CHECK(during.chunks_cloned <= during.buckets_cloned);
 
   // Rewriting the same keys copies nothing more: those buckets are the task's own now.
   for (std::size_t i = 0; i < h.keys.size(); i += 100) h.add(h.keys[i], 1);
@@ -238,6 +239,7 @@ TEST_CASE("heap cow: writes copy only what a live snapshot holds") {
   h.set(h.keys[0], 9, "fresh");
   CHECK(h.b.copies().buckets_cloned == during.buckets_cloned);
   CHECK(h.b.copies().tables_cloned == during.tables_cloned);
+  CHECK(h.b.copies().chunks_cloned == during.chunks_cloned);
   CHECK(h.b.copies().entries_copied == during.entries_copied);
   CHECK(h.now() == h.m.neutral());
 }
@@ -255,6 +257,7 @@ TEST_CASE("heap cow: reads and no-op removals copy nothing while a snapshot is a
     h.b.clear_value("absent");
   }
   CHECK(h.b.copies().buckets_cloned == 0);
+  CHECK(h.b.copies().chunks_cloned == 0);
   CHECK(h.b.copies().tables_cloned == 0);
 }
 
