@@ -106,8 +106,11 @@ void run(std::size_t mib) {
   const int deep_reps = whole ? 15 : 5;
   std::vector<double> deep;
   {
+    const double rss_before = rss_mib();
     auto neutral = b.snapshot_now();
     if (!neutral) std::abort();
+    std::printf("the same state in the old layout (key_group_state): RSS +%.0f MiB\n",
+                rss_mib() - rss_before);
     for (int i = 0; i < deep_reps; ++i) {
       settle_allocator();  // the previous copy's free() work, out of this timing
       double took = 0;

@@ -162,7 +162,7 @@ void erase(table_ref<V>& ref, std::uint64_t key, copy_stats& stats) {
   auto& entries = writable(t, slot, stats).entries;
   for (auto& e : entries) {
     if (e.first != key) continue;
-    e = std::move(entries.back());
+    if (&e != &entries.back()) e = std::move(entries.back());
     entries.pop_back();
     break;
   }
