@@ -199,6 +199,7 @@ void run(std::size_t mib) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each size's lines as soon as they are known
   std::vector<std::size_t> sizes;
   for (int i = 1; i < argc; ++i) {
     char* end = nullptr;
