@@ -63,6 +63,9 @@ struct stream_task_config {
   std::size_t inline_state_max_bytes = 0;
   // Where a keyed operator's state lives (checkpoint_config::state_backend).
   state_backend_kind state_backend = state_backend_kind::hashmap;
+  // checkpoint_config::incremental: checkpoints (not savepoints) of a backend that keeps its
+  // state as files store only what its last confirmed checkpoint did not (rocksdb).
+  bool incremental_checkpoints = false;
   // A local folder the task may keep working files under (a worker's own, never shared with
   // jobs' data): the rocksdb backend's instance goes to
   // <local_state_dir>/rocksdb/<job>-<vertex>-<subtask>-<attempt> and is removed when the task
