@@ -274,11 +274,23 @@ std::size_t rocksdb_folders(const std::filesystem::path& local) {
                                                 std::filesystem::directory_iterator()));
 }
 
+// Files in any folder named "shared" under `root` (incremental checkpoints' shared files).
+std::size_t shared_files(const std::filesystem::path& root) {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root))
+    if (e.is_regular_file() && e.path().parent_path().filename() == "shared") ++n;
+  return n;
+}
+
 TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash and a rescaled "
           "restore, exactly once") {
-  // The first run's backend: rocksdb, or hashmap (its checkpoints restore into rocksdb).
-  const std::string first_backend = GENERATE(as<std::string>{}, "rocksdb", "hashmap");
-  INFO("first run with " << first_backend);
+  // The first run's backend: rocksdb, or hashmap (its checkpoints restore into rocksdb), or
+  // rocksdb with incremental checkpoints (both runs: the restore rebuilds from shared files).
+  const std::string first_run = GENERATE(as<std::string>{}, "rocksdb", "hashmap",
+                                         "rocksdb-incremental");
+  INFO("first run with " << first_run);
+  const bool incremental = first_run == "rocksdb-incremental";
+  const std::string first_backend = incremental ? "rocksdb" : first_run;
   temp_folder dir;
   constexpr std::int64_t count = 100'000;
   const auto out = dir.path() / "out";
@@ -287,6 +299,7 @@ TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash an
   job_graph job = exactly_once_job(out, count, 10ms, checkpointing_mode::exactly_once, 0, 10s, 4,
                                    "gated_sequence_source", kinds.registry);
   job.checkpointing->config.state_backend = first_backend;
+  job.checkpointing->config.incremental = incremental;
   {
     auto options = kinds.apply(options_for(dir));
     options.local_state_dir = local;
@@ -302,6 +315,8 @@ TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash an
   }
   // Every task ended: their working folders are gone.
   CHECK(rocksdb_folders(local) == 0);
+  // Incremental checkpoints kept their SST files in the job's shared folder.
+  CHECK((shared_files(dir.path()) > 0) == incremental);
 
   // Same job (id, uids, max parallelism) in rocksdb, keyed_sum and sink at parallelism 3.
   kinds.gate->open = true;
@@ -310,6 +325,7 @@ TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash an
                        /*sum_parallelism=*/3, "gated_sequence_source", kinds.registry);
   rescaled.id = job.id;
   rescaled.checkpointing->config.state_backend = "rocksdb";
+  rescaled.checkpointing->config.incremental = incremental;
   auto options = kinds.apply(options_for(dir));
   options.restore_latest = true;
   options.local_state_dir = local;
