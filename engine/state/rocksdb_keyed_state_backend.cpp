@@ -228,6 +228,16 @@ bool is_plain_file_name(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
+// Creates `folder` when missing (the coordinator may leave it to the first task writing into
+// it), its parent fsynced so that the folder itself survives a crash.
+result<void> make_folder(const std::filesystem::path& folder) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(folder, ec)) return success();
+  std::filesystem::create_directories(folder, ec);
+  if (ec) return error{"cannot create " + folder.string() + ": " + ec.message()};
+  return posix_io::fsync_dir(folder.parent_path());
+}
+
 // A local RocksDB checkpoint of the instance, stored as files off the task thread.
 class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
  public:
@@ -288,10 +298,8 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
           handle = reused->second;
           handle.sharing = handle_sharing::shared_reused;
         } else {
-          if (!wrote_shared) {
-            std::filesystem::create_directories(shared_folder, ec);
-            if (ec) return error{"cannot create " + shared_folder.string() + ": " + ec.message()};
-          }
+          if (!wrote_shared)
+            if (auto r = make_folder(shared_folder); !r) return r.err();
           const std::string stored_name = name_prefix + "-" + random_hex() + "-" + name;
           created.push_back(shared_folder / stored_name);
           auto copied = file_copy::copy_durably(local_ / name, created.back());
@@ -303,6 +311,8 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
         }
         ssts.emplace(name, handle);
       } else {
+        if (!wrote_own)
+          if (auto r = make_folder(checkpoint_folder); !r) return r.err();
         const std::string stored_name = name_prefix + "-rocksdb-" + name;
         created.push_back(checkpoint_folder / stored_name);
         auto copied = file_copy::copy_durably(local_ / name, created.back());

@@ -3,6 +3,8 @@
 // exactly-once sink is checked record by record.
 #include <catch2/catch.hpp>
 
+#include "engine/checkpoint/checkpoint_storage.hpp"
+
 #include <atomic>
 #include <map>
 
@@ -300,6 +302,7 @@ TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash an
                                    "gated_sequence_source", kinds.registry);
   job.checkpointing->config.state_backend = first_backend;
   job.checkpointing->config.incremental = incremental;
+  checkpoint_id latest = 0;
   {
     auto options = kinds.apply(options_for(dir));
     options.local_state_dir = local;
@@ -312,11 +315,19 @@ TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash an
     first.kill_task({1, 2}, "killed by test");
     REQUIRE(first.wait(60s) == job_status::failed);
     CHECK_THAT(first.failure_cause().value_or(""), Catch::Contains("killed by test"));
+    latest = first.latest_completed_checkpoint();
   }
   // Every task ended: their working folders are gone.
   CHECK(rocksdb_folders(local) == 0);
-  // Incremental checkpoints kept their SST files in the job's shared folder.
+  // Incremental checkpoints kept their SST files in the job's shared folder, and the
+  // checkpoint the restore starts from names them.
   CHECK((shared_files(dir.path()) > 0) == incremental);
+  auto metadata = checkpoint_storage::read_metadata(dir.path() / "state" / job.id /
+                                                    ("chk-" + std::to_string(latest)));
+  REQUIRE(metadata);
+  std::size_t shared_handles = 0;
+  for (const auto& h : metadata->all_handles()) shared_handles += h.is_shared() ? 1 : 0;
+  CHECK((shared_handles > 0) == incremental);
 
   // Same job (id, uids, max parallelism) in rocksdb, keyed_sum and sink at parallelism 3.
   kinds.gate->open = true;
