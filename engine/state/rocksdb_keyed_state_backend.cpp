@@ -647,10 +647,16 @@ result<void> rocksdb_keyed_state_backend::restore_with_files(
                    "parallelism " + std::to_string(max_parallelism_)};
     if (part.paths.size() != m.files.size())
       return error{"rocksdb state files: the manifest and the handles disagree"};
-    for (const auto& f : m.files)
+    std::vector<std::string_view> names;
+    for (const auto& f : m.files) {
       if (!is_plain_file_name(f.local_name))
         return error{"rocksdb state files name a local file '" + f.local_name +
                      "' that is no plain file name"};
+      names.push_back(f.local_name);
+    }
+    std::sort(names.begin(), names.end());
+    if (auto twice = std::adjacent_find(names.begin(), names.end()); twice != names.end())
+      return error{"rocksdb state files name the local file '" + std::string(*twice) + "' twice"};
     if (overlap(m, range_) == 0) continue;
     for (const auto* other : overlapping)
       if (overlap(other->manifest, {m.first_key_group, m.last_key_group}) > 0)

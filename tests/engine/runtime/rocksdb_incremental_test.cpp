@@ -284,6 +284,12 @@ TEST_CASE("rocksdb incremental: a hostile manifest is refused before a file is c
     REQUIRE_FALSE(r);
     CHECK_THAT(r.err().message, Catch::Contains("no plain file name"));
   }
+  SECTION("a local name twice") {
+    part.manifest.files[1].local_name = part.manifest.files[0].local_name;
+    auto r = restored->restore_with_files({part}, {});
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.err().message, Catch::Contains("twice"));
+  }
   SECTION("another max parallelism") {
     part.manifest.max_parallelism = 256;
     auto r = restored->restore_with_files({part}, {});
