@@ -845,6 +845,10 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   std::shared_ptr<incremental_keyed_snapshot> files_later;
   // Savepoints own every file they name: always full.
   if (keyed_ && barrier.options.kind != checkpoint_trigger_kind::savepoint) {
+    // A completion that arrived but still waits in the mailbox moves the base: naming files of an
+    // older checkpoint, which the completed one may have released, would fail this one.
+    if (auto completed = mailbox_.newest_queued_completion())
+      keyed_->notify_checkpoint_complete(*completed);
     auto files = keyed_->snapshot_incremental(barrier.id);
     if (!files) {
       decline(barrier.id, checkpoint_failure_reason::checkpoint_declined,
