@@ -13,6 +13,7 @@
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/runtime/thread_name.hpp"
+#include "engine/state/rocksdb_keyed_state_backend.hpp"
 
 namespace snapflow {
 
@@ -423,6 +424,12 @@ result<void> stream_task::initialize() {
     if (keyed_ && old_parallelism) {
       if (auto r = check_keyed_restore_complete(*old_parallelism); !r) return r;
     }
+    if (keyed_ && !keyed_files.empty() && config_.state_backend == state_backend_kind::hashmap) {
+      if (auto r = read_keyed_files(keyed_files, keyed_parts); !r)
+        return error{"restoring checkpoint " + std::to_string(restored_id) + ": " +
+                     r.err().message};
+      keyed_files.clear();
+    }
     if (keyed_) {
       if (auto r = keyed_->restore_with_files(keyed_files, keyed_parts); !r)
         return error{"restoring checkpoint " + std::to_string(restored_id) + ": " +
@@ -461,6 +468,27 @@ result<void> stream_task::create_keyed_state() {
                                        range, folder, config_.incremental_checkpoints);
   if (!made) return made.err();
   keyed_ = std::move(made).value();
+  return success();
+}
+
+result<void> stream_task::read_keyed_files(const std::vector<keyed_files_restore>& files,
+                                           std::vector<keyed_state_snapshot>& parts) const {
+  if (config_.local_state_dir.empty())
+    return error{"keyed state stored as rocksdb files needs a local folder to be read in, and "
+                 "this task was given none"};
+  const key_group_range own = keyed_->range();
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const keyed_state_files& m = files[i].manifest;
+    if (m.last_key_group < own.first || m.first_key_group > own.last) continue;
+    const std::filesystem::path scratch =
+        config_.local_state_dir / "restore" /
+        (file_safe_uid(config_.job) + "-" + std::to_string(config_.vertex.id) + "-" +
+         std::to_string(config_.attempt.subtask.index) + "-" +
+         std::to_string(config_.attempt.attempt) + "-" + std::to_string(i));
+    auto part = rocksdb_keyed_state_backend::read_files(files[i], scratch);
+    if (!part) return part.err();
+    if (!part->key_groups.empty()) parts.push_back(std::move(part).value());
+  }
   return success();
 }
 

@@ -161,6 +161,10 @@ class stream_task {
   result<void> initialize();
   // The keyed state backend the config asks for, in this attempt's working folder.
   result<void> create_keyed_state();
+  // A backend that cannot read keyed state stored as rocksdb files (hashmap) restores it in the
+  // neutral form: each old subtask's files overlapping this subtask, read in a scratch folder.
+  result<void> read_keyed_files(const std::vector<keyed_files_restore>& files,
+                                std::vector<keyed_state_snapshot>& parts) const;
   // Every handed-over keyed state was cut at this vertex's max parallelism, in a valid range.
   result<void> check_restore_scopes() const;
   // A keyed subtask must have received every old subtask whose key groups overlap its own.

@@ -80,13 +80,14 @@ class keyed_state_backend {
   // Checkpoint `id` completed: its files may be named again by later incremental checkpoints.
   virtual void notify_checkpoint_complete(checkpoint_id id) { (void)id; }
   // restore() for old subtasks of which some stored their state as files (`files`), the others
-  // in the neutral form (`parts`). Only a backend that writes such files can read them.
+  // in the neutral form (`parts`). Only a backend that writes such files can read them (the
+  // task turns them into the neutral form for the others: rocksdb_keyed_state_backend::read_files).
   virtual result<void> restore_with_files(const std::vector<keyed_files_restore>& files,
                                           const std::vector<keyed_state_snapshot>& parts) {
     if (files.empty()) return restore(parts);
     (void)parts;
-    return error{"this state backend cannot restore state stored as rocksdb files (an "
-                 "incremental checkpoint): restore it with the rocksdb backend"};
+    return error{"this state backend cannot read state stored as rocksdb files (an "
+                 "incremental checkpoint) itself: read it into the neutral form first"};
   }
 
   std::uint32_t max_parallelism() const { return max_parallelism_; }

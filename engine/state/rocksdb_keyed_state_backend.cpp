@@ -344,6 +344,41 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
   bool done_ = false;
 };
 
+// The state named `name` in `states`, made empty when it is not there yet.
+template <class States>
+typename States::mapped_type& entry(States& states, std::string_view name) {
+  auto s = states.find(name);
+  if (s == states.end())
+    s = states.emplace(std::string(name), typename States::mapped_type{}).first;
+  return s->second;
+}
+
+// Every entry of `db` (as `r` sees it) in the neutral form.
+result<keyed_state_snapshot> read_neutral(rocksdb::DB& db, rocksdb::ReadOptions r,
+                                          std::uint32_t max_parallelism,
+                                          const std::filesystem::path& folder) {
+  keyed_state_snapshot out;
+  out.max_parallelism = max_parallelism;
+  r.fill_cache = false;  // one pass over everything: keep the task's working set cached
+  std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(r));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    auto key = parse_key(view(it->key()));
+    auto v = decode_value(view(it->value()));
+    if (!key || !v)
+      return error{"rocksdb state in " + folder.string() +
+                   " holds an entry this backend did not write"};
+    key_group_state& g = out.key_groups[key->group];
+    if (key->kind == value_kind)
+      entry(g.values, key->state)[key->key] = *v;
+    else
+      entry(g.maps, key->state)[key->key].emplace(std::string(key->map_key), *v);
+  }
+  if (!it->status().ok())
+    return error{"reading rocksdb state in " + folder.string() + " failed: " +
+                 it->status().ToString()};
+  return out;
+}
+
 // A RocksDB snapshot of the store, read into the neutral form off the task thread.
 class rocksdb_deferred_snapshot final : public deferred_keyed_snapshot {
  public:
@@ -363,37 +398,9 @@ class rocksdb_deferred_snapshot final : public deferred_keyed_snapshot {
 
  private:
   result<keyed_state_snapshot> read() const {
-    keyed_state_snapshot out;
-    out.max_parallelism = max_parallelism_;
     rocksdb::ReadOptions r;
     r.snapshot = snapshot_;
-    r.fill_cache = false;  // one pass over everything: keep the task's working set cached
-    std::unique_ptr<rocksdb::Iterator> it(store_->db().NewIterator(r));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      auto key = parse_key(view(it->key()));
-      auto v = decode_value(view(it->value()));
-      if (!key || !v)
-        return error{"rocksdb state in " + store_->folder().string() +
-                     " holds an entry this backend did not write"};
-      key_group_state& g = out.key_groups[key->group];
-      if (key->kind == value_kind)
-        entry(g.values, key->state)[key->key] = *v;
-      else
-        entry(g.maps, key->state)[key->key].emplace(std::string(key->map_key), *v);
-    }
-    if (!it->status().ok())
-      return error{"reading rocksdb state in " + store_->folder().string() +
-                   " for a checkpoint failed: " + it->status().ToString()};
-    return out;
-  }
-
-  // The state named `name` in `states`, made empty when it is not there yet.
-  template <class States>
-  static typename States::mapped_type& entry(States& states, std::string_view name) {
-    auto s = states.find(name);
-    if (s == states.end())
-      s = states.emplace(std::string(name), typename States::mapped_type{}).first;
-    return s->second;
+    return read_neutral(store_->db(), r, max_parallelism_, store_->folder());
   }
 
   void release() {
@@ -689,6 +696,33 @@ result<void> rocksdb_keyed_state_backend::restore_with_files(
     if (!r) return r;
   }
   return write_groups(*owned);
+}
+
+result<keyed_state_snapshot> rocksdb_keyed_state_backend::read_files(
+    const keyed_files_restore& part, const std::filesystem::path& scratch) {
+  if (part.paths.size() != part.manifest.files.size())
+    return error{"rocksdb state files: the manifest and the handles disagree"};
+  for (const auto& f : part.manifest.files)
+    if (!is_plain_file_name(f.local_name))
+      return error{"rocksdb state files name a local file '" + f.local_name +
+                   "' that is no plain file name"};
+  struct remove_scratch {
+    const std::filesystem::path& folder;
+    ~remove_scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(folder, ec);
+    }
+  } cleanup{scratch};
+  if (auto r = rebuild(part, scratch); !r) return r.err();
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(reopen_options(), scratch.string(), &raw);
+  if (!s.ok())
+    return error{"cannot open restored rocksdb state in " + scratch.string() + ": " +
+                 s.ToString()};
+  std::unique_ptr<rocksdb::DB> db(raw);
+  auto out = read_neutral(*db, rocksdb::ReadOptions(), part.manifest.max_parallelism, scratch);
+  (void)db->Close();
+  return out;
 }
 
 result<void> rocksdb_keyed_state_backend::restore_base(const keyed_files_restore& base) {

@@ -72,6 +72,11 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
   result<void> restore_with_files(const std::vector<keyed_files_restore>& files,
                                   const std::vector<keyed_state_snapshot>& parts) override;
 
+  // The neutral form of one old subtask's stored files, rebuilt in `scratch` (removed again):
+  // how another backend restores an incremental checkpoint.
+  static result<keyed_state_snapshot> read_files(const keyed_files_restore& part,
+                                                 const std::filesystem::path& scratch);
+
   std::size_t num_entries() const override;
   // An incremental snapshot flushes the memtables: the task thread's work, never a caller's.
   std::size_t synchronous_snapshot_entries() const override {

@@ -7,6 +7,7 @@
 
 #include "engine/checkpoint/crc32c.hpp"
 #include "engine/runtime/state_file.hpp"
+#include "engine/state/heap_keyed_state_backend.hpp"
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
@@ -233,6 +234,23 @@ TEST_CASE("rocksdb incremental: restore at twice and half the parallelism") {
     }
     CHECK(total == 2 * keys);
   }
+}
+
+TEST_CASE("rocksdb incremental: stored files read into the neutral form restore into the heap") {
+  job_dir job;
+  auto b = job.make(0, 1);
+  fill(*b, 0, 1, 2'000);
+  const auto stored = job.store(*b, 1);
+  const auto scratch = job.dir.path() / "scratch";
+  auto neutral = rocksdb_keyed_state_backend::read_files(job.restore_part(stored, 1), scratch);
+  REQUIRE(neutral);
+  CHECK_FALSE(std::filesystem::exists(scratch));
+  auto taken = b->snapshot_now();
+  REQUIRE(taken);
+  CHECK(*neutral == *taken);
+  heap_keyed_state_backend heap(max_parallelism, key_groups::range_for_subtask(1, 2, 128));
+  REQUIRE(heap.restore({*neutral}));
+  check_filled(heap, 1, 2, 2'000);
 }
 
 TEST_CASE("rocksdb incremental: a missing or torn file fails the restore, naming it") {

@@ -971,13 +971,16 @@ TEST_CASE("stream task: rocksdb incremental checkpoints name confirmed files aga
     task.join();
   }
 
-  // Restored from checkpoint 2: key 7 holds 7 + 1000, every other key k holds k.
-  {
+  // Restored from checkpoint 2, into rocksdb and into the heap: key 7 holds 7 + 1000, every
+  // other key k holds k.
+  for (const auto backend : {state_backend_kind::rocksdb, state_backend_kind::hashmap}) {
+    INFO("restored into " << to_string(backend));
     auto in = std::make_shared<local_channel>(64);
     auto out = std::make_shared<local_channel>(64);
     auto wakeup = std::make_shared<task_wakeup>();
     out->set_wakeup(wakeup);
     auto c = keyed_config(in);
+    c.state_backend = backend;
     c.attempt.attempt = 1;
     c.outputs.push_back({partitioning::forward, 128, {out}});
     c.restore_checkpoint = 2;
@@ -991,6 +994,10 @@ TEST_CASE("stream task: rocksdb incremental checkpoints name confirmed files aga
     CHECK(std::get<record>(got[1]).value == 8 + 1);
     task.join();
   }
+  // The heap's scratch folders went with the restore.
+  const bool scratch_left =
+      std::filesystem::exists(local / "restore") && !std::filesystem::is_empty(local / "restore");
+  CHECK_FALSE(scratch_left);
 
   // A shared file cut short: the restore fails, naming it.
   std::string victim;
