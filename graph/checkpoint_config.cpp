@@ -96,6 +96,7 @@ std::ostream& operator<<(std::ostream& os, const checkpoint_config& c) {
      << ", retained=" << c.retained << ", retention=" << to_string(c.retention)
      << ", checkpoint_dir=" << c.checkpoint_dir << ", savepoint_dir=" << c.savepoint_dir
      << ", stats_history_size=" << c.stats_history_size << ", state_backend=" << c.state_backend
+     << ", incremental=" << c.incremental
      << ", inline_state_max_bytes=" << c.inline_state_max_bytes << "}";
   return os;
 }

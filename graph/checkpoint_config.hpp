@@ -46,6 +46,10 @@ struct checkpoint_config {
   std::string savepoint_dir;
   std::int32_t stats_history_size = 10;
   std::string state_backend = "hashmap";
+  // Incremental checkpoints (Flink's state.backend.incremental): the rocksdb backend uploads
+  // only the files its previous confirmed checkpoint did not, into the job's shared/ folder.
+  // Accepted and ignored with the hashmap backend, whose checkpoints are always full.
+  bool incremental = false;
   // A subtask state that encodes to at most this many bytes travels inside the acknowledgement
   // and is kept in the checkpoint's _metadata instead of a state file of its own: no file, no
   // fsync, no hand-off to the snapshot threads (Flink's memory threshold). 0 writes every state

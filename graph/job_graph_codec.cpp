@@ -47,6 +47,7 @@ constexpr std::string_view savepoint_dir = "savepoint_dir";
 constexpr std::string_view stats_history_size = "stats_history_size";
 constexpr std::string_view state_backend = "state_backend";
 constexpr std::string_view inline_state_max_bytes = "inline_state_max_bytes";
+constexpr std::string_view incremental = "incremental";
 constexpr std::string_view restart = "restart";
 constexpr std::string_view strategy = "strategy";
 constexpr std::string_view max_attempts = "max_attempts";
@@ -84,7 +85,7 @@ void pack_config(packer& pk, const checkpoint_config& c) {
   // keep it encode exactly as before.
   const bool inline_default =
       c.inline_state_max_bytes == checkpoint_config{}.inline_state_max_bytes;
-  pk.pack_map(inline_default ? 13 : 14);
+  pk.pack_map(13 + (inline_default ? 0 : 1) + (c.incremental ? 1 : 0));
   pack_string(pk, key::interval_ms);
   if (c.interval)
     pk.pack_int64(c.interval->count());
@@ -120,6 +121,10 @@ void pack_config(packer& pk, const checkpoint_config& c) {
   if (!inline_default) {
     pack_string(pk, key::inline_state_max_bytes);
     pk.pack_int32(c.inline_state_max_bytes);
+  }
+  if (c.incremental) {
+    pack_string(pk, key::incremental);
+    pk.pack_true();
   }
 }
 
@@ -461,6 +466,9 @@ void read_config(reader& r, const msgpack::object& o, std::string_view prefix,
   if (const msgpack::object* limit = optional_field(o, key::inline_state_max_bytes);
       limit != nullptr && limit->type != msgpack::type::NIL && !r.failed())
     r.read(*limit, at, key::inline_state_max_bytes, c.inline_state_max_bytes);
+  if (const msgpack::object* incremental = optional_field(o, key::incremental);
+      incremental != nullptr && incremental->type != msgpack::type::NIL && !r.failed())
+    r.read(*incremental, at, key::incremental, c.incremental);
 }
 
 void read_restart(reader& r, const msgpack::object& o, restart_strategy_config& c) {

@@ -29,7 +29,10 @@
 //                     mode: u8 (0 exactly_once, 1 at_least_once), unaligned: bool,
 //                     retained: i32, retention: u8 (0 delete_on_cancellation,
 //                     1 retain_on_cancellation), checkpoint_dir: str, savepoint_dir: str,
-//                     stats_history_size: i32, state_backend: str}
+//                     stats_history_size: i32, state_backend: str,
+//                     [inline_state_max_bytes: i32], [incremental: bool]}
+//   (the bracketed keys were added later: written only when not the default, absent or nil
+//   keeps the default)
 //   restart          {strategy: u8 (0 none, 1 fixed_delay, 2 exponential_backoff,
 //                     3 failure_rate), max_attempts: i32, delay_ms: i64,
 //                     initial_backoff_ms: i64, max_backoff_ms: i64,

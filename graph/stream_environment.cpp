@@ -192,6 +192,9 @@ stream_environment& stream_environment::set_checkpoint_stats_history_size(std::i
 stream_environment& stream_environment::set_state_backend(std::string name) {
   return update_config([&](checkpoint_config& c) { c.state_backend = std::move(name); });
 }
+stream_environment& stream_environment::enable_incremental_checkpoints(bool enabled) {
+  return update_config([&](checkpoint_config& c) { c.incremental = enabled; });
+}
 stream_environment& stream_environment::set_inline_state_max_bytes(std::int32_t bytes) {
   return update_config([&](checkpoint_config& c) { c.inline_state_max_bytes = bytes; });
 }

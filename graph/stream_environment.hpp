@@ -97,6 +97,8 @@ class stream_environment {
   stream_environment& set_savepoint_dir(std::string dir);
   stream_environment& set_checkpoint_stats_history_size(std::int32_t size);
   stream_environment& set_state_backend(std::string name);
+  // Incremental checkpoints with the rocksdb backend (ignored with hashmap).
+  stream_environment& enable_incremental_checkpoints(bool enabled = true);
   // States that encode to at most `bytes` travel in the acknowledgement, not a file (0: never).
   stream_environment& set_inline_state_max_bytes(std::int32_t bytes);
 

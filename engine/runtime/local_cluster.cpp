@@ -382,6 +382,7 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
         auto backend = parse_state_backend(job_.checkpointing->config.state_backend);
         if (!backend) return backend.err();
         c.state_backend = *backend;
+        c.incremental_checkpoints = job_.checkpointing->config.incremental;
       }
       c.local_state_dir = options_.local_state_dir;
       if (restore) {

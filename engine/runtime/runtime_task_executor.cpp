@@ -186,6 +186,7 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
     auto backend = parse_state_backend(job.checkpointing->config.state_backend);
     if (!backend) return fail_deploy(d, backend.err().message);
     c.state_backend = *backend;
+    c.incremental_checkpoints = job.checkpointing->config.incremental;
   }
   c.local_state_dir = options_.local_state_dir;
   c.restore_checkpoint = d.restore_checkpoint_id;

@@ -165,6 +165,20 @@ void write_body(Writer& w, const subtask_snapshot& s) {
       }
     }
   }
+  if (s.keyed_files) {
+    const keyed_state_files& f = *s.keyed_files;
+    w.u32(f.max_parallelism);
+    w.u32(f.first_key_group);
+    w.u32(f.last_key_group);
+    w.count(f.files.size());
+    for (const auto& file : f.files) {
+      w.str(file.local_name);
+      w.str(file.handle_name);
+      w.u64(file.size);
+      w.u32(file.checksum);
+      w.u32(file.shared ? 1 : 0);
+    }
+  }
 }
 
 }  // namespace
@@ -197,7 +211,7 @@ std::string state_file::encode(const subtask_snapshot& s) {
   writer w;
   w.reserve(header_bytes + body.bytes() + trailer_bytes);
   w.raw(magic);
-  w.u32(version);
+  w.u32(s.keyed_files ? version_with_files : version);
   w.u64(body.bytes());
   write_body(w, s);
   std::string out = std::move(w.bytes());
@@ -215,7 +229,7 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
   reader header(bytes.substr(magic.size(), 12));
   const std::uint32_t file_version = header.u32();
   const std::uint64_t body_size = header.u64();
-  if (file_version != version)
+  if (file_version != version && file_version != version_with_files)
     return error{"state file: unsupported format version " + std::to_string(file_version)};
   if (body_size != bytes.size() - header_bytes - trailer_bytes)
     return error{"state file: body length does not match the file (torn write?)"};
@@ -265,6 +279,25 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
     }
     if (!s.keyed.key_groups.emplace(group, std::move(state)).second)
       return error{"state file: key group " + std::to_string(group) + " appears twice"};
+  }
+  if (file_version == version_with_files) {
+    keyed_state_files f;
+    f.max_parallelism = r.u32();
+    f.first_key_group = r.u32();
+    f.last_key_group = r.u32();
+    const std::uint32_t n_files = r.count(24);
+    for (std::uint32_t i = 0; i < n_files && !r.failed(); ++i) {
+      keyed_state_file file;
+      file.local_name = r.str();
+      file.handle_name = r.str();
+      file.size = r.u64();
+      file.checksum = r.u32();
+      const std::uint32_t shared = r.u32();
+      if (shared > 1) return error{"state file: a keyed state file's shared flag is not 0 or 1"};
+      file.shared = shared == 1;
+      f.files.push_back(std::move(file));
+    }
+    s.keyed_files = std::move(f);
   }
   if (r.failed()) return error{"state file: truncated or malformed body"};
   if (!r.at_end()) return error{"state file: trailing bytes after the body"};

@@ -9,9 +9,11 @@
 
 #include "engine/clock.hpp"
 #include "engine/hop_trace.hpp"
+#include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/runtime/thread_name.hpp"
+#include "engine/state/rocksdb_keyed_state_backend.hpp"
 
 namespace snapflow {
 
@@ -35,6 +37,66 @@ std::string describe(const execution_attempt_id& a, const job_vertex& v) {
 std::string failure_cause(const std::exception& e) {
   if (dynamic_cast<const channel_failure*>(&e) != nullptr) return e.what();
   return std::string("uncaught exception: ") + e.what();
+}
+
+// One old subtask's handles, taken apart: its state files (or inline states), and the files a
+// keyed backend stored as they are (an incremental checkpoint), by the last component of their
+// path, which is unique among them.
+struct split_state {
+  struct file {
+    const state_handle* handle;
+    bool used = false;
+  };
+  std::vector<const state_handle*> state_files;
+  std::map<std::string, file> files;
+};
+
+result<split_state> split_handles(const subtask_state& state) {
+  split_state out;
+  for (const auto& handle : state.handles) {
+    if (handle.is_inline() || handle.path.ends_with(".state")) {
+      out.state_files.push_back(&handle);
+      continue;
+    }
+    const std::string name = std::filesystem::path(handle.path).filename().string();
+    if (!out.files.emplace(name, split_state::file{&handle}).second)
+      return error{"two state handles end in the same file name " + name};
+  }
+  return out;
+}
+
+// The manifest's files matched with the handles that carry them.
+result<keyed_files_restore> match_files(keyed_state_files manifest, split_state& split) {
+  keyed_files_restore out;
+  for (const auto& f : manifest.files) {
+    auto it = split.files.find(f.handle_name);
+    if (it == split.files.end())
+      return error{"its keyed state file " + f.handle_name + " (" + f.local_name +
+                   ") is missing from its state handles"};
+    const state_handle& h = *it->second.handle;
+    if (h.size != f.size || h.checksum != f.checksum || h.is_shared() != f.shared)
+      return error{"the handle of " + h.path + " and its manifest disagree on its size, "
+                   "checksum or sharing"};
+    it->second.used = true;
+    out.paths.emplace_back(h.path);
+  }
+  out.manifest = std::move(manifest);
+  return out;
+}
+
+// Removes files a snapshot stored for a checkpoint it could not acknowledge (those it wrote:
+// shared_new and exclusive ones). Best effort: the coordinator's sweep of the shared folder
+// catches what is left.
+void remove_stored_files(const std::filesystem::path& checkpoint_folder,
+                         const std::vector<state_handle>& handles) {
+  std::error_code ec;
+  for (const auto& h : handles) {
+    if (h.sharing == handle_sharing::exclusive)
+      std::filesystem::remove(checkpoint_folder / h.path, ec);
+    else if (h.sharing == handle_sharing::shared_new)
+      std::filesystem::remove(
+          checkpoint_folder.parent_path() / checkpoint_storage::shared_folder_name / h.path, ec);
+  }
 }
 
 // Roughly what a record costs to move: alignment metrics only.
@@ -276,8 +338,6 @@ result<void> stream_task::initialize() {
   operator_ = std::move(made).value();
   source_ = dynamic_cast<source_operator*>(operator_.get());
   completion_listener_ = dynamic_cast<checkpoint_completion_listener*>(operator_.get());
-  if (completion_listener_ == nullptr)
-    completion_not_needed_.store(true, std::memory_order_release);
   if ((source_ != nullptr) != (config_.role == operator_role::source))
     return error{"operator kind '" + config_.vertex.kind +
                  "' and its role disagree on being a source"};
@@ -287,6 +347,12 @@ result<void> stream_task::initialize() {
   if (config_.role == operator_role::keyed) {
     if (auto r = create_keyed_state(); !r) return r;
   }
+  // Incremental keyed state learns which checkpoints completed (their files may be named
+  // again) on this thread, through the mailbox, like an operator that listens.
+  const bool keyed_listens = keyed_ && config_.incremental_checkpoints &&
+                             config_.state_backend != state_backend_kind::hashmap;
+  if (completion_listener_ == nullptr && !keyed_listens)
+    completion_not_needed_.store(true, std::memory_order_release);
 
   for (auto& edge : config_.outputs) {
     partitioner part(edge.part, static_cast<std::uint32_t>(edge.channels.size()),
@@ -313,40 +379,61 @@ result<void> stream_task::initialize() {
     std::vector<keyed_state_snapshot> keyed_parts;
     std::optional<std::uint32_t> old_parallelism;
     if (auto r = check_restore_scopes(); !r) return r;
+    std::vector<keyed_files_restore> keyed_files;
     for (const auto& [old_index, state] : config_.restore_states) {
-      for (const auto& handle : state.handles) {
+      const std::string where = "restoring checkpoint " + std::to_string(restored_id) + ": ";
+      auto split = split_handles(state);
+      if (!split) return error{where + split.err().message};
+      for (const state_handle* state_handle_ptr : split->state_files) {
+        const state_handle& handle = *state_handle_ptr;
         auto snapshot = state_file::read(handle);
-        if (!snapshot)
-          return error{"restoring checkpoint " + std::to_string(restored_id) + ": " +
-                       snapshot.err().message};
+        if (!snapshot) return error{where + snapshot.err().message};
         if (snapshot->subtask_index != old_index)
-          return error{"restoring checkpoint " + std::to_string(restored_id) + ": " + handle.path +
-                       " was written by subtask " + std::to_string(snapshot->subtask_index) +
-                       ", listed for subtask " + std::to_string(old_index)};
+          return error{where + handle.path + " was written by subtask " +
+                       std::to_string(snapshot->subtask_index) + ", listed for subtask " +
+                       std::to_string(old_index)};
         if (snapshot->operator_uid != config_.vertex.uid)
-          return error{"restoring checkpoint " + std::to_string(restored_id) + ": " + handle.path +
-                       " holds state of operator '" + snapshot->operator_uid + "', not '" +
-                       config_.vertex.uid + "'"};
+          return error{where + handle.path + " holds state of operator '" +
+                       snapshot->operator_uid + "', not '" + config_.vertex.uid + "'"};
         if (old_parallelism && *old_parallelism != snapshot->parallelism)
-          return error{"restoring checkpoint " + std::to_string(restored_id) + ": " + handle.path +
-                       " was written at parallelism " + std::to_string(snapshot->parallelism) +
+          return error{where + handle.path + " was written at parallelism " +
+                       std::to_string(snapshot->parallelism) +
                        ", other states of the operator at " + std::to_string(*old_parallelism)};
         old_parallelism = snapshot->parallelism;
-        if (!snapshot->keyed.key_groups.empty()) {
+        if (!snapshot->keyed.key_groups.empty() || snapshot->keyed_files) {
           if (!keyed_)
-            return error{"restoring checkpoint " + std::to_string(restored_id) +
-                         ": keyed state for non-keyed operator '" + config_.vertex.uid + "'"};
-          keyed_parts.push_back(std::move(snapshot->keyed));
+            return error{where + "keyed state for non-keyed operator '" + config_.vertex.uid +
+                         "'"};
+          if (!snapshot->keyed.key_groups.empty())
+            keyed_parts.push_back(std::move(snapshot->keyed));
+        }
+        if (snapshot->keyed_files) {
+          auto files = match_files(std::move(*snapshot->keyed_files), *split);
+          if (!files) return error{where + "the state of old subtask " +
+                                   std::to_string(old_index) + ": " + files.err().message};
+          keyed_files.push_back(std::move(files).value());
         }
         restored.push_back(
             {snapshot->subtask_index, snapshot->parallelism, std::move(snapshot->operator_state)});
       }
+      for (const auto& [name, file] : split->files)
+        if (!file.used)
+          return error{where + "the state of old subtask " + std::to_string(old_index) +
+                       " names " + file.handle->path + ", which no manifest of it lists"};
     }
     if (keyed_ && old_parallelism) {
       if (auto r = check_keyed_restore_complete(*old_parallelism); !r) return r;
     }
+    if (keyed_ && !keyed_files.empty() && config_.state_backend == state_backend_kind::hashmap) {
+      if (auto r = read_keyed_files(keyed_files, keyed_parts); !r)
+        return error{"restoring checkpoint " + std::to_string(restored_id) + ": " +
+                     r.err().message};
+      keyed_files.clear();
+    }
     if (keyed_) {
-      if (auto r = keyed_->restore(keyed_parts); !r) return r;
+      if (auto r = keyed_->restore_with_files(keyed_files, keyed_parts); !r)
+        return error{"restoring checkpoint " + std::to_string(restored_id) + ": " +
+                     r.err().message};
     }
     last_barrier_ = restored_id;
   }
@@ -378,9 +465,30 @@ result<void> stream_task::create_keyed_state() {
               std::to_string(config_.attempt.attempt));
   }
   auto made = make_keyed_state_backend(config_.state_backend, config_.vertex.max_parallelism,
-                                       range, folder);
+                                       range, folder, config_.incremental_checkpoints);
   if (!made) return made.err();
   keyed_ = std::move(made).value();
+  return success();
+}
+
+result<void> stream_task::read_keyed_files(const std::vector<keyed_files_restore>& files,
+                                           std::vector<keyed_state_snapshot>& parts) const {
+  if (config_.local_state_dir.empty())
+    return error{"keyed state stored as rocksdb files needs a local folder to be read in, and "
+                 "this task was given none"};
+  const key_group_range own = keyed_->range();
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const keyed_state_files& m = files[i].manifest;
+    if (m.last_key_group < own.first || m.first_key_group > own.last) continue;
+    const std::filesystem::path scratch =
+        config_.local_state_dir / "restore" /
+        (file_safe_uid(config_.job) + "-" + std::to_string(config_.vertex.id) + "-" +
+         std::to_string(config_.attempt.subtask.index) + "-" +
+         std::to_string(config_.attempt.attempt) + "-" + std::to_string(i));
+    auto part = rocksdb_keyed_state_backend::read_files(files[i], scratch);
+    if (!part) return part.err();
+    if (!part->key_groups.empty()) parts.push_back(std::move(part).value());
+  }
   return success();
 }
 
@@ -687,6 +795,7 @@ result<void> stream_task::process_mailbox() {
         overloaded{
             [&](const trigger_message& m) -> result<void> { return handle_trigger(m); },
             [&](const complete_message& m) -> result<void> {
+              if (keyed_) keyed_->notify_checkpoint_complete(m.id);
               if (completion_listener_ != nullptr)
                 if (auto r = completion_listener_->notify_checkpoint_complete(m.id); !r) return r;
               record_notified(m.id);
@@ -761,7 +870,22 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   // The heap backend's copy goes in now; a deferred view (rocksdb) is materialised by the
   // writer, off this thread.
   std::shared_ptr<deferred_keyed_snapshot> keyed_later;
-  if (keyed_) {
+  std::shared_ptr<incremental_keyed_snapshot> files_later;
+  // Savepoints own every file they name: always full.
+  if (keyed_ && barrier.options.kind != checkpoint_trigger_kind::savepoint) {
+    // A completion that arrived but still waits in the mailbox moves the base: naming files of an
+    // older checkpoint, which the completed one may have released, would fail this one.
+    if (auto completed = mailbox_.newest_queued_completion())
+      keyed_->notify_checkpoint_complete(*completed);
+    auto files = keyed_->snapshot_incremental(barrier.id);
+    if (!files) {
+      decline(barrier.id, checkpoint_failure_reason::checkpoint_declined,
+              "snapshot failed: " + files.err().message);
+      return success();
+    }
+    files_later = std::move(files).value();
+  }
+  if (keyed_ && !files_later) {
     keyed_snapshot_part part = keyed_->snapshot();
     if (part.deferred)
       keyed_later = std::move(part.deferred);
@@ -788,7 +912,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   // Nothing asynchronous to run and no state, or a small one: acknowledge here, the state's
   // bytes inline, with no file and no hand-off to the writer.
   std::string encoded;
-  if (!op_snapshot->async_part && !keyed_later && snapshot->empty()) {
+  if (!op_snapshot->async_part && !keyed_later && !files_later && snapshot->empty()) {
     ack.metrics.async_duration_us = 0;
     hop_trace::record("t.ack", config_.vertex.id);
     config_.responder->acknowledge(std::move(ack));
@@ -798,7 +922,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   // fsyncs its pre-committed file still acknowledges its few bytes of state without a state
   // file (and that file's own fsync) of its own.
   bool state_inline = false;
-  if (!keyed_later && !snapshot->empty() && config_.inline_state_max_bytes > 0 &&
+  if (!keyed_later && !files_later && !snapshot->empty() && config_.inline_state_max_bytes > 0 &&
       state_file::may_fit(*snapshot, config_.inline_state_max_bytes)) {
     const auto encode_start = std::chrono::steady_clock::now();
     encoded = state_file::encode(*snapshot);
@@ -815,7 +939,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
     }
   }
   std::filesystem::path file;
-  if (keyed_later && !barrier.options.target_location.empty()) {
+  if ((keyed_later || files_later) && !barrier.options.target_location.empty()) {
     // Whether there is anything to write is known once it is materialised.
     file = std::filesystem::path(barrier.options.target_location) /
            state_file::file_name(config_.vertex.uid, config_.attempt.subtask.index,
@@ -836,6 +960,10 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
                                  vertex = config_.vertex.id, file = std::move(file),
                                  encoded = std::move(encoded), state_inline,
                                  keyed_later = std::move(keyed_later),
+                                 files_later = std::move(files_later),
+                                 name_prefix = file_safe_uid(config_.vertex.uid) + "-" +
+                                               std::to_string(config_.attempt.subtask.index) +
+                                               "-" + std::to_string(config_.attempt.attempt),
                                  inline_max = config_.inline_state_max_bytes,
                                  async_part = std::move(op_snapshot->async_part)]() mutable {
     const auto async_start = std::chrono::steady_clock::now();
@@ -870,6 +998,34 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
         return;
       }
     }
+    // Keyed state as files: stored beside the state file (shared ones in the job's shared
+    // folder, the parent of this checkpoint's), which then carries their manifest.
+    std::vector<state_handle> file_handles;
+    std::uint64_t files_size = 0;
+    if (files_later) {
+      if (file.empty()) {
+        decline.reason = checkpoint_failure_reason::checkpoint_declined;
+        decline.message = "the barrier names no location for state files";
+        responder->decline(std::move(decline));
+        return;
+      }
+      const std::filesystem::path folder = file.parent_path();
+      auto stored = files_later->store(
+          folder.parent_path() / checkpoint_storage::shared_folder_name, folder, name_prefix);
+      files_later.reset();  // the local checkpoint goes
+      if (!stored) {
+        decline.message = stored.err().message;
+        responder->decline(std::move(decline));
+        return;
+      }
+      snapshot->keyed_files = std::move(stored->manifest);
+      file_handles = std::move(stored->handles);
+      files_size = stored->full_size;
+      if (inline_max > 0 && state_file::may_fit(*snapshot, inline_max)) {
+        encoded = state_file::encode(*snapshot);
+        state_inline = encoded.size() <= inline_max;
+      }
+    }
     if (state_inline) {
       ack.state.state_size = encoded.size();
       ack.state.handles.push_back(state_file::make_inline(std::move(encoded)));
@@ -877,6 +1033,8 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
       auto handle = encoded.empty() ? state_file::write(file, *snapshot)
                                     : state_file::write_encoded(file, std::move(encoded));
       if (!handle) {
+        // The files stored for this checkpoint are nobody's: no acknowledgement names them.
+        remove_stored_files(file.parent_path(), file_handles);
         decline.message = handle.err().message;
         responder->decline(std::move(decline));
         return;
@@ -886,6 +1044,9 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
       handle->path = file.filename().string();
       ack.state.handles.push_back(std::move(handle).value());
     }
+    // The state's full size; the files this checkpoint did not store again included.
+    ack.state.state_size += files_size;
+    for (auto& h : file_handles) ack.state.handles.push_back(std::move(h));
     ack.metrics.async_duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                         std::chrono::steady_clock::now() - async_start)
                                         .count();

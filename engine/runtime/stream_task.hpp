@@ -63,6 +63,9 @@ struct stream_task_config {
   std::size_t inline_state_max_bytes = 0;
   // Where a keyed operator's state lives (checkpoint_config::state_backend).
   state_backend_kind state_backend = state_backend_kind::hashmap;
+  // checkpoint_config::incremental: checkpoints (not savepoints) of a backend that keeps its
+  // state as files store only what its last confirmed checkpoint did not (rocksdb).
+  bool incremental_checkpoints = false;
   // A local folder the task may keep working files under (a worker's own, never shared with
   // jobs' data): the rocksdb backend's instance goes to
   // <local_state_dir>/rocksdb/<job>-<vertex>-<subtask>-<attempt> and is removed when the task
@@ -158,6 +161,10 @@ class stream_task {
   result<void> initialize();
   // The keyed state backend the config asks for, in this attempt's working folder.
   result<void> create_keyed_state();
+  // A backend that cannot read keyed state stored as rocksdb files (hashmap) restores it in the
+  // neutral form: each old subtask's files overlapping this subtask, read in a scratch folder.
+  result<void> read_keyed_files(const std::vector<keyed_files_restore>& files,
+                                std::vector<keyed_state_snapshot>& parts) const;
   // Every handed-over keyed state was cut at this vertex's max parallelism, in a valid range.
   result<void> check_restore_scopes() const;
   // A keyed subtask must have received every old subtask whose key groups overlap its own.

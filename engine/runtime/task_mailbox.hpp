@@ -86,6 +86,16 @@ class task_mailbox {
     return out;
   }
 
+  // The newest checkpoint a queued complete_message confirms, the messages left queued: an
+  // incremental snapshot learns of a completion that arrived just ahead of its barrier.
+  std::optional<checkpoint_id> newest_queued_completion() const {
+    std::lock_guard lock(mutex_);
+    std::optional<checkpoint_id> newest;
+    for (const auto& m : queue_)
+      if (const auto* c = std::get_if<complete_message>(&m); c && (!newest || c->id > *newest))
+        newest = c->id;
+    return newest;
+  }
   bool empty() const {
     std::lock_guard lock(mutex_);
     return queue_.empty();

@@ -1,7 +1,13 @@
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "engine/checkpoint/completed_checkpoint.hpp"
+#include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"
 #include "graph/result.hpp"
 
@@ -16,6 +22,29 @@ class deferred_keyed_snapshot {
   virtual ~deferred_keyed_snapshot() = default;
   // Any thread; at most once.
   virtual result<keyed_state_snapshot> materialize() = 0;
+};
+
+// The synchronous part of an incremental checkpoint (Flink's RocksIncrementalSnapshotStrategy):
+// the backend's files as they were at the barrier, set aside locally. Its asynchronous part
+// stores them: files a confirmed checkpoint of this backend already stored are named again
+// (shared_reused), the others are copied into the job's shared folder (shared_new) or, for the
+// small files that describe the instance, into the checkpoint's own folder (exclusive).
+class incremental_keyed_snapshot {
+ public:
+  struct stored {
+    keyed_state_files manifest;       // goes into the subtask's state file
+    std::vector<state_handle> handles;  // shared ones relative to the shared folder, exclusive
+                                        // ones relative to the checkpoint's folder
+    std::uint64_t full_size = 0;        // every file's bytes: the state's size
+    std::uint64_t written_size = 0;     // bytes this checkpoint copied
+  };
+  virtual ~incremental_keyed_snapshot() = default;
+  // Any thread; at most once. `name_prefix` makes this subtask attempt's file names unique in
+  // the shared folder (with a random part: an attempt number repeats across restarts of the
+  // job's coordinator). Whatever it copied is removed again when it fails.
+  virtual result<stored> store(const std::filesystem::path& shared_folder,
+                               const std::filesystem::path& checkpoint_folder,
+                               const std::string& name_prefix) = 0;
 };
 
 // What a backend's synchronous snapshot yields: the state itself, already copied (the heap

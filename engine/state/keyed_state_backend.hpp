@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,7 +11,9 @@
 
 #include "engine/runtime/key_groups.hpp"
 #include "engine/state/keyed_snapshot_part.hpp"
+#include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"
+#include "graph/ids.hpp"
 #include "graph/result.hpp"
 
 namespace snapflow {
@@ -65,6 +68,27 @@ class keyed_state_backend {
   // every old subtask); others are skipped. Fails, changing nothing, when a snapshot was taken
   // with another max parallelism (key groups would not line up) or a key group appears twice.
   virtual result<void> restore(const std::vector<keyed_state_snapshot>& parts) = 0;
+
+  // Incremental checkpoints, for a backend that keeps its state as files and was asked to.
+  // The synchronous part of checkpoint `id` as files, or null when this backend takes full
+  // checkpoints only (snapshot() then). Savepoints always use snapshot(): they own their files.
+  virtual result<std::shared_ptr<incremental_keyed_snapshot>> snapshot_incremental(
+      checkpoint_id id) {
+    (void)id;
+    return std::shared_ptr<incremental_keyed_snapshot>();
+  }
+  // Checkpoint `id` completed: its files may be named again by later incremental checkpoints.
+  virtual void notify_checkpoint_complete(checkpoint_id id) { (void)id; }
+  // restore() for old subtasks of which some stored their state as files (`files`), the others
+  // in the neutral form (`parts`). Only a backend that writes such files can read them (the
+  // task turns them into the neutral form for the others: rocksdb_keyed_state_backend::read_files).
+  virtual result<void> restore_with_files(const std::vector<keyed_files_restore>& files,
+                                          const std::vector<keyed_state_snapshot>& parts) {
+    if (files.empty()) return restore(parts);
+    (void)parts;
+    return error{"this state backend cannot read state stored as rocksdb files (an "
+                 "incremental checkpoint) itself: read it into the neutral form first"};
+  }
 
   std::uint32_t max_parallelism() const { return max_parallelism_; }
   const key_group_range& range() const { return range_; }

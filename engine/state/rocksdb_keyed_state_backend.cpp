@@ -1,13 +1,22 @@
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <random>
 #include <stdexcept>
 #include <system_error>
+
+#include "engine/checkpoint/posix_io.hpp"
+#include "engine/state/file_copy.hpp"
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 namespace snapflow {
@@ -112,6 +121,14 @@ rocksdb::Options store_options() {
   return o;
 }
 
+// Options to open an instance rebuilt from a checkpoint's files.
+rocksdb::Options reopen_options() {
+  rocksdb::Options o = store_options();
+  o.create_if_missing = false;
+  o.error_if_exists = false;
+  return o;
+}
+
 rocksdb::WriteOptions write_options() {
   rocksdb::WriteOptions w;
   // Recovery comes from checkpoints, never from this folder: a write-ahead log buys nothing.
@@ -126,10 +143,7 @@ class rocksdb_keyed_state_backend::store {
   store(std::unique_ptr<rocksdb::DB> db, std::filesystem::path folder)
       : db_(std::move(db)), folder_(std::move(folder)) {}
   ~store() {
-    if (db_) {
-      (void)db_->Close();  // nothing to keep: the folder goes next
-      db_.reset();
-    }
+    close();  // nothing to keep: the folder goes next
     std::error_code ec;
     std::filesystem::remove_all(folder_, ec);
   }
@@ -138,6 +152,18 @@ class rocksdb_keyed_state_backend::store {
 
   rocksdb::DB& db() { return *db_; }
   const std::filesystem::path& folder() const { return folder_; }
+  // Where the instance's own files are.
+  std::filesystem::path db_folder() const { return folder_ / "db"; }
+  // Closes the instance (a restore replaces it; nothing else may use it meanwhile).
+  void close() {
+    if (!db_) return;
+    (void)db_->Close();
+    db_.reset();
+  }
+  void reopen(std::unique_ptr<rocksdb::DB> db) {
+    close();
+    db_ = std::move(db);
+  }
 
   [[noreturn]] void fail(const char* what, const rocksdb::Status& s) const {
     throw std::runtime_error(std::string("rocksdb state in ") + folder_.string() + ": " + what +
@@ -149,7 +175,209 @@ class rocksdb_keyed_state_backend::store {
   std::filesystem::path folder_;
 };
 
+class rocksdb_keyed_state_backend::stored_files {
+ public:
+  using files = std::map<std::string, state_handle>;  // by local name
+
+  files base() const {
+    std::lock_guard lock(mutex_);
+    return base_;
+  }
+  void record(checkpoint_id id, files stored) {
+    std::lock_guard lock(mutex_);
+    if (id <= confirmed_) return;  // a newer checkpoint completed meanwhile: never a base
+    pending_[id] = std::move(stored);
+  }
+  // The base becomes what `id` stored; older checkpoints' sets are dropped (subsumed). A
+  // checkpoint this backend stored nothing for (a savepoint) leaves no base: what the old one
+  // named may be released by the coordinator any time now.
+  void confirm(checkpoint_id id) {
+    std::lock_guard lock(mutex_);
+    if (id <= confirmed_) return;
+    confirmed_ = id;
+    auto it = pending_.find(id);
+    if (it != pending_.end())
+      base_ = std::move(it->second);
+    else
+      base_.clear();
+    pending_.erase(pending_.begin(), pending_.upper_bound(id));
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<checkpoint_id, files> pending_;
+  files base_;
+  checkpoint_id confirmed_ = 0;
+};
+
 namespace {
+
+std::string random_hex() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(random()));
+  return hex;
+}
+
+bool is_sst(std::string_view name) { return name.ends_with(".sst"); }
+
+// A name of a file in an instance's folder as a checkpoint's manifest may give it: one plain
+// component (a hostile manifest must not write outside the folder it is rebuilt in).
+bool is_plain_file_name(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+// Creates `folder` when missing (the coordinator may leave it to the first task writing into
+// it), its parent fsynced so that the folder itself survives a crash.
+result<void> make_folder(const std::filesystem::path& folder) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(folder, ec)) return success();
+  std::filesystem::create_directories(folder, ec);
+  if (ec) return error{"cannot create " + folder.string() + ": " + ec.message()};
+  return posix_io::fsync_dir(folder.parent_path());
+}
+
+// A local RocksDB checkpoint of the instance, stored as files off the task thread.
+class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
+ public:
+  rocksdb_incremental_snapshot(std::shared_ptr<rocksdb_keyed_state_backend::store> s,
+                               std::shared_ptr<rocksdb_keyed_state_backend::stored_files> stored,
+                               checkpoint_id id, std::filesystem::path local,
+                               keyed_state_files scope)
+      : store_(std::move(s)),
+        stored_(std::move(stored)),
+        id_(id),
+        local_(std::move(local)),
+        base_(stored_->base()),
+        scope_(std::move(scope)) {}
+  ~rocksdb_incremental_snapshot() override {
+    std::error_code ec;
+    std::filesystem::remove_all(local_, ec);
+  }
+
+  result<stored> store(const std::filesystem::path& shared_folder,
+                       const std::filesystem::path& checkpoint_folder,
+                       const std::string& name_prefix) override {
+    if (done_) return error{"a rocksdb incremental snapshot was stored twice"};
+    done_ = true;
+    std::vector<std::filesystem::path> created;
+    auto out = store_files(shared_folder, checkpoint_folder, name_prefix, created);
+    if (!out) {
+      std::error_code ec;
+      for (const auto& f : created) std::filesystem::remove(f, ec);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(local_, ec);
+    return out;
+  }
+
+ private:
+  result<stored> store_files(const std::filesystem::path& shared_folder,
+                             const std::filesystem::path& checkpoint_folder,
+                             const std::string& name_prefix,
+                             std::vector<std::filesystem::path>& created) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(local_, ec), end; !ec && it != end;
+         it.increment(ec))
+      if (it->is_regular_file()) names.push_back(it->path().filename().string());
+    if (ec)
+      return error{"listing the local rocksdb checkpoint " + local_.string() + ": " +
+                   ec.message()};
+    std::sort(names.begin(), names.end());
+    stored out;
+    out.manifest = scope_;
+    rocksdb_keyed_state_backend::stored_files::files ssts;
+    bool wrote_shared = false;
+    bool wrote_own = false;
+    for (const auto& name : names) {
+      state_handle handle;
+      if (is_sst(name)) {
+        if (auto reused = base_.find(name); reused != base_.end()) {
+          handle = reused->second;
+          handle.sharing = handle_sharing::shared_reused;
+        } else {
+          if (!wrote_shared)
+            if (auto r = make_folder(shared_folder); !r) return r.err();
+          const std::string stored_name = name_prefix + "-" + random_hex() + "-" + name;
+          created.push_back(shared_folder / stored_name);
+          auto copied = file_copy::copy_durably(local_ / name, created.back());
+          if (!copied) return copied.err();
+          handle = state_handle{stored_name, copied->size, copied->checksum, std::nullopt,
+                                handle_sharing::shared_new};
+          out.written_size += copied->size;
+          wrote_shared = true;
+        }
+        ssts.emplace(name, handle);
+      } else {
+        if (!wrote_own)
+          if (auto r = make_folder(checkpoint_folder); !r) return r.err();
+        const std::string stored_name = name_prefix + "-rocksdb-" + name;
+        created.push_back(checkpoint_folder / stored_name);
+        auto copied = file_copy::copy_durably(local_ / name, created.back());
+        if (!copied) return copied.err();
+        handle = state_handle{stored_name, copied->size, copied->checksum, std::nullopt,
+                              handle_sharing::exclusive};
+        out.written_size += copied->size;
+        wrote_own = true;
+      }
+      out.full_size += handle.size;
+      out.manifest.files.push_back(
+          {name, handle.path, handle.size, handle.checksum, handle.is_shared()});
+      out.handles.push_back(std::move(handle));
+    }
+    if (wrote_shared)
+      if (auto r = posix_io::fsync_dir(shared_folder); !r) return r.err();
+    if (wrote_own)
+      if (auto r = posix_io::fsync_dir(checkpoint_folder); !r) return r.err();
+    stored_->record(id_, std::move(ssts));
+    return out;
+  }
+
+  std::shared_ptr<rocksdb_keyed_state_backend::store> store_;  // keeps the folder
+  std::shared_ptr<rocksdb_keyed_state_backend::stored_files> stored_;
+  checkpoint_id id_;
+  std::filesystem::path local_;
+  rocksdb_keyed_state_backend::stored_files::files base_;  // as confirmed at the barrier
+  keyed_state_files scope_;
+  bool done_ = false;
+};
+
+// The state named `name` in `states`, made empty when it is not there yet.
+template <class States>
+typename States::mapped_type& entry(States& states, std::string_view name) {
+  auto s = states.find(name);
+  if (s == states.end())
+    s = states.emplace(std::string(name), typename States::mapped_type{}).first;
+  return s->second;
+}
+
+// Every entry of `db` (as `r` sees it) in the neutral form.
+result<keyed_state_snapshot> read_neutral(rocksdb::DB& db, rocksdb::ReadOptions r,
+                                          std::uint32_t max_parallelism,
+                                          const std::filesystem::path& folder) {
+  keyed_state_snapshot out;
+  out.max_parallelism = max_parallelism;
+  r.fill_cache = false;  // one pass over everything: keep the task's working set cached
+  std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(r));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    auto key = parse_key(view(it->key()));
+    auto v = decode_value(view(it->value()));
+    if (!key || !v)
+      return error{"rocksdb state in " + folder.string() +
+                   " holds an entry this backend did not write"};
+    key_group_state& g = out.key_groups[key->group];
+    if (key->kind == value_kind)
+      entry(g.values, key->state)[key->key] = *v;
+    else
+      entry(g.maps, key->state)[key->key].emplace(std::string(key->map_key), *v);
+  }
+  if (!it->status().ok())
+    return error{"reading rocksdb state in " + folder.string() + " failed: " +
+                 it->status().ToString()};
+  return out;
+}
 
 // A RocksDB snapshot of the store, read into the neutral form off the task thread.
 class rocksdb_deferred_snapshot final : public deferred_keyed_snapshot {
@@ -170,37 +398,9 @@ class rocksdb_deferred_snapshot final : public deferred_keyed_snapshot {
 
  private:
   result<keyed_state_snapshot> read() const {
-    keyed_state_snapshot out;
-    out.max_parallelism = max_parallelism_;
     rocksdb::ReadOptions r;
     r.snapshot = snapshot_;
-    r.fill_cache = false;  // one pass over everything: keep the task's working set cached
-    std::unique_ptr<rocksdb::Iterator> it(store_->db().NewIterator(r));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      auto key = parse_key(view(it->key()));
-      auto v = decode_value(view(it->value()));
-      if (!key || !v)
-        return error{"rocksdb state in " + store_->folder().string() +
-                     " holds an entry this backend did not write"};
-      key_group_state& g = out.key_groups[key->group];
-      if (key->kind == value_kind)
-        entry(g.values, key->state)[key->key] = *v;
-      else
-        entry(g.maps, key->state)[key->key].emplace(std::string(key->map_key), *v);
-    }
-    if (!it->status().ok())
-      return error{"reading rocksdb state in " + store_->folder().string() +
-                   " for a checkpoint failed: " + it->status().ToString()};
-    return out;
-  }
-
-  // The state named `name` in `states`, made empty when it is not there yet.
-  template <class States>
-  static typename States::mapped_type& entry(States& states, std::string_view name) {
-    auto s = states.find(name);
-    if (s == states.end())
-      s = states.emplace(std::string(name), typename States::mapped_type{}).first;
-    return s->second;
+    return read_neutral(store_->db(), r, max_parallelism_, store_->folder());
   }
 
   void release() {
@@ -217,7 +417,8 @@ class rocksdb_deferred_snapshot final : public deferred_keyed_snapshot {
 }  // namespace
 
 result<std::unique_ptr<rocksdb_keyed_state_backend>> rocksdb_keyed_state_backend::open(
-    std::uint32_t max_parallelism, key_group_range range, const std::filesystem::path& folder) {
+    std::uint32_t max_parallelism, key_group_range range, const std::filesystem::path& folder,
+    bool incremental) {
   if (max_parallelism > max_encodable_parallelism)
     return error{"the rocksdb state backend supports a max parallelism of at most " +
                  std::to_string(max_encodable_parallelism) + " (got " +
@@ -231,23 +432,26 @@ result<std::unique_ptr<rocksdb_keyed_state_backend>> rocksdb_keyed_state_backend
   if (ec)
     return error{"cannot clear the rocksdb working folder " + folder.string() + ": " +
                  ec.message()};
-  std::filesystem::create_directories(folder.parent_path(), ec);
-  if (ec) return error{"cannot create " + folder.parent_path().string() + ": " + ec.message()};
+  std::filesystem::create_directories(folder, ec);
+  if (ec) return error{"cannot create " + folder.string() + ": " + ec.message()};
+  auto st = std::make_shared<store>(nullptr, folder);  // removes the folder if opening fails
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status s = rocksdb::DB::Open(store_options(), folder.string(), &raw);
-  if (!s.ok()) {
-    std::filesystem::remove_all(folder, ec);
+  const rocksdb::Status s = rocksdb::DB::Open(store_options(), st->db_folder().string(), &raw);
+  if (!s.ok())
     return error{"cannot open rocksdb state in " + folder.string() + ": " + s.ToString()};
-  }
-  auto st = std::make_shared<store>(std::unique_ptr<rocksdb::DB>(raw), folder);
+  st->reopen(std::unique_ptr<rocksdb::DB>(raw));
   return std::unique_ptr<rocksdb_keyed_state_backend>(
-      new rocksdb_keyed_state_backend(max_parallelism, range, std::move(st)));
+      new rocksdb_keyed_state_backend(max_parallelism, range, std::move(st), incremental));
 }
 
 rocksdb_keyed_state_backend::rocksdb_keyed_state_backend(std::uint32_t max_parallelism,
                                                          key_group_range range,
-                                                         std::shared_ptr<store> db)
-    : keyed_state_backend(max_parallelism, range), store_(std::move(db)) {}
+                                                         std::shared_ptr<store> db,
+                                                         bool incremental)
+    : keyed_state_backend(max_parallelism, range),
+      store_(std::move(db)),
+      stored_(std::make_shared<stored_files>()),
+      incremental_(incremental) {}
 
 rocksdb_keyed_state_backend::~rocksdb_keyed_state_backend() = default;
 
@@ -352,8 +556,12 @@ result<void> rocksdb_keyed_state_backend::restore(
   if (s.ok()) s = store_->db().Write(write_options(), &clear);
   if (!s.ok())
     return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
+  return write_groups(*owned);
+}
+
+result<void> rocksdb_keyed_state_backend::write_groups(const std::vector<owned_group>& owned) {
   std::string key;
-  for (const auto& [group, state] : *owned) {
+  for (const auto& [group, state] : owned) {
     rocksdb::WriteBatch batch;
     for (const auto& [name, keys] : state->values)
       for (const auto& [k, v] : keys) {
@@ -367,10 +575,207 @@ result<void> rocksdb_keyed_state_backend::restore(
           key.append(map_key);
           batch.Put(key, encode_value(v));
         }
-    s = store_->db().Write(write_options(), &batch);
+    const rocksdb::Status s = store_->db().Write(write_options(), &batch);
     if (!s.ok())
       return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
   }
+  return success();
+}
+
+result<std::shared_ptr<incremental_keyed_snapshot>>
+rocksdb_keyed_state_backend::snapshot_incremental(checkpoint_id id) {
+  if (!incremental_) return std::shared_ptr<incremental_keyed_snapshot>();
+  const std::filesystem::path local = store_->folder() / ("chk-" + std::to_string(id));
+  std::error_code ec;
+  std::filesystem::remove_all(local, ec);  // a leftover of a snapshot that never ran
+  rocksdb::Checkpoint* raw = nullptr;
+  rocksdb::Status s = rocksdb::Checkpoint::Create(&store_->db(), &raw);
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // Flushes the memtables (always: log_size_for_flush 0), then hard-links the files.
+  if (s.ok()) s = checkpoint->CreateCheckpoint(local.string(), 0);
+  if (!s.ok()) {
+    std::filesystem::remove_all(local, ec);
+    return error{"a rocksdb checkpoint of " + folder().string() + " failed: " + s.ToString()};
+  }
+  keyed_state_files scope;
+  scope.max_parallelism = max_parallelism_;
+  scope.first_key_group = range_.first;
+  scope.last_key_group = range_.last;
+  return std::shared_ptr<incremental_keyed_snapshot>(
+      std::make_shared<rocksdb_incremental_snapshot>(store_, stored_, id, local, scope));
+}
+
+void rocksdb_keyed_state_backend::notify_checkpoint_complete(checkpoint_id id) {
+  stored_->confirm(id);
+}
+
+namespace {
+
+std::uint64_t overlap(const keyed_state_files& m, const key_group_range& range) {
+  const std::uint32_t first = std::max(m.first_key_group, range.first);
+  const std::uint32_t last = std::min(m.last_key_group, range.last);
+  return first > last ? 0 : last - first + 1;
+}
+
+// Rebuilds an instance's folder from its stored files, each checked against its size and
+// checksum while it is copied.
+result<void> rebuild(const keyed_files_restore& part, const std::filesystem::path& folder) {
+  std::error_code ec;
+  std::filesystem::remove_all(folder, ec);
+  std::filesystem::create_directories(folder, ec);
+  if (ec) return error{"cannot create " + folder.string() + ": " + ec.message()};
+  for (std::size_t i = 0; i < part.manifest.files.size(); ++i) {
+    const keyed_state_file& f = part.manifest.files[i];
+    if (auto r = file_copy::copy_verified(part.paths[i], folder / f.local_name, f.size,
+                                          f.checksum);
+        !r)
+      return r;
+  }
+  return success();
+}
+
+}  // namespace
+
+result<void> rocksdb_keyed_state_backend::restore_with_files(
+    const std::vector<keyed_files_restore>& files,
+    const std::vector<keyed_state_snapshot>& parts) {
+  if (files.empty()) return restore(parts);
+  // Everything a hostile or inconsistent manifest could get wrong, before a file is touched.
+  std::vector<const keyed_files_restore*> overlapping;
+  for (const auto& part : files) {
+    const keyed_state_files& m = part.manifest;
+    if (m.max_parallelism != max_parallelism_)
+      return error{"rocksdb state files were written with max parallelism " +
+                   std::to_string(m.max_parallelism) + ", this job uses " +
+                   std::to_string(max_parallelism_) + " (keep max_parallelism stable)"};
+    if (m.first_key_group > m.last_key_group || m.last_key_group >= max_parallelism_)
+      return error{"rocksdb state files name key groups " + std::to_string(m.first_key_group) +
+                   ".." + std::to_string(m.last_key_group) + ", not a range inside max "
+                   "parallelism " + std::to_string(max_parallelism_)};
+    if (part.paths.size() != m.files.size())
+      return error{"rocksdb state files: the manifest and the handles disagree"};
+    std::vector<std::string_view> names;
+    for (const auto& f : m.files) {
+      if (!is_plain_file_name(f.local_name))
+        return error{"rocksdb state files name a local file '" + f.local_name +
+                     "' that is no plain file name"};
+      names.push_back(f.local_name);
+    }
+    std::sort(names.begin(), names.end());
+    if (auto twice = std::adjacent_find(names.begin(), names.end()); twice != names.end())
+      return error{"rocksdb state files name the local file '" + std::string(*twice) + "' twice"};
+    if (overlap(m, range_) == 0) continue;
+    for (const auto* other : overlapping)
+      if (overlap(other->manifest, {m.first_key_group, m.last_key_group}) > 0)
+        return error{"rocksdb state files of two old subtasks both hold key groups " +
+                     std::to_string(std::max(m.first_key_group,
+                                             other->manifest.first_key_group)) + ".."};
+    overlapping.push_back(&part);
+  }
+  auto owned = owned_groups(parts);
+  if (!owned) return owned.err();
+  for (const auto& [group, _] : *owned)
+    for (const auto* part : overlapping)
+      if (group >= part->manifest.first_key_group && group <= part->manifest.last_key_group)
+        return error{"key group " + std::to_string(group) + " appears in two state files"};
+  if (overlapping.empty()) return restore(parts);
+
+  // The old instance overlapping most becomes this one: its records are never re-inserted.
+  const keyed_files_restore* base = *std::max_element(
+      overlapping.begin(), overlapping.end(), [&](const auto* a, const auto* b) {
+        return overlap(a->manifest, range_) < overlap(b->manifest, range_);
+      });
+  if (auto r = restore_base(*base); !r) return r;
+  std::size_t n = 0;
+  for (const auto* part : overlapping) {
+    if (part == base) continue;
+    const std::filesystem::path scratch = folder() / ("restore-" + std::to_string(n++));
+    auto r = copy_owned_from(*part, scratch);
+    std::error_code ec;
+    std::filesystem::remove_all(scratch, ec);
+    if (!r) return r;
+  }
+  return write_groups(*owned);
+}
+
+result<keyed_state_snapshot> rocksdb_keyed_state_backend::read_files(
+    const keyed_files_restore& part, const std::filesystem::path& scratch) {
+  if (part.paths.size() != part.manifest.files.size())
+    return error{"rocksdb state files: the manifest and the handles disagree"};
+  for (const auto& f : part.manifest.files)
+    if (!is_plain_file_name(f.local_name))
+      return error{"rocksdb state files name a local file '" + f.local_name +
+                   "' that is no plain file name"};
+  struct remove_scratch {
+    const std::filesystem::path& folder;
+    ~remove_scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(folder, ec);
+    }
+  } cleanup{scratch};
+  if (auto r = rebuild(part, scratch); !r) return r.err();
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(reopen_options(), scratch.string(), &raw);
+  if (!s.ok())
+    return error{"cannot open restored rocksdb state in " + scratch.string() + ": " +
+                 s.ToString()};
+  std::unique_ptr<rocksdb::DB> db(raw);
+  auto out = read_neutral(*db, rocksdb::ReadOptions(), part.manifest.max_parallelism, scratch);
+  (void)db->Close();
+  return out;
+}
+
+result<void> rocksdb_keyed_state_backend::restore_base(const keyed_files_restore& base) {
+  store_->close();
+  if (auto r = rebuild(base, store_->db_folder()); !r) return r;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(reopen_options(), store_->db_folder().string(), &raw);
+  if (!s.ok())
+    return error{"cannot open the rocksdb state restored in " + folder().string() + ": " +
+                 s.ToString()};
+  store_->reopen(std::unique_ptr<rocksdb::DB>(raw));
+  // Key groups outside this subtask's range go, with range deletes (rescaling).
+  rocksdb::WriteBatch cut;
+  if (range_.first > 0) s = cut.DeleteRange(group_prefix(0), group_prefix(range_.first));
+  if (s.ok())
+    s = cut.DeleteRange(group_prefix(range_.last + 1), group_prefix(max_encodable_parallelism));
+  if (s.ok()) s = store_->db().Write(write_options(), &cut);
+  if (!s.ok())
+    return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
+  return success();
+}
+
+result<void> rocksdb_keyed_state_backend::copy_owned_from(const keyed_files_restore& other,
+                                                          const std::filesystem::path& scratch) {
+  if (auto r = rebuild(other, scratch); !r) return r;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(reopen_options(), scratch.string(), &raw);
+  if (!s.ok())
+    return error{"cannot open restored rocksdb state in " + scratch.string() + ": " +
+                 s.ToString()};
+  std::unique_ptr<rocksdb::DB> db(raw);
+  const std::uint32_t first = std::max(other.manifest.first_key_group, range_.first);
+  const std::uint32_t last = std::min(other.manifest.last_key_group, range_.last);
+  const std::string end = group_prefix(last + 1);
+  rocksdb::ReadOptions r;
+  r.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(r));
+  constexpr std::size_t batch_bytes = 4 << 20;
+  rocksdb::WriteBatch batch;
+  for (it->Seek(group_prefix(first)); it->Valid() && view(it->key()) < end; it->Next()) {
+    batch.Put(it->key(), it->value());
+    if (batch.GetDataSize() >= batch_bytes) {
+      s = store_->db().Write(write_options(), &batch);
+      if (!s.ok()) break;
+      batch.Clear();
+    }
+  }
+  if (s.ok()) s = it->status();
+  if (s.ok()) s = store_->db().Write(write_options(), &batch);
+  it.reset();
+  (void)db->Close();
+  if (!s.ok())
+    return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
   return success();
 }
 

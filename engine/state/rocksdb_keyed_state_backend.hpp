@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,24 @@ namespace snapflow {
 // The key group comes first so that a range of key groups is one contiguous key range (a
 // rescale can cut it out or drop it with one range delete).
 //
-// A checkpoint's synchronous part takes a RocksDB snapshot (no copy); its asynchronous part
-// reads that snapshot into the backend-neutral keyed_state_snapshot, so checkpoints are full
-// checkpoints in the same format as the heap backend's, and savepoints move between backends.
+// The working folder holds the instance in db/ and, for a moment, local checkpoints in chk-<id>/
+// and old instances being rebuilt in restore-<n>/.
+//
+// Full checkpoints (and every savepoint): the synchronous part takes a RocksDB snapshot (no
+// copy); the asynchronous part reads it into the backend-neutral keyed_state_snapshot, the same
+// format as the heap backend's, so savepoints move between backends.
+//
+// Incremental checkpoints (`incremental`, Flink's RocksIncrementalSnapshotStrategy): the
+// synchronous part makes a RocksDB checkpoint (a flush, then hard links) in chk-<id>/; the
+// asynchronous part stores its SST files in the job's shared folder, except those the last
+// checkpoint confirmed complete already stored, which it names again, and the few other files
+// in the checkpoint's own folder (incremental_keyed_snapshot). SST files never change once
+// written, so one stored under a name stays right for every later checkpoint naming it. The
+// confirmed base starts empty in every backend, so the first checkpoint after a (re)start is
+// full: it never names files a checkpoint of another attempt stored (Flink's NO_CLAIM).
+// A restore rebuilds instances from such files: the one overlapping this subtask's key groups
+// most becomes the instance, cut to them with range deletes; the owned key groups of the
+// others are copied in.
 //
 // RocksDB failing a read or a write (a full disk, a corrupt file) throws std::runtime_error
 // naming the folder: the task fails, and restarts from its latest checkpoint.
@@ -31,7 +47,8 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
  public:
   // Opens a fresh instance in `folder` (created; anything already there is removed).
   static result<std::unique_ptr<rocksdb_keyed_state_backend>> open(
-      std::uint32_t max_parallelism, key_group_range range, const std::filesystem::path& folder);
+      std::uint32_t max_parallelism, key_group_range range, const std::filesystem::path& folder,
+      bool incremental = false);
   ~rocksdb_keyed_state_backend() override;
 
   std::optional<std::int64_t> value(std::string_view state) const override;
@@ -49,16 +66,43 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
   keyed_snapshot_part snapshot() const override;
   result<void> restore(const std::vector<keyed_state_snapshot>& parts) override;
 
+  result<std::shared_ptr<incremental_keyed_snapshot>> snapshot_incremental(
+      checkpoint_id id) override;
+  void notify_checkpoint_complete(checkpoint_id id) override;
+  result<void> restore_with_files(const std::vector<keyed_files_restore>& files,
+                                  const std::vector<keyed_state_snapshot>& parts) override;
+
+  // The neutral form of one old subtask's stored files, rebuilt in `scratch` (removed again):
+  // how another backend restores an incremental checkpoint.
+  static result<keyed_state_snapshot> read_files(const keyed_files_restore& part,
+                                                 const std::filesystem::path& scratch);
+
   std::size_t num_entries() const override;
-  std::size_t synchronous_snapshot_entries() const override { return 0; }
+  // An incremental snapshot flushes the memtables: the task thread's work, never a caller's.
+  std::size_t synchronous_snapshot_entries() const override {
+    return incremental_ ? static_cast<std::size_t>(-1) : 0;
+  }
+  bool incremental() const { return incremental_; }
 
   const std::filesystem::path& folder() const;
 
   class store;  // the open instance and its folder, shared with deferred snapshots
+  // The SST files this backend's incremental checkpoints stored, per checkpoint, and the set
+  // of the latest one confirmed: what the next checkpoint may name again. Shared with the
+  // snapshots that store files (they record what they stored from the writer's thread).
+  class stored_files;
 
  private:
   rocksdb_keyed_state_backend(std::uint32_t max_parallelism, key_group_range range,
-                              std::shared_ptr<store> db);
+                              std::shared_ptr<store> db, bool incremental);
+
+  // Writes the key groups of `owned` into the instance (no clearing first).
+  result<void> write_groups(const std::vector<owned_group>& owned);
+  // Replaces the instance by `base`'s files, cut to this subtask's key groups.
+  result<void> restore_base(const keyed_files_restore& base);
+  // Copies this subtask's key groups out of `other`'s files, rebuilt in `scratch`.
+  result<void> copy_owned_from(const keyed_files_restore& other,
+                               const std::filesystem::path& scratch);
 
   // The current key's key for `state` of `kind`, in key_ (reused: no allocation per access).
   const std::string& key_of(char kind, std::string_view state) const;
@@ -68,6 +112,8 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
   void remove(const std::string& key);
 
   std::shared_ptr<store> store_;
+  std::shared_ptr<stored_files> stored_;
+  bool incremental_;
   mutable std::string key_;
 };
 

@@ -22,9 +22,10 @@ result<state_backend_kind> parse_state_backend(std::string_view name);
 
 // A keyed state backend of `kind` for the key groups `range`. `working_folder` is where a
 // backend that keeps state on disk puts it (its own, removed when the backend is gone); the
-// heap backend ignores it.
+// heap backend ignores it, and `incremental` (checkpoint_config::incremental) too: its
+// checkpoints are always full.
 result<std::unique_ptr<keyed_state_backend>> make_keyed_state_backend(
     state_backend_kind kind, std::uint32_t max_parallelism, key_group_range range,
-    const std::filesystem::path& working_folder);
+    const std::filesystem::path& working_folder, bool incremental = false);
 
 }  // namespace snapflow

@@ -49,6 +49,11 @@ TEST_CASE("checkpoint config accepts both state backends") {
   CHECK_FALSE(env.get_checkpoint_config().validate());
   env.set_state_backend("hashmap");
   CHECK(env.get_checkpoint_config().state_backend == "hashmap");
+  // Incremental checkpoints: off by default; accepted with either backend (hashmap ignores it).
+  CHECK_FALSE(env.get_checkpoint_config().incremental);
+  env.enable_incremental_checkpoints();
+  CHECK(env.get_checkpoint_config().incremental);
+  CHECK_FALSE(env.get_checkpoint_config().validate());
 }
 
 TEST_CASE("invalid checkpoint settings are refused with the setting and range named") {

@@ -151,6 +151,35 @@ params = { count = 10 }
                            Catch::Contains("hashmap") && Catch::Contains("rocksdb"));
 }
 
+TEST_CASE("incremental checkpoints are chosen in [checkpointing], off by default") {
+  const job_graph g = load_ok(R"([checkpointing]
+interval_ms = 10
+state_backend = "rocksdb"
+incremental = true
+
+[[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 10 }
+)");
+  REQUIRE(g.checkpointing);
+  CHECK(g.checkpointing->config.incremental);
+  const job_graph plain = load_ok(R"([checkpointing]
+interval_ms = 10
+
+[[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 10 }
+)");
+  CHECK_FALSE(plain.checkpointing->config.incremental);
+  check_error(R"([checkpointing]
+interval_ms = 10
+incremental = "yes"
+)",
+              "checkpointing.incremental", 3, "");
+}
+
 TEST_CASE("a job file without [checkpointing] has checkpointing off") {
   const job_graph g = load_ok(R"([[operator]]
 uid = "src"

@@ -33,6 +33,7 @@ checkpoint_config unusual_config() {
   c.savepoint_dir = "state/savepoints";
   c.stats_history_size = 42;
   c.state_backend = "hashmap";
+  c.incremental = true;
   return c;
 }
 
@@ -207,6 +208,21 @@ TEST_CASE("checkpoint config helpers round trip every field and the defaults") {
     REQUIRE(decoded.ok());
     CHECK(decoded.value() == c);
   }
+}
+
+TEST_CASE("incremental is written only when set, so other configs encode as before") {
+  checkpoint_config c;
+  const std::string plain = encode_checkpoint_config(c);
+  CHECK(plain.find("incremental") == std::string::npos);
+  c.incremental = true;
+  const std::string with = encode_checkpoint_config(c);
+  CHECK(with.find("incremental") != std::string::npos);
+  auto decoded = decode_checkpoint_config(with);
+  REQUIRE(decoded.ok());
+  CHECK(decoded->incremental);
+  auto old = decode_checkpoint_config(plain);
+  REQUIRE(old.ok());
+  CHECK_FALSE(old->incremental);
 }
 
 TEST_CASE("a job graph packed inside a larger message is read back from its object") {

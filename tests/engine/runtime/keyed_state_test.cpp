@@ -362,7 +362,7 @@ TEST_CASE("keyed state: the rocksdb working folder is the backend's own and goes
     auto& b = **made;
     CHECK(b.folder() == folder);
     CHECK_FALSE(std::filesystem::exists(folder / "stale"));
-    CHECK(std::filesystem::exists(folder / "CURRENT"));
+    CHECK(std::filesystem::exists(folder / "db" / "CURRENT"));
     b.set_current_key(1);
     b.set_value("v", 1);
     // A snapshot not yet materialised keeps the instance (and folder) alive past the backend.

@@ -3,6 +3,8 @@
 // exactly-once sink is checked record by record.
 #include <catch2/catch.hpp>
 
+#include "engine/checkpoint/checkpoint_storage.hpp"
+
 #include <atomic>
 #include <map>
 
@@ -274,11 +276,23 @@ std::size_t rocksdb_folders(const std::filesystem::path& local) {
                                                 std::filesystem::directory_iterator()));
 }
 
+// Files in any folder named "shared" under `root` (incremental checkpoints' shared files).
+std::size_t shared_files(const std::filesystem::path& root) {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root))
+    if (e.is_regular_file() && e.path().parent_path().filename() == "shared") ++n;
+  return n;
+}
+
 TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash and a rescaled "
           "restore, exactly once") {
-  // The first run's backend: rocksdb, or hashmap (its checkpoints restore into rocksdb).
-  const std::string first_backend = GENERATE(as<std::string>{}, "rocksdb", "hashmap");
-  INFO("first run with " << first_backend);
+  // The first run's backend: rocksdb, or hashmap (its checkpoints restore into rocksdb), or
+  // rocksdb with incremental checkpoints (both runs: the restore rebuilds from shared files).
+  const std::string first_run = GENERATE(as<std::string>{}, "rocksdb", "hashmap",
+                                         "rocksdb-incremental");
+  INFO("first run with " << first_run);
+  const bool incremental = first_run == "rocksdb-incremental";
+  const std::string first_backend = incremental ? "rocksdb" : first_run;
   temp_folder dir;
   constexpr std::int64_t count = 100'000;
   const auto out = dir.path() / "out";
@@ -287,6 +301,8 @@ TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash an
   job_graph job = exactly_once_job(out, count, 10ms, checkpointing_mode::exactly_once, 0, 10s, 4,
                                    "gated_sequence_source", kinds.registry);
   job.checkpointing->config.state_backend = first_backend;
+  job.checkpointing->config.incremental = incremental;
+  checkpoint_id latest = 0;
   {
     auto options = kinds.apply(options_for(dir));
     options.local_state_dir = local;
@@ -299,9 +315,19 @@ TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash an
     first.kill_task({1, 2}, "killed by test");
     REQUIRE(first.wait(60s) == job_status::failed);
     CHECK_THAT(first.failure_cause().value_or(""), Catch::Contains("killed by test"));
+    latest = first.latest_completed_checkpoint();
   }
   // Every task ended: their working folders are gone.
   CHECK(rocksdb_folders(local) == 0);
+  // Incremental checkpoints kept their SST files in the job's shared folder, and the
+  // checkpoint the restore starts from names them.
+  CHECK((shared_files(dir.path()) > 0) == incremental);
+  auto metadata = checkpoint_storage::read_metadata(dir.path() / "state" / job.id /
+                                                    ("chk-" + std::to_string(latest)));
+  REQUIRE(metadata);
+  std::size_t shared_handles = 0;
+  for (const auto& h : metadata->all_handles()) shared_handles += h.is_shared() ? 1 : 0;
+  CHECK((shared_handles > 0) == incremental);
 
   // Same job (id, uids, max parallelism) in rocksdb, keyed_sum and sink at parallelism 3.
   kinds.gate->open = true;
@@ -310,6 +336,7 @@ TEST_CASE("local cluster: keyed state in rocksdb through checkpoints, a crash an
                        /*sum_parallelism=*/3, "gated_sequence_source", kinds.registry);
   rescaled.id = job.id;
   rescaled.checkpointing->config.state_backend = "rocksdb";
+  rescaled.checkpointing->config.incremental = incremental;
   auto options = kinds.apply(options_for(dir));
   options.restore_latest = true;
   options.local_state_dir = local;

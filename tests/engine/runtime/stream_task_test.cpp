@@ -907,3 +907,115 @@ TEST_CASE("stream task: an output whose consumer is lost fails the task with the
   task.join();
   CHECK(f.listener->failure() == "the connection to its consumer's worker closed");
 }
+
+namespace {
+
+// An ack's handles where the coordinator resolves them: shared ones in the job's shared folder
+// (the checkpoint folder's parent), the others in the checkpoint's folder.
+subtask_state resolved(const subtask_state& acked, const std::string& checkpoint_folder) {
+  subtask_state out = acked;
+  const std::filesystem::path folder(checkpoint_folder);
+  for (auto& h : out.handles) {
+    if (h.is_inline()) continue;
+    h.path = ((h.is_shared() ? folder.parent_path() / "shared" : folder) / h.path).string();
+  }
+  return out;
+}
+
+std::size_t handles_with(const checkpoint_ack& ack, handle_sharing sharing) {
+  std::size_t n = 0;
+  for (const auto& h : ack.state.handles) n += h.sharing == sharing ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("stream task: rocksdb incremental checkpoints name confirmed files again and restore "
+          "from them; a torn shared file fails the restore naming it") {
+  task_fixture f;
+  const auto local = f.dir.path() / "local";
+  auto keyed_config = [&](std::shared_ptr<local_channel> in) {
+    auto c = f.config(make_vertex("keyed_sum"), operator_role::keyed);
+    c.inputs = {std::move(in)};
+    c.state_backend = state_backend_kind::rocksdb;
+    c.incremental_checkpoints = true;
+    c.local_state_dir = local;
+    return c;
+  };
+  constexpr std::uint64_t keys = 3'000;
+  subtask_state second_state;
+  {
+    auto in = std::make_shared<local_channel>(64);
+    stream_task task(keyed_config(in));
+    task.start();
+    std::vector<stream_element> batch;
+    for (std::uint64_t k = 0; k < keys; ++k)
+      batch.push_back(record{k, static_cast<std::int64_t>(k), static_cast<std::int64_t>(k), {}});
+    batch.push_back(checkpoint_barrier{1, 1, f.options(1)});
+    REQUIRE(in->send(std::move(batch)));
+    REQUIRE(f.responder->wait_for(1));
+    const checkpoint_ack first = f.responder->acks().at(0);
+    CHECK(handles_with(first, handle_sharing::shared_new) > 0);
+    CHECK(handles_with(first, handle_sharing::shared_reused) == 0);
+
+    // Confirmed before the next barrier is sent: whether the task handled the notification
+    // already or finds it still in its mailbox at the barrier, its files are named again.
+    task.notify_checkpoint_complete(1, 0);
+    REQUIRE(in->send({record{7, 0, 1000, {}}, checkpoint_barrier{2, 2, f.options(2)}}));
+    REQUIRE(f.responder->wait_for(2));
+    const checkpoint_ack second = f.responder->acks().at(1);
+    CHECK(handles_with(second, handle_sharing::shared_reused) > 0);
+    CHECK(second.state.state_size > 0);
+    second_state = resolved(second.state, f.options(2).target_location);
+    task.cancel();
+    task.join();
+  }
+
+  // Restored from checkpoint 2, into rocksdb and into the heap: key 7 holds 7 + 1000, every
+  // other key k holds k.
+  for (const auto backend : {state_backend_kind::rocksdb, state_backend_kind::hashmap}) {
+    INFO("restored into " << to_string(backend));
+    auto in = std::make_shared<local_channel>(64);
+    auto out = std::make_shared<local_channel>(64);
+    auto wakeup = std::make_shared<task_wakeup>();
+    out->set_wakeup(wakeup);
+    auto c = keyed_config(in);
+    c.state_backend = backend;
+    c.attempt.attempt = 1;
+    c.outputs.push_back({partitioning::forward, 128, {out}});
+    c.restore_checkpoint = 2;
+    c.restore_states[0] = second_state;
+    stream_task task(std::move(c));
+    task.start();
+    REQUIRE(in->send({record{7, 0, 1, {}}, record{8, 0, 1, {}}, end_of_input{}}));
+    auto got = take_until(*out, *wakeup, has_end);
+    REQUIRE(got.size() == 3);
+    CHECK(std::get<record>(got[0]).value == 7 + 1000 + 1);
+    CHECK(std::get<record>(got[1]).value == 8 + 1);
+    task.join();
+  }
+  // The heap's scratch folders went with the restore.
+  const bool scratch_left =
+      std::filesystem::exists(local / "restore") && !std::filesystem::is_empty(local / "restore");
+  CHECK_FALSE(scratch_left);
+
+  // A shared file cut short: the restore fails, naming it.
+  std::string victim;
+  for (const auto& h : second_state.handles)
+    if (h.is_shared()) victim = h.path;
+  REQUIRE_FALSE(victim.empty());
+  std::filesystem::resize_file(victim, std::filesystem::file_size(victim) - 1);
+  task_fixture g;
+  auto in = std::make_shared<local_channel>(4);
+  auto c = keyed_config(in);
+  c.listener = g.listener;
+  c.attempt.attempt = 2;
+  c.restore_checkpoint = 2;
+  c.restore_states[0] = second_state;
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(g.listener->wait_for_state(execution_state::failed));
+  task.join();
+  CHECK_THAT(g.listener->failure(), Catch::Contains("checkpoint 2"));
+  CHECK_THAT(g.listener->failure(), Catch::Contains(victim));
+}

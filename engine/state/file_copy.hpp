@@ -1,0 +1,31 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "graph/result.hpp"
+
+namespace snapflow {
+
+// Copies of whole files for keyed snapshots kept as files: uploads into checkpoint folders and
+// the rebuilding of a local instance from them. Every failure is an error naming the file.
+class file_copy {
+ public:
+  struct copied {
+    std::uint64_t size = 0;
+    std::uint32_t checksum = 0;  // CRC-32C of the bytes copied
+  };
+
+  // Copies `from` into a new file `to` (an existing one is replaced) and fsyncs it; the size
+  // and checksum are those of the bytes written. The caller fsyncs `to`'s folder.
+  static result<copied> copy_durably(const std::filesystem::path& from,
+                                     const std::filesystem::path& to);
+  // Copies `from` into `to` (not synced: a local working copy) and refuses it, naming `from`,
+  // unless it has exactly `size` bytes with CRC-32C `checksum`: a missing, torn or corrupt file
+  // is never used.
+  static result<void> copy_verified(const std::filesystem::path& from,
+                                    const std::filesystem::path& to, std::uint64_t size,
+                                    std::uint32_t checksum);
+};
+
+}  // namespace snapflow
