@@ -443,6 +443,7 @@ void checkpoint_coordinator_core::on_metadata_written(checkpoint_id id, result<v
   const std::uint64_t request_id = pending.request_id();
   const checkpoint_trigger_kind kind = pending.kind();
   pending_.erase(it);
+  release_shared_after_pending();
 
   last_completion_us_ = now_us;
   failure_manager_->handle_checkpoint_success(id);
@@ -473,10 +474,22 @@ result<void> checkpoint_coordinator_core::keep_completed(const completed_checkpo
   for (auto& subsumed : *added)
     actions_.push_back(discard_location{subsumed.location, exclusive_handles(subsumed)});
   if (!added->empty() && !store_->checkpoints().empty()) {
-    auto released = shared_.release_older_than(store_->checkpoints().front().id);
+    // A pending checkpoint may reuse what this completion releases (its task had not heard of
+    // it yet): held until those end.
+    checkpoint_id newest_pending = 0;
+    for (const auto& [pid, p] : pending_)
+      if (pid != completed.id) newest_pending = std::max(newest_pending, pid);
+    auto released = shared_.release_older_than(store_->checkpoints().front().id, newest_pending);
     if (!released.empty()) actions_.push_back(discard_state{std::move(released)});
   }
   return success();
+}
+
+void checkpoint_coordinator_core::release_shared_after_pending() {
+  checkpoint_id oldest_pending = 0;
+  if (!pending_.empty()) oldest_pending = pending_.begin()->first;
+  auto released = shared_.release_after_pending(oldest_pending);
+  if (!released.empty()) actions_.push_back(discard_state{std::move(released)});
 }
 
 void checkpoint_coordinator_core::discard_unused(std::vector<state_handle> handles) {
@@ -501,6 +514,7 @@ void checkpoint_coordinator_core::abort(checkpoint_id id, checkpoint_failure_rea
   std::vector<state_handle> handles = shared_.discardable(pending.dispose());
   pending_.erase(it);
   remember_aborted(id);
+  release_shared_after_pending();
 
   if (!was_finalizing) actions_.push_back(cancel_timeout{id});
   if (was_finalizing && write_in_flight)

@@ -161,6 +161,8 @@ class checkpoint_coordinator_core {
   // Adds a durable checkpoint to the store and the shared-state registry, and deletes what it
   // subsumed. An error leaves both as they were.
   result<void> keep_completed(const completed_checkpoint& completed);
+  // Deletes the shared files released while checkpoints that have all ended now were pending.
+  void release_shared_after_pending();
   // Why `request` cannot become a checkpoint now (with a message), or nothing if it can: a
   // trigger subtask not RUNNING, or an acknowledging subtask that has ended.
   std::optional<checkpoint_failure_reason> trigger_refusal(const checkpoint_request& request,

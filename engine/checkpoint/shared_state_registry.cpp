@@ -14,6 +14,7 @@ void shared_state_registry::register_checkpoint(const completed_checkpoint& chec
         bytes_ += h.size;
       }
       it->second.last_used = std::max(it->second.last_used, checkpoint.id);
+      it->second.released_pending_up_to.reset();  // in use again
     }
 }
 
@@ -27,15 +28,39 @@ std::optional<std::string> shared_state_registry::check_reused(
   return std::nullopt;
 }
 
-std::vector<state_handle> shared_state_registry::release_older_than(checkpoint_id lowest_retained) {
+std::vector<state_handle> shared_state_registry::release_older_than(checkpoint_id lowest_retained,
+                                                                    checkpoint_id newest_pending) {
   std::vector<state_handle> released;
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->second.last_used >= lowest_retained) {
+    entry& e = it->second;
+    if (e.last_used >= lowest_retained) {
       ++it;
       continue;
     }
-    bytes_ -= it->second.handle.size;
-    released.push_back(std::move(it->second.handle));
+    if (newest_pending != 0) {
+      e.released_pending_up_to = std::max(e.released_pending_up_to.value_or(0), newest_pending);
+      ++it;
+      continue;
+    }
+    bytes_ -= e.handle.size;
+    released.push_back(std::move(e.handle));
+    it = entries_.erase(it);
+  }
+  return released;
+}
+
+std::vector<state_handle> shared_state_registry::release_after_pending(
+    checkpoint_id oldest_pending) {
+  std::vector<state_handle> released;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    entry& e = it->second;
+    if (!e.released_pending_up_to ||
+        (oldest_pending != 0 && *e.released_pending_up_to >= oldest_pending)) {
+      ++it;
+      continue;
+    }
+    bytes_ -= e.handle.size;
+    released.push_back(std::move(e.handle));
     it = entries_.erase(it);
   }
   return released;

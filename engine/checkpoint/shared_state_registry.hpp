@@ -24,8 +24,12 @@ namespace snapflow {
 // - a completed checkpoint's shared files are registered here, and never deleted with it;
 // - an aborted checkpoint deletes the files it wrote (shared_new) that the registry does not
 //   hold, never the ones it reused;
-// - a checkpoint that reuses a file the registry no longer holds cannot complete (a concurrent
-//   completion released it): it fails rather than name a deleted file.
+// - a file released while checkpoints were pending stays held until every checkpoint pending
+//   at its release has ended: a task that had not yet heard of the completion that released it
+//   may have reused it in one of those (its barrier overtook the notification), and such a
+//   checkpoint completes and keeps it;
+// - a checkpoint that reuses a file the registry no longer holds cannot complete: it fails
+//   rather than name a deleted file.
 // In memory on the coordinator thread; after a coordinator restart it is rebuilt from the
 // retained checkpoints' metadata (recover).
 class shared_state_registry {
@@ -39,9 +43,16 @@ class shared_state_registry {
 
   bool holds(const std::string& path) const { return entries_.contains(path); }
 
-  // Forgets, and returns for deletion, every file last used before `lowest_retained` (the
-  // oldest checkpoint the store keeps).
-  std::vector<state_handle> release_older_than(checkpoint_id lowest_retained);
+  // Releases every file last used before `lowest_retained` (the oldest checkpoint the store
+  // keeps). With checkpoints pending (`newest_pending`, 0 for none) those stay held until
+  // every checkpoint up to it has ended (release_after_pending); otherwise they are forgotten
+  // and returned for deletion.
+  std::vector<state_handle> release_older_than(checkpoint_id lowest_retained,
+                                               checkpoint_id newest_pending = 0);
+  // Forgets, and returns for deletion, the released files no pending checkpoint may still
+  // reuse: those released while only checkpoints older than `oldest_pending` were pending (0:
+  // none is pending any more).
+  std::vector<state_handle> release_after_pending(checkpoint_id oldest_pending);
   // Forgets, and returns for deletion, every file (the job ended and its checkpoints go).
   std::vector<state_handle> release_all();
 
@@ -61,6 +72,9 @@ class shared_state_registry {
   struct entry {
     state_handle handle;
     checkpoint_id last_used = 0;
+    // Released while checkpoints up to this id were pending: deleted once they all ended,
+    // unless one of them completes naming it (register_checkpoint clears it).
+    std::optional<checkpoint_id> released_pending_up_to;
   };
 
   std::unordered_map<std::string, entry> entries_;

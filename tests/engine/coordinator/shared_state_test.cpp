@@ -269,10 +269,11 @@ TEST_CASE("shared state: seeded runs keep every file a retained checkpoint names
   CHECK(completed > 300);
 }
 
-TEST_CASE("shared state: a checkpoint that reuses a file a newer completion released fails") {
+TEST_CASE("shared state: a file a completion releases stays for the checkpoints pending then, "
+          "and a checkpoint that reuses a file no longer held fails") {
   coordinator_harness h([] {
     harness_options o;
-    o.config.max_concurrent = 2;
+    o.config.max_concurrent = 3;
     o.config.min_pause = std::chrono::milliseconds(0);
     o.sources = 1;
     o.sinks = 0;
@@ -287,35 +288,92 @@ TEST_CASE("shared state: a checkpoint that reuses a file a newer completion rele
     h.core->on_ack(std::move(a), h.now);
     h.pump();
   };
-  const state_handle f_new{"job-dir/shared/f", 10, 0, std::nullopt, handle_sharing::shared_new};
-  const state_handle f_reused{"job-dir/shared/f", 10, 0, std::nullopt,
-                              handle_sharing::shared_reused};
-  const state_handle g_new{"job-dir/shared/g", 10, 0, std::nullopt, handle_sharing::shared_new};
+  const auto shared = [](const std::string& name, handle_sharing sharing) {
+    return state_handle{"job-dir/shared/" + name, 10, 0, std::nullopt, sharing};
+  };
+  const auto deleted = [&] {
+    std::set<std::string> out;
+    for (const auto& d : h.logged<discard_state>())
+      for (const auto& handle : d.handles) out.insert(handle.path);
+    return out;
+  };
   h.request(checkpoint_trigger_kind::manual);
-  ack(1, {f_new});
+  ack(1, {shared("f", handle_sharing::shared_new)});
   h.written(1);
-  REQUIRE(h.core->shared_state().holds(f_new.path));
-  // 2 does not reuse f; 3 (built on checkpoint 1: its task missed 2's notice) does. 2
-  // completes first and releases f (retained 1).
+  // 2 does not reuse f; 3's task has not heard that 1 completed... it builds on 1 and
+  // reuses f. 2 completes first: f is released, but 3 is pending, so it stays.
   h.request(checkpoint_trigger_kind::manual);
   h.request(checkpoint_trigger_kind::manual);
-  ack(2, {g_new});
-  ack(3, {f_reused});
+  ack(2, {shared("g", handle_sharing::shared_new)});
+  ack(3, {shared("f", handle_sharing::shared_reused)});
   h.clear_log();
   h.written(2);
-  CHECK_FALSE(h.core->shared_state().holds(f_new.path));
-  const auto discarded = h.logged<discard_state>();
-  REQUIRE(discarded.size() == 1);
-  CHECK(discarded[0].handles == std::vector<state_handle>{f_new});
-  // 3's metadata names a deleted file: it must not complete.
-  h.clear_log();
+  CHECK(deleted().empty());
+  CHECK(h.core->shared_state().holds("job-dir/shared/f"));
+  // 3 completes naming f: f is in use again, g (only 2's) goes.
   h.written(3);
-  CHECK(h.core->latest_completed_id() == 2);
+  CHECK(h.core->latest_completed_id() == 3);
+  CHECK(h.core->shared_state().holds("job-dir/shared/f"));
+  CHECK(deleted() == std::set<std::string>{"job-dir/shared/g"});
+
+  // 4 reuses f but is aborted; 5 does not reuse f and completes while nothing else is
+  // pending: f goes at once. A checkpoint triggered later that still names f fails.
+  h.request(checkpoint_trigger_kind::manual);
+  ack(4, {shared("f", handle_sharing::shared_reused)});
+  h.written(4, /*ok=*/false);
+  h.request(checkpoint_trigger_kind::manual);
+  ack(5, {shared("h", handle_sharing::shared_new)});
+  h.clear_log();
+  h.written(5);
+  CHECK(deleted() == std::set<std::string>{"job-dir/shared/f"});
+  h.request(checkpoint_trigger_kind::manual);
+  ack(6, {shared("f", handle_sharing::shared_reused)});
+  h.clear_log();
+  h.written(6);
+  CHECK(h.core->latest_completed_id() == 5);
   const auto finished = h.finished();
   REQUIRE(finished.size() == 1);
   REQUIRE(finished[0].failure);
   CHECK(*finished[0].failure == checkpoint_failure_reason::finalize_checkpoint_failure);
   CHECK_THAT(finished[0].message, Catch::Contains("job-dir/shared/f"));
+}
+
+TEST_CASE("shared state: a file released while older checkpoints were pending goes once they "
+          "end without naming it") {
+  coordinator_harness h([] {
+    harness_options o;
+    o.config.max_concurrent = 3;
+    o.config.min_pause = std::chrono::milliseconds(0);
+    o.sources = 1;
+    o.sinks = 0;
+    return o;
+  }());
+  const auto ack = [&](checkpoint_id id, std::vector<state_handle> handles) {
+    checkpoint_ack a;
+    a.job = h.job;
+    a.attempt = h.attempt(0);
+    a.id = id;
+    a.state.handles = std::move(handles);
+    h.core->on_ack(std::move(a), h.now);
+    h.pump();
+  };
+  const state_handle f{"job-dir/shared/f", 10, 0, std::nullopt, handle_sharing::shared_new};
+  h.request(checkpoint_trigger_kind::manual);
+  ack(1, {f});
+  h.written(1);
+  h.request(checkpoint_trigger_kind::manual);
+  h.request(checkpoint_trigger_kind::manual);
+  ack(2, {{"job-dir/shared/g", 10, 0, std::nullopt, handle_sharing::shared_new}});
+  h.written(2);
+  REQUIRE(h.core->shared_state().holds(f.path));  // 3 is pending
+  h.clear_log();
+  h.core->abort_pending_checkpoints(checkpoint_failure_reason::job_failover, "failover", h.now);
+  h.pump();
+  CHECK_FALSE(h.core->shared_state().holds(f.path));
+  bool f_deleted = false;
+  for (const auto& d : h.logged<discard_state>())
+    for (const auto& handle : d.handles) f_deleted |= handle.path == f.path;
+  CHECK(f_deleted);
 }
 
 TEST_CASE("shared state: a failed checkpoint deletes the shared files it wrote, never those it "
