@@ -929,6 +929,10 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
   zmq::message_t payload;
   std::string sender_key;
   closed_connections closed;
+  // The monitor is read only when its descriptor says so (it stays readable until ZeroMQ
+  // processed what arrived), or every few turns that did not wait: no system call per turn.
+  bool monitor_ready = true;
+  int turns_since_monitor = 0;
   while (!stopping_.load()) {
     // Bounded turns, so credits for what was taken go out between them.
     int taken = 0;
@@ -964,7 +968,13 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
       }
       // Credits only travel to producers; one arriving here is ignored.
     }
-    take_monitor_events(monitor, *core_, closed);
+    // Always before closures are applied: a descriptor reused meanwhile must be seen (its
+    // ACCEPTED came before any frame of the new connection).
+    if (monitor_ready || !closed.due.empty() || ++turns_since_monitor >= 16) {
+      take_monitor_events(monitor, *core_, closed);
+      monitor_ready = false;
+      turns_since_monitor = 0;
+    }
     if (taken < frames_per_turn) {
       // The router is drained: the closures read last turn have delivered all they carried.
       core_->on_connections_closed(closed.due);
@@ -984,6 +994,7 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
       spdlog::critical("data plane: poll failed: {}", std::strerror(errno));
       return;
     }
+    monitor_ready = (fds[2].revents & POLLIN) != 0;
     if (fds[1].revents & POLLIN) {
       std::uint64_t ignored = 0;
       [[maybe_unused]] auto n = ::read(core_->event_fd(), &ignored, sizeof ignored);
