@@ -21,13 +21,14 @@ constexpr std::int64_t key_count = 16;
 
 // The example at reduced size: 2 sources, keyed_sum and sink of parallelism 4. `rate` (records
 // per second per source, 0 = unlimited) keeps the job running long enough to kill a worker.
-// `backend`: the keyed state backend ("hashmap" when empty).
+// `backend`: the keyed state backend ("hashmap" when empty); `incremental`: its checkpoints.
 std::string exactly_once_job(const std::filesystem::path& out, int rate,
-                             const std::string& backend = {}) {
+                             const std::string& backend = {}, bool incremental = false) {
   std::ostringstream os;
   os << "[job]\nname = \"exactly-once-sum-test\"\nparallelism = 4\nmax_parallelism = 128\n\n"
      << "[checkpointing]\ninterval_ms = 30\nmode = \"exactly_once\"\n";
   if (!backend.empty()) os << "state_backend = \"" << backend << "\"\n";
+  if (incremental) os << "incremental = true\n";
   os << "\n"
      << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 2\n"
      << "params = { count = " << record_count << ", keys = " << key_count
@@ -156,8 +157,20 @@ TEST_CASE("the exactly-once example survives a worker killed mid-run and stays e
   CHECK(coordinator.process().wait_exit(patience) == 0);
 }
 
+// Files in the job's shared/ folder (incremental checkpoints).
+std::size_t shared_files(const std::filesystem::path& state, const std::string& job) {
+  std::error_code ec;
+  std::size_t n = 0;
+  for (std::filesystem::directory_iterator it(state / job / "shared", ec), end; !ec && it != end;
+       it.increment(ec))
+    ++n;
+  return n;
+}
+
 TEST_CASE("with the rocksdb backend, the example survives a worker killed mid-run, exactly once, "
           "its instances in the workers' --local-state-dir") {
+  const bool incremental = GENERATE(false, true);
+  INFO((incremental ? "incremental" : "full") << " checkpoints");
   temp_dir dir;
   coordinator_process coordinator(dir.path() / "state");
   const auto local1 = dir.path() / "local-1";
@@ -167,8 +180,11 @@ TEST_CASE("with the rocksdb backend, the example survives a worker killed mid-ru
   REQUIRE(coordinator.wait_for_workers(2));
 
   const auto out = dir.path() / "out";
-  const std::string job = coordinator.submit(exactly_once_job(out, 20'000, "rocksdb"));
+  const std::string job =
+      coordinator.submit(exactly_once_job(out, 20'000, "rocksdb", incremental));
   REQUIRE(coordinator.wait_for_completed_checkpoints(job, 3));
+  // Incremental checkpoints keep RocksDB's files in the job's shared folder.
+  CHECK((shared_files(dir.path() / "state", job) > 0) == incremental);
   // keyed_sum's 4 subtasks keep their state in RocksDB instances on the two workers.
   CHECK(rocksdb_instances(local1, "w1") + rocksdb_instances(local2, "w2") == 4);
   // What the killed worker leaves, the next process with its id removes.
@@ -185,6 +201,9 @@ TEST_CASE("with the rocksdb backend, the example survives a worker killed mid-ru
   REQUIRE(finished);
   CHECK(details.value("restarts", 0) >= 1);
   check_exactly_once(out);
+  // A finished job keeps no checkpoint: no shared file is left either (once the coordinator's
+  // discards, which run beside it, are done).
+  CHECK(eventually([&] { return shared_files(dir.path() / "state", job) == 0; }));
   // Every instance is removed when its subtask ends; the killed worker's went when the new
   // process started.
   CHECK(eventually([&] {
