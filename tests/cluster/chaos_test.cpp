@@ -53,10 +53,12 @@ constexpr std::int64_t chaos_keys = 16;
 // The exactly-once example (2 sources, keyed_sum and the two-phase-commit sink at parallelism
 // 4) at a bounded rate, so it is still running after every planned kill, and with its own
 // restart strategy: a fixed short delay, without the default backoff growing over many kills.
-std::string chaos_job(const fs::path& out, int rate_per_source) {
+// `state`: more [checkpointing] lines (the state backend).
+std::string chaos_job(const fs::path& out, int rate_per_source, const std::string& state) {
   std::ostringstream os;
   os << "[job]\nname = \"chaos\"\nparallelism = 4\nmax_parallelism = 128\n\n"
-     << "[checkpointing]\ninterval_ms = 100\nmode = \"exactly_once\"\ntimeout_ms = 20000\n\n"
+     << "[checkpointing]\ninterval_ms = 100\nmode = \"exactly_once\"\ntimeout_ms = 20000\n"
+     << state << "\n"
      << "[restart]\nstrategy = \"fixed_delay\"\ndelay_ms = 100\nmax_attempts = -1\n\n"
      << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 2\n"
      << "params = { count = " << chaos_records << ", keys = " << chaos_keys
@@ -100,10 +102,10 @@ std::string tail(const std::string& text, std::size_t n = 3000) {
   return text.size() <= n ? text : "..." + text.substr(text.size() - n);
 }
 
-}  // namespace
-
-TEST_CASE("chaos: a million records exactly once through kill -9 of workers and the coordinator") {
-  std::mt19937_64 rng(chaos_seed("chaos"));
+// The chaos run: the example through kill -9 of workers and once of the coordinator, with
+// `state` as the job's state backend lines.
+void run_chaos(const std::string& seed_name, const std::string& state_lines) {
+  std::mt19937_64 rng(chaos_seed(seed_name.c_str()));
   temp_dir dir;
   const fs::path state = dir.path() / "state";
   const fs::path out = dir.path() / "out";
@@ -115,7 +117,7 @@ TEST_CASE("chaos: a million records exactly once through kill -9 of workers and 
   REQUIRE(coordinator->wait_for_workers(3));
 
   // 25,000 records per second: at least 40 s of input, far more than the kills below take.
-  const std::string job = coordinator->submit(chaos_job(out, 12'500));
+  const std::string job = coordinator->submit(chaos_job(out, 12'500, state_lines));
 
   // Rounds 0..kill_rounds-1 each kill one process (the coordinator in one of them, never the
   // first or the last); the round after them only waits for progress.
@@ -202,6 +204,21 @@ TEST_CASE("chaos: a million records exactly once through kill -9 of workers and 
   coordinator->process().send_signal(SIGTERM);
   for (auto& [id, w] : workers) CHECK(w->wait_exit(patience) == 0);
   CHECK(coordinator->process().wait_exit(patience) == 0);
+  // A finished job keeps no checkpoint, and no shared file of incremental ones.
+  CHECK(eventually([&] {
+    std::error_code ec;
+    return fs::is_empty(state / job / "shared", ec) || ec;
+  }));
+}
+
+}  // namespace
+
+TEST_CASE("chaos: a million records exactly once through kill -9 of workers and the coordinator") {
+  run_chaos("chaos", "");
+}
+
+TEST_CASE("chaos: the same with keyed state in rocksdb and incremental checkpoints") {
+  run_chaos("chaos-rocksdb", "state_backend = \"rocksdb\"\nincremental = true\n");
 }
 
 namespace {
