@@ -28,51 +28,41 @@ std::optional<std::string> shared_state_registry::check_reused(
   return std::nullopt;
 }
 
-std::vector<state_handle> shared_state_registry::release_older_than(checkpoint_id lowest_retained,
-                                                                    checkpoint_id newest_pending) {
-  std::vector<state_handle> released;
+template <typename Predicate>
+std::vector<state_handle> shared_state_registry::take_if(Predicate released) {
+  std::vector<state_handle> out;
   for (auto it = entries_.begin(); it != entries_.end();) {
-    entry& e = it->second;
-    if (e.last_used >= lowest_retained) {
+    if (!released(it->second)) {
       ++it;
       continue;
     }
-    if (newest_pending != 0) {
-      e.released_pending_up_to = std::max(e.released_pending_up_to.value_or(0), newest_pending);
-      ++it;
-      continue;
-    }
-    bytes_ -= e.handle.size;
-    released.push_back(std::move(e.handle));
+    bytes_ -= it->second.handle.size;
+    out.push_back(std::move(it->second.handle));
     it = entries_.erase(it);
   }
-  return released;
+  return out;
+}
+
+std::vector<state_handle> shared_state_registry::release_older_than(checkpoint_id lowest_retained,
+                                                                    checkpoint_id newest_pending) {
+  if (newest_pending == 0)
+    return take_if([&](const entry& e) { return e.last_used < lowest_retained; });
+  for (auto& [_, e] : entries_)
+    if (e.last_used < lowest_retained)
+      e.released_pending_up_to = std::max(e.released_pending_up_to.value_or(0), newest_pending);
+  return {};
 }
 
 std::vector<state_handle> shared_state_registry::release_after_pending(
     checkpoint_id oldest_pending) {
-  std::vector<state_handle> released;
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    entry& e = it->second;
-    if (!e.released_pending_up_to ||
-        (oldest_pending != 0 && *e.released_pending_up_to >= oldest_pending)) {
-      ++it;
-      continue;
-    }
-    bytes_ -= e.handle.size;
-    released.push_back(std::move(e.handle));
-    it = entries_.erase(it);
-  }
-  return released;
+  return take_if([&](const entry& e) {
+    return e.released_pending_up_to &&
+           (oldest_pending == 0 || *e.released_pending_up_to < oldest_pending);
+  });
 }
 
 std::vector<state_handle> shared_state_registry::release_all() {
-  std::vector<state_handle> released;
-  released.reserve(entries_.size());
-  for (auto& [_, e] : entries_) released.push_back(std::move(e.handle));
-  entries_.clear();
-  bytes_ = 0;
-  return released;
+  return take_if([](const entry&) { return true; });
 }
 
 std::vector<state_handle> shared_state_registry::discardable(

@@ -77,6 +77,10 @@ class shared_state_registry {
     std::optional<checkpoint_id> released_pending_up_to;
   };
 
+  // Forgets, and returns, the files whose entry `released` says so.
+  template <typename Predicate>
+  std::vector<state_handle> take_if(Predicate released);
+
   std::unordered_map<std::string, entry> entries_;
   std::uint64_t bytes_ = 0;
 };

@@ -291,6 +291,20 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
     rocksdb_keyed_state_backend::stored_files::files ssts;
     bool wrote_shared = false;
     bool wrote_own = false;
+    // Copies local file `name` durably into `folder` as `stored_name` (the folder made at its
+    // first file), counted as written and as created (removed if the store fails).
+    const auto copy_into = [&](const std::filesystem::path& folder, bool& made,
+                               const std::string& name, const std::string& stored_name,
+                               handle_sharing sharing) -> result<state_handle> {
+      if (!made)
+        if (auto r = make_folder(folder); !r) return r.err();
+      made = true;
+      created.push_back(folder / stored_name);
+      auto copied = file_copy::copy_durably(local_ / name, created.back());
+      if (!copied) return copied.err();
+      out.written_size += copied->size;
+      return state_handle{stored_name, copied->size, copied->checksum, std::nullopt, sharing};
+    };
     for (const auto& name : names) {
       state_handle handle;
       if (is_sst(name)) {
@@ -298,29 +312,18 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
           handle = reused->second;
           handle.sharing = handle_sharing::shared_reused;
         } else {
-          if (!wrote_shared)
-            if (auto r = make_folder(shared_folder); !r) return r.err();
-          const std::string stored_name = name_prefix + "-" + random_hex() + "-" + name;
-          created.push_back(shared_folder / stored_name);
-          auto copied = file_copy::copy_durably(local_ / name, created.back());
+          auto copied = copy_into(shared_folder, wrote_shared, name,
+                                  name_prefix + "-" + random_hex() + "-" + name,
+                                  handle_sharing::shared_new);
           if (!copied) return copied.err();
-          handle = state_handle{stored_name, copied->size, copied->checksum, std::nullopt,
-                                handle_sharing::shared_new};
-          out.written_size += copied->size;
-          wrote_shared = true;
+          handle = std::move(*copied);
         }
         ssts.emplace(name, handle);
       } else {
-        if (!wrote_own)
-          if (auto r = make_folder(checkpoint_folder); !r) return r.err();
-        const std::string stored_name = name_prefix + "-rocksdb-" + name;
-        created.push_back(checkpoint_folder / stored_name);
-        auto copied = file_copy::copy_durably(local_ / name, created.back());
+        auto copied = copy_into(checkpoint_folder, wrote_own, name,
+                                name_prefix + "-rocksdb-" + name, handle_sharing::exclusive);
         if (!copied) return copied.err();
-        handle = state_handle{stored_name, copied->size, copied->checksum, std::nullopt,
-                              handle_sharing::exclusive};
-        out.written_size += copied->size;
-        wrote_own = true;
+        handle = std::move(*copied);
       }
       out.full_size += handle.size;
       out.manifest.files.push_back(

@@ -1,6 +1,9 @@
 #include "tests/cluster/cluster_support.hpp"
 
+#include <signal.h>
 #include <stdlib.h>
+
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <stdexcept>
@@ -153,6 +156,14 @@ std::string sources_job(int parallelism) {
          "uid = \"sink\"\n"
          "kind = \"print_sink\"\n"
          "input = \"source\"\n";
+}
+
+void stop_cleanly(coordinator_process& coordinator,
+                  std::initializer_list<child_process*> workers) {
+  for (child_process* w : workers) w->send_signal(SIGTERM);
+  coordinator.process().send_signal(SIGTERM);
+  for (child_process* w : workers) CHECK(w->wait_exit(patience) == 0);
+  CHECK(coordinator.process().wait_exit(patience) == 0);
 }
 
 }  // namespace snapflow::testing

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,10 @@ std::string test_data_root();
 std::unique_ptr<child_process> start_worker(const std::string& control, const std::string& id,
                                             std::vector<std::string> extra_args = {},
                                             const std::string& binary = SNAPFLOW_WORKER_BIN);
+
+// Sends SIGTERM to the workers and the coordinator, and checks that each exits cleanly (0).
+void stop_cleanly(coordinator_process& coordinator,
+                  std::initializer_list<child_process*> workers);
 
 // A job of `parallelism` sequence sources feeding as many print sinks, checkpointing every
 // 50 ms: with one slot per worker, every worker hosts a source, so the stub executor (which

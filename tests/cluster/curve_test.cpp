@@ -273,12 +273,7 @@ TEST_CASE(
   CHECK(o.lines == static_cast<std::size_t>(curve_record_count));
   CHECK_FALSE(w2->exited());
 
-  w1->send_signal(SIGTERM);
-  w2->send_signal(SIGTERM);
-  coordinator.process().send_signal(SIGTERM);
-  CHECK(w1->wait_exit(patience) == 0);
-  CHECK(w2->wait_exit(patience) == 0);
-  CHECK(coordinator.process().wait_exit(patience) == 0);
+  stop_cleanly(coordinator, {w1.get(), w2.get()});
   // The worker counted both strangers, and no frame came in on a channel with the wrong key.
   CHECK(w2->count_in_stderr("keys_denied=1 ") == 1);
   CHECK(w2->count_in_stderr("wrong_key_frames=0") == 1);

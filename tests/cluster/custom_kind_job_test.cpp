@@ -79,10 +79,7 @@ TEST_CASE("a custom kind declared with its role runs on custom workers") {
   CHECK(lines == static_cast<std::size_t>(record_count));
   CHECK(std::count(seen.begin(), seen.end(), 1) == record_count);
 
-  worker->send_signal(SIGTERM);
-  coordinator.process().send_signal(SIGTERM);
-  CHECK(worker->wait_exit(patience) == 0);
-  CHECK(coordinator.process().wait_exit(patience) == 0);
+  stop_cleanly(coordinator, {worker.get()});
 }
 
 TEST_CASE("the same job on stock workers fails with a cause naming the unknown kind") {
@@ -100,8 +97,5 @@ TEST_CASE("the same job on stock workers fails with a cause naming the unknown k
   CHECK_THAT(details["failure-cause"].get<std::string>(),
              Catch::Contains("no implementation for operator kind 'times_ten'"));
 
-  worker->send_signal(SIGTERM);
-  coordinator.process().send_signal(SIGTERM);
-  CHECK(worker->wait_exit(patience) == 0);
-  CHECK(coordinator.process().wait_exit(patience) == 0);
+  stop_cleanly(coordinator, {worker.get()});
 }

@@ -46,12 +46,7 @@ TEST_CASE("periodic checkpoints of a job on two workers complete across processe
   }));
 
   // A clean shutdown of everything on SIGTERM.
-  w1->send_signal(SIGTERM);
-  w2->send_signal(SIGTERM);
-  coordinator.process().send_signal(SIGTERM);
-  CHECK(w1->wait_exit(patience) == 0);
-  CHECK(w2->wait_exit(patience) == 0);
-  CHECK(coordinator.process().wait_exit(patience) == 0);
+  stop_cleanly(coordinator, {w1.get(), w2.get()});
 }
 
 TEST_CASE("a completed checkpoint learns when every subtask was notified from heartbeats") {
@@ -92,10 +87,5 @@ TEST_CASE("a completed checkpoint learns when every subtask was notified from he
   CHECK(latest == known["notified_duration_us"].get<std::int64_t>());
   CHECK(coordinator.checkpoints(job)["summary"]["notified_duration_us"]["count"] >= 1);
 
-  w1->send_signal(SIGTERM);
-  w2->send_signal(SIGTERM);
-  coordinator.process().send_signal(SIGTERM);
-  CHECK(w1->wait_exit(patience) == 0);
-  CHECK(w2->wait_exit(patience) == 0);
-  CHECK(coordinator.process().wait_exit(patience) == 0);
+  stop_cleanly(coordinator, {w1.get(), w2.get()});
 }

@@ -34,6 +34,12 @@ job_graph exactly_once_sum_through_environment() {
   return env.build_job_graph();
 }
 
+// One sequence source, with these lines in [checkpointing].
+std::string source_job_checkpointing(const std::string& lines) {
+  return "[checkpointing]\ninterval_ms = 10\n" + lines +
+         "\n[[operator]]\nuid = \"src\"\nkind = \"sequence_source\"\nparams = { count = 10 }\n";
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -123,27 +129,10 @@ params = { count = 10 }
 }
 
 TEST_CASE("the state backend is chosen in [checkpointing]; an unknown one is refused") {
-  const job_graph g = load_ok(R"([checkpointing]
-interval_ms = 10
-state_backend = "rocksdb"
-
-[[operator]]
-uid = "src"
-kind = "sequence_source"
-params = { count = 10 }
-)");
+  const job_graph g = load_ok(source_job_checkpointing("state_backend = \"rocksdb\"\n"));
   REQUIRE(g.checkpointing);
   CHECK(g.checkpointing->config.state_backend == "rocksdb");
-  auto r = parse_job_file(R"([checkpointing]
-interval_ms = 10
-state_backend = "leveldb"
-
-[[operator]]
-uid = "src"
-kind = "sequence_source"
-params = { count = 10 }
-)",
-                          "job.toml");
+  auto r = parse_job_file(source_job_checkpointing("state_backend = \"leveldb\"\n"), "job.toml");
   REQUIRE_FALSE(r.ok());
   std::ostringstream os;
   os << r;
@@ -152,26 +141,11 @@ params = { count = 10 }
 }
 
 TEST_CASE("incremental checkpoints are chosen in [checkpointing], off by default") {
-  const job_graph g = load_ok(R"([checkpointing]
-interval_ms = 10
-state_backend = "rocksdb"
-incremental = true
-
-[[operator]]
-uid = "src"
-kind = "sequence_source"
-params = { count = 10 }
-)");
+  const job_graph g =
+      load_ok(source_job_checkpointing("state_backend = \"rocksdb\"\nincremental = true\n"));
   REQUIRE(g.checkpointing);
   CHECK(g.checkpointing->config.incremental);
-  const job_graph plain = load_ok(R"([checkpointing]
-interval_ms = 10
-
-[[operator]]
-uid = "src"
-kind = "sequence_source"
-params = { count = 10 }
-)");
+  const job_graph plain = load_ok(source_job_checkpointing(""));
   CHECK_FALSE(plain.checkpointing->config.incremental);
   check_error(R"([checkpointing]
 interval_ms = 10

@@ -269,65 +269,84 @@ TEST_CASE("shared state: seeded runs keep every file a retained checkpoint names
   CHECK(completed > 300);
 }
 
-TEST_CASE("shared state: a file a completion releases stays for the checkpoints pending then, "
-          "and a checkpoint that reuses a file no longer held fails") {
-  coordinator_harness h([] {
+namespace {
+
+// One source subtask (the only one to acknowledge), stepped by hand; its acknowledgements name
+// the handles a test gives.
+struct one_subtask : coordinator_harness {
+  explicit one_subtask(int max_concurrent = 1) : coordinator_harness(options(max_concurrent)) {}
+
+  static harness_options options(int max_concurrent) {
     harness_options o;
-    o.config.max_concurrent = 3;
+    o.config.max_concurrent = max_concurrent;
     o.config.min_pause = std::chrono::milliseconds(0);
     o.sources = 1;
     o.sinks = 0;
     return o;
-  }());
-  const auto ack = [&](checkpoint_id id, std::vector<state_handle> handles) {
+  }
+
+  void ack_with(checkpoint_id id, std::vector<state_handle> handles, std::uint64_t size = 0) {
     checkpoint_ack a;
-    a.job = h.job;
-    a.attempt = h.attempt(0);
+    a.job = job;
+    a.attempt = attempt(0);
     a.id = id;
     a.state.handles = std::move(handles);
-    h.core->on_ack(std::move(a), h.now);
-    h.pump();
-  };
-  const auto shared = [](const std::string& name, handle_sharing sharing) {
-    return state_handle{"job-dir/shared/" + name, 10, 0, std::nullopt, sharing};
-  };
-  const auto deleted = [&] {
+    a.state.state_size = size;
+    core->on_ack(std::move(a), now);
+    pump();
+  }
+
+  // Every file the logged discards delete.
+  std::set<std::string> deleted() const {
     std::set<std::string> out;
-    for (const auto& d : h.logged<discard_state>())
+    for (const auto& d : logged<discard_state>())
+      for (const auto& handle : d.handles) out.insert(handle.path);
+    for (const auto& d : logged<discard_location>())
       for (const auto& handle : d.handles) out.insert(handle.path);
     return out;
-  };
+  }
+};
+
+state_handle shared(const std::string& name, handle_sharing sharing) {
+  return state_handle{"job-dir/shared/" + name, 10, 0, std::nullopt, sharing};
+}
+
+}  // namespace
+
+TEST_CASE("shared state: a file a completion releases stays for the checkpoints pending then, "
+          "and a checkpoint that reuses a file no longer held fails") {
+  one_subtask h(3);
   h.request(checkpoint_trigger_kind::manual);
-  ack(1, {shared("f", handle_sharing::shared_new)});
+  h.ack_with(1, {shared("f", handle_sharing::shared_new)});
   h.written(1);
   // 2 does not reuse f; 3's task has not heard that 1 completed... it builds on 1 and
   // reuses f. 2 completes first: f is released, but 3 is pending, so it stays.
   h.request(checkpoint_trigger_kind::manual);
   h.request(checkpoint_trigger_kind::manual);
-  ack(2, {shared("g", handle_sharing::shared_new)});
-  ack(3, {shared("f", handle_sharing::shared_reused)});
+  h.ack_with(2, {shared("g", handle_sharing::shared_new)});
+  h.ack_with(3, {shared("f", handle_sharing::shared_reused)});
   h.clear_log();
   h.written(2);
-  CHECK(deleted().empty());
+  CHECK(h.deleted().empty());
   CHECK(h.core->shared_state().holds("job-dir/shared/f"));
   // 3 completes naming f: f is in use again, g (only 2's) goes.
   h.written(3);
   CHECK(h.core->latest_completed_id() == 3);
   CHECK(h.core->shared_state().holds("job-dir/shared/f"));
-  CHECK(deleted() == std::set<std::string>{"job-dir/shared/g"});
+  CHECK(h.deleted() == std::set<std::string>{"job-dir/shared/g"});
 
   // 4 reuses f but is aborted; 5 does not reuse f and completes while nothing else is
   // pending: f goes at once. A checkpoint triggered later that still names f fails.
   h.request(checkpoint_trigger_kind::manual);
-  ack(4, {shared("f", handle_sharing::shared_reused)});
+  h.ack_with(4, {shared("f", handle_sharing::shared_reused)});
   h.written(4, /*ok=*/false);
   h.request(checkpoint_trigger_kind::manual);
-  ack(5, {shared("h", handle_sharing::shared_new)});
+  h.ack_with(5, {shared("h", handle_sharing::shared_new)});
   h.clear_log();
   h.written(5);
-  CHECK(deleted() == std::set<std::string>{"job-dir/shared/f"});
+  CHECK(h.deleted() == std::set<std::string>{"job-dir/shared/f"});
   h.request(checkpoint_trigger_kind::manual);
-  ack(6, {shared("f", handle_sharing::shared_reused)});
+  h.ack_with(6, {shared("f", handle_sharing::shared_reused)});
   h.clear_log();
   h.written(6);
   CHECK(h.core->latest_completed_id() == 5);
@@ -340,78 +359,40 @@ TEST_CASE("shared state: a file a completion releases stays for the checkpoints 
 
 TEST_CASE("shared state: a file released while older checkpoints were pending goes once they "
           "end without naming it") {
-  coordinator_harness h([] {
-    harness_options o;
-    o.config.max_concurrent = 3;
-    o.config.min_pause = std::chrono::milliseconds(0);
-    o.sources = 1;
-    o.sinks = 0;
-    return o;
-  }());
-  const auto ack = [&](checkpoint_id id, std::vector<state_handle> handles) {
-    checkpoint_ack a;
-    a.job = h.job;
-    a.attempt = h.attempt(0);
-    a.id = id;
-    a.state.handles = std::move(handles);
-    h.core->on_ack(std::move(a), h.now);
-    h.pump();
-  };
-  const state_handle f{"job-dir/shared/f", 10, 0, std::nullopt, handle_sharing::shared_new};
+  one_subtask h(3);
+  const state_handle f = shared("f", handle_sharing::shared_new);
   h.request(checkpoint_trigger_kind::manual);
-  ack(1, {f});
+  h.ack_with(1, {f});
   h.written(1);
   h.request(checkpoint_trigger_kind::manual);
   h.request(checkpoint_trigger_kind::manual);
-  ack(2, {{"job-dir/shared/g", 10, 0, std::nullopt, handle_sharing::shared_new}});
+  h.ack_with(2, {shared("g", handle_sharing::shared_new)});
   h.written(2);
   REQUIRE(h.core->shared_state().holds(f.path));  // 3 is pending
   h.clear_log();
   h.core->abort_pending_checkpoints(checkpoint_failure_reason::job_failover, "failover", h.now);
   h.pump();
   CHECK_FALSE(h.core->shared_state().holds(f.path));
-  bool f_deleted = false;
-  for (const auto& d : h.logged<discard_state>())
-    for (const auto& handle : d.handles) f_deleted |= handle.path == f.path;
-  CHECK(f_deleted);
+  CHECK(h.deleted().contains(f.path));
 }
 
 TEST_CASE("shared state: a failed checkpoint deletes the shared files it wrote, never those it "
           "reused or a worker claims as new while a retained checkpoint holds them") {
-  coordinator_harness h([] {
-    harness_options o;
-    o.sources = 1;
-    o.sinks = 0;
-    return o;
-  }());
-  const auto ack = [&](checkpoint_id id, std::vector<state_handle> handles) {
-    checkpoint_ack a;
-    a.job = h.job;
-    a.attempt = h.attempt(0);
-    a.id = id;
-    a.state.handles = std::move(handles);
-    h.core->on_ack(std::move(a), h.now);
-    h.pump();
-  };
-  const state_handle kept{"job-dir/shared/kept", 10, 0, std::nullopt, handle_sharing::shared_new};
+  one_subtask h;
+  const state_handle kept = shared("kept", handle_sharing::shared_new);
   h.request(checkpoint_trigger_kind::manual);
-  ack(1, {kept});
+  h.ack_with(1, {kept});
   h.written(1);
   h.request(checkpoint_trigger_kind::manual);
-  const state_handle fresh{"job-dir/shared/fresh", 10, 0, std::nullopt, handle_sharing::shared_new};
+  const state_handle fresh = shared("fresh", handle_sharing::shared_new);
   state_handle reused = kept;
   reused.sharing = handle_sharing::shared_reused;
   state_handle claimed = kept;  // names a held file as new
   const state_handle own{"job-dir/chk-2/own", 10, 0, std::nullopt};
-  ack(2, {fresh, reused, claimed, own});
+  h.ack_with(2, {fresh, reused, claimed, own});
   h.clear_log();
   h.written(2, /*ok=*/false);
-  std::set<std::string> deleted;
-  for (const auto& d : h.logged<discard_state>())
-    for (const auto& handle : d.handles) deleted.insert(handle.path);
-  for (const auto& d : h.logged<discard_location>())
-    for (const auto& handle : d.handles) deleted.insert(handle.path);
-  CHECK(deleted == std::set<std::string>{fresh.path, own.path});
+  CHECK(h.deleted() == std::set<std::string>{fresh.path, own.path});
   CHECK(h.core->shared_state().holds(kept.path));
 }
 
@@ -451,31 +432,16 @@ TEST_CASE("shared state registry: a file lives while its newest user is retained
 }
 
 TEST_CASE("shared state: a checkpoint's checkpointed size leaves out the files it reused") {
-  coordinator_harness h([] {
-    harness_options o;
-    o.sources = 1;
-    o.sinks = 0;
-    return o;
-  }());
-  const auto ack = [&](checkpoint_id id, std::vector<state_handle> handles, std::uint64_t size) {
-    checkpoint_ack a;
-    a.job = h.job;
-    a.attempt = h.attempt(0);
-    a.id = id;
-    a.state.handles = std::move(handles);
-    a.state.state_size = size;
-    h.core->on_ack(std::move(a), h.now);
-    h.pump();
-  };
+  one_subtask h;
   const state_handle f{"job-dir/shared/f", 100, 0, std::nullopt, handle_sharing::shared_new};
   state_handle f_again = f;
   f_again.sharing = handle_sharing::shared_reused;
   const state_handle g{"job-dir/shared/g", 7, 0, std::nullopt, handle_sharing::shared_new};
   h.request(checkpoint_trigger_kind::manual);
-  ack(1, {f, {"job-dir/chk-1/own", 3, 0, std::nullopt}}, 103);
+  h.ack_with(1, {f, {"job-dir/chk-1/own", 3, 0, std::nullopt}}, 103);
   h.written(1);
   h.request(checkpoint_trigger_kind::manual);
-  ack(2, {f_again, g, {"job-dir/chk-2/own", 3, 0, std::nullopt}}, 110);
+  h.ack_with(2, {f_again, g, {"job-dir/chk-2/own", 3, 0, std::nullopt}}, 110);
   h.written(2);
   const auto* latest = h.core->stats().latest_completed();
   REQUIRE(latest != nullptr);
