@@ -65,4 +65,8 @@ result<void> setup_process_logging(const std::string& role, const std::string& l
   return success();
 }
 
+void flush_process_logging() {
+  if (const auto logger = spdlog::default_logger()) logger->flush();
+}
+
 }  // namespace snapflow

@@ -14,6 +14,11 @@ namespace snapflow {
 result<void> setup_process_logging(const std::string& role, const std::string& level,
                                    const std::string& fallback = "info");
 
+// Flushes the process logger at the end of main. The logger stays registered: objects destroyed
+// after main's last statement (tasks, the data plane, state backends) may still log, and a
+// dropped default logger would make those calls dereference null (spdlog::shutdown does that).
+void flush_process_logging();
+
 // The level names --log-level accepts, for --help.
 const std::string& log_level_names();
 

@@ -387,6 +387,6 @@ int main(int argc, char** argv) {
   release_handler();
   if (zap) zap->stop();
   spdlog::info("coordinator stopped");
-  spdlog::shutdown();
+  flush_process_logging();
   return exit_code;
 }

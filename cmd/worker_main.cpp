@@ -357,7 +357,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
         c.wrong_key_frames);
   }
   spdlog::info("worker {} stopped", o.worker_id);
-  spdlog::shutdown();
+  flush_process_logging();
   return exit_code;
 }
 

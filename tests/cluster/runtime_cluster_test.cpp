@@ -57,7 +57,12 @@ class runtime_cluster {
   void stop() {
     for (auto& w : workers_) w->send_signal(SIGTERM);
     coordinator_.process().send_signal(SIGTERM);
-    for (auto& w : workers_) CHECK(w->wait_exit(patience) == 0);
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      const std::optional<int> code = workers_[i]->wait_exit(patience);
+      INFO("w" << i + 1 << " exited with " << code.value_or(-1000) << ", its stderr:\n"
+                << workers_[i]->stderr_text());
+      CHECK(code == 0);
+    }
     CHECK(coordinator_.process().wait_exit(patience) == 0);
   }
 
