@@ -17,6 +17,7 @@
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/stream_task.hpp"
 #include "engine/runtime/two_phase_commit_file_sink.hpp"
+#include "engine/state/int64_state_value.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
 using namespace snapflow;
@@ -399,7 +400,7 @@ TEST_CASE("stream task: restoring from a corrupt state file fails the task with 
   s.parallelism = 1;
   s.checkpoint = 4;
   s.keyed.max_parallelism = 128;
-  s.keyed.key_groups[3].values["sum"][7] = 70;
+  s.keyed.key_groups[3].values["sum"][7] = encode_int64_state(70);
   const auto file = f.dir.path() / "chk-4" / "sum.state";
   auto handle = state_file::write(file, s);
   REQUIRE(handle);
@@ -454,7 +455,7 @@ TEST_CASE("stream task: a keyed subtask missing an overlapping old state is refu
   s.parallelism = 4;
   s.checkpoint = 3;
   s.keyed.max_parallelism = 128;
-  s.keyed.key_groups[5].values["sum"][7] = 70;
+  s.keyed.key_groups[5].values["sum"][7] = encode_int64_state(70);
   auto handle = state_file::write(f.dir.path() / "chk-3" / "sum-0.state", s);
   REQUIRE(handle);
   auto in = std::make_shared<local_channel>(4);
