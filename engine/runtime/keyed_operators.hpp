@@ -14,6 +14,7 @@ namespace snapflow {
 class keyed_sum final : public stream_operator {
  public:
   static constexpr std::int64_t max_state_bytes = std::int64_t{1} << 30;
+  static constexpr std::int64_t max_value_bytes = std::int64_t{1} << 20;
 
   keyed_sum() = default;
   static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
@@ -26,9 +27,12 @@ class keyed_sum final : public stream_operator {
   bool snapshot_on_any_thread() const override { return ballast_.size() <= 64 * 1024; }
 
  private:
-  explicit keyed_sum(std::int64_t state_bytes) : state_bytes_(state_bytes) {}
+  keyed_sum(std::int64_t state_bytes, std::int64_t value_bytes)
+      : state_bytes_(state_bytes), value_(static_cast<std::size_t>(value_bytes), '\0') {}
   keyed_state_backend* state_ = nullptr;
   std::int64_t state_bytes_ = 0;
+  // value_bytes: the "payload" value state each key holds, refilled per record (reused buffer).
+  std::string value_;
   std::string ballast_;  // filled in open(): state_bytes_ bytes, different per subtask
 };
 

@@ -99,3 +99,50 @@ TEST_CASE("a job file accepts keyed_sum state_bytes and refuses a string for it"
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(std::string(bad.error().what()), Catch::Contains("state_bytes"));
 }
+
+TEST_CASE("keyed_sum with value_bytes keeps that many bytes of keyed state per key, new per "
+          "record, restored with the sum") {
+  auto v = make_vertex("keyed_sum", {{"value_bytes", "1000"}}, 1);
+  heap_keyed_state_backend keyed(v.max_parallelism, key_groups::range_for_subtask(0, 1, 128));
+  auto op = open_sum(v, keyed, 0);
+  collecting_output out;
+  keyed.set_current_key(3);
+  REQUIRE(op->process(record{3, 0, 5, {}}, out));
+  const auto first = keyed.value_bytes("payload");
+  REQUIRE(first);
+  CHECK(first->size() == 1000);
+  REQUIRE(op->process(record{3, 1, 7, {}}, out));
+  const auto second = keyed.value_bytes("payload");
+  REQUIRE(second);
+  CHECK(second->size() == 1000);
+  CHECK(*second != *first);  // each record rewrites it with other bytes
+  CHECK(out.records.back().value == 12);
+  keyed.set_current_key(4);
+  REQUIRE(op->process(record{4, 1, 1, {}}, out));
+  CHECK(keyed.value_bytes("payload") != second);  // another key, other bytes for the same seq
+  // Restored, both the payload and the sum are back.
+  heap_keyed_state_backend restored(v.max_parallelism, keyed.range());
+  auto snapshot = keyed.snapshot_now();
+  REQUIRE(snapshot);
+  REQUIRE(restored.restore({*snapshot}));
+  restored.set_current_key(3);
+  CHECK(restored.value_bytes("payload") == second);
+  CHECK(restored.value("sum") == 12);
+}
+
+TEST_CASE("keyed_sum refuses a negative or oversized value_bytes with a clear error") {
+  for (const char* bad : {"-1", "1048577"}) {
+    auto made = operator_factory::builtin().create(make_vertex("keyed_sum", {{"value_bytes", bad}}));
+    REQUIRE_FALSE(made);
+    CHECK_THAT(made.err().message, Catch::Contains("value_bytes") &&
+                                       Catch::Contains("between 0 and 1048576"));
+  }
+  // The job file refuses it at submission, with the same range.
+  auto bad = parse_job_file(
+      "[[operator]]\nuid = \"src\"\nkind = \"sequence_source\"\nparams = { count = 10 }\n\n"
+      "[[operator]]\nuid = \"sum\"\nkind = \"keyed_sum\"\ninput = \"src\"\n"
+      "params = { value_bytes = 2000000 }\n",
+      "bench.toml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.error().what()), Catch::Contains("value_bytes"));
+}
