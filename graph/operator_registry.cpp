@@ -68,29 +68,28 @@ param_spec path(std::string name, bool required, std::string def, std::string he
 // (a restored subtask takes the splits it owns at the new parallelism; the entries are tiny).
 struct builtin_kinds {
   operator_registry registry;
-  void add(operator_kind kind) {
-    kind.redistribution = operator_state_redistribution::round_robin;
-    registry.add(std::move(kind));
-  }
-  void add_union(operator_kind kind) {
-    kind.redistribution = operator_state_redistribution::union_all;
+  void add(operator_kind kind,
+           operator_state_redistribution mode = operator_state_redistribution::round_robin) {
+    kind.redistribution = mode;
     registry.add(std::move(kind));
   }
 };
 
 operator_registry make_builtin() {
   builtin_kinds r;
-  r.add_union({"sequence_source",
+  r.add({"sequence_source",
          operator_role::source,
          {bounded("count", true, "", "records to emit in all (split across subtasks)", 0),
           bounded("keys", false, "16", "number of distinct keys; record key = seq % keys", 1),
           bounded("rate", false, "0", "records per second per subtask; 0 = unlimited", 0),
           bounded("start", false, "0", "first sequence number", 0)},
-         "deterministic sequence start..start+count-1 in max_parallelism splits; rescalable"});
-  r.add_union({"line_source",
+         "deterministic sequence start..start+count-1 in max_parallelism splits; rescalable"},
+        operator_state_redistribution::union_all);
+  r.add({"line_source",
          operator_role::source,
          {path("path", true, "", "file to read, one record per line")},
-         "lines of a file as records, in max_parallelism splits by line number; rescalable"});
+         "lines of a file as records, in max_parallelism splits by line number; rescalable"},
+        operator_state_redistribution::union_all);
   r.add({"map_identity",
          operator_role::transform,
          {bounded("delay_us_per_record", false, "0",

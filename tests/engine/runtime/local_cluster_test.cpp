@@ -275,8 +275,8 @@ TEST_CASE("local cluster: every vertex restored at another parallelism, source i
   // Source, keyed_sum and sink at 2 then 4 (twice the parallelism), or at 4 then 2 (half),
   // restored from the checkpoint the crash left, in either state backend.
   const std::string backend = GENERATE(as<std::string>{}, "hashmap", "rocksdb");
-  const auto [before, after] =
-      GENERATE(std::pair<std::uint32_t, std::uint32_t>{2, 4}, std::pair<std::uint32_t, std::uint32_t>{4, 2});
+  using parallelisms = std::pair<std::uint32_t, std::uint32_t>;
+  const auto [before, after] = GENERATE(parallelisms{2, 4}, parallelisms{4, 2});
   INFO(backend << ", parallelism " << before << " -> " << after);
   temp_folder dir;
   constexpr std::int64_t count = 60'000;

@@ -355,7 +355,8 @@ TEST_CASE("sequence source: 64 subtasks restore from the union of 64 at a large 
   check_each_once(seen, 0, 100'000);
 }
 
-TEST_CASE("line source: every line once at p = 1..5, snapshots rescale 3 -> 2, 5, 1 and 3 -> 5 -> 2") {
+TEST_CASE("line source: every line once at p = 1..5; snapshots rescale 3 -> 2, 5, 1 and "
+          "3 -> 5 -> 2") {
   temp_folder dir;
   constexpr int lines = 500;
   const auto file = write_lines(dir.path(), lines);
