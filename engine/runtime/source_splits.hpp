@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/result.hpp"
 #include "engine/runtime/stream_operator.hpp"
+#include "graph/result.hpp"
 
 namespace snapflow {
 
@@ -17,8 +17,8 @@ namespace snapflow {
 // numbers). It is cut into S splits: split j holds first+j, first+j+S, first+j+2S, ... S is the
 // vertex's max parallelism on a fresh start and, after a restore, the S the state was written
 // with (so the splits never change once a job has run). Subtask i of p owns the splits j with
-// j % p == i; when p does not exceed S every split has exactly one owner, and when p divides S
-// the numbers a subtask owns are exactly first+i, first+i+p, ... (the stride split).
+// j % p == i: every split has exactly one owner, a subtask i >= S owns none, and when p divides
+// S the numbers subtask i owns are exactly first+i, first+i+p, ... (the stride split).
 //
 // Operator state, all values decimal:
 //   "splits"     S; written by every subtask, all equal.
