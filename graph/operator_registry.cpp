@@ -85,12 +85,12 @@ operator_registry make_builtin() {
           bounded("rate", false, "0", "records per second per subtask; 0 = unlimited", 0),
           bounded("start", false, "0", "first sequence number", 0)},
          "deterministic sequence start..start+count-1 in max_parallelism splits; rescalable"},
-        operator_state_redistribution::union_all);
+        operator_state_redistribution::split_modulo);
   r.add({"line_source",
          operator_role::source,
          {path("path", true, "", "file to read, one record per line")},
          "lines of a file as records, in max_parallelism splits by line number; rescalable"},
-        operator_state_redistribution::union_all);
+        operator_state_redistribution::split_modulo);
   r.add({"map_identity",
          operator_role::transform,
          {bounded("delay_us_per_record", false, "0",

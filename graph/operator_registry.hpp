@@ -32,6 +32,11 @@ enum class operator_state_redistribution : std::uint8_t {
   // each subtask gets exactly its own. For state that is owned by one subtask and may move
   // whole to another (offsets of a split, a sink's transactions).
   round_robin,
+  // Split sources (engine/runtime/source_splits.hpp): split j of max-parallelism-many belongs
+  // to subtask j % p. New subtask i receives every old subtask that owned a split it owns now,
+  // { j % p_old : j = i, i + p, ... < max parallelism }: its own alone at unchanged
+  // parallelism, and max-parallelism-many states over all subtasks, never p^2.
+  split_modulo,
 };
 
 enum class param_type : std::uint8_t { integer, string, boolean };

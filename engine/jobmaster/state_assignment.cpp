@@ -12,6 +12,7 @@ state_assignment::state_assignment(std::map<std::uint32_t, subtask_state> old_st
                                    std::uint32_t new_parallelism, std::uint32_t max_parallelism)
     : old_states_(std::move(old_states)),
       keyed_(role == operator_role::keyed),
+      split_modulo_(mode == operator_state_redistribution::split_modulo),
       new_parallelism_(new_parallelism),
       max_parallelism_(max_parallelism) {
   assert(new_parallelism >= 1);
@@ -51,13 +52,21 @@ std::vector<std::uint32_t> state_assignment::old_indexes_for(std::uint32_t index
     for (std::uint32_t i = 0; i < old_parallelism_; ++i) out.push_back(i);
     return out;
   }
-  // Operator state, round robin: index, index + p, index + 2p, ...
-  for (std::uint64_t i = index; i < old_parallelism_; i += new_parallelism_)
-    out.push_back(static_cast<std::uint32_t>(i));
+  if (split_modulo_) {
+    // The owners of splits index, index + p, ... at the old parallelism.
+    for (std::uint64_t j = index; j < max_parallelism_; j += new_parallelism_)
+      out.push_back(static_cast<std::uint32_t>(j % old_parallelism_));
+  } else {
+    // Operator state, round robin: index, index + p, index + 2p, ...
+    for (std::uint64_t i = index; i < old_parallelism_; i += new_parallelism_)
+      out.push_back(static_cast<std::uint32_t>(i));
+  }
   if (keyed_) {
     const key_groups::subtask_range overlapping = key_groups::overlapping_subtasks(
         index, new_parallelism_, old_parallelism_, max_parallelism_);
     for (std::uint32_t i = overlapping.first; i <= overlapping.last; ++i) out.push_back(i);
+  }
+  if (keyed_ || split_modulo_) {
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
   }

@@ -18,7 +18,9 @@ namespace snapflow {
 //     (ranges from key_groups::range_for_subtask at the old and the new parallelism, same max
 //     parallelism), so each key group reaches exactly the subtask that owns it now;
 //   - operator state, by the kind's operator_state_redistribution: round_robin sends old
-//     subtask i to new subtask i % p only, union_all sends every old subtask to everyone.
+//     subtask i to new subtask i % p only, split_modulo sends each new subtask the old owners
+//     of the splits it owns now (split j belongs to subtask j % p), union_all sends every old
+//     subtask to everyone.
 // Handing everything to everyone made a restore O(p^2) in deploy bytes and in state reads.
 //
 // Old parallelism is the number of old subtask states of the vertex (a completed checkpoint has
@@ -50,6 +52,7 @@ class state_assignment {
  private:
   std::map<std::uint32_t, subtask_state> old_states_;
   bool keyed_ = false;
+  bool split_modulo_ = false;
   bool union_ = false;
   std::uint32_t old_parallelism_ = 0;
   std::uint32_t new_parallelism_ = 1;

@@ -68,10 +68,11 @@ result<std::vector<std::int64_t>> restore_offsets(
       next[i] = *v;
     }
   }
-  for (std::uint32_t i = 0; i < p; ++i)
-    if (next[i] == missing)
-      return error{std::string(kind) + " state: no offset for old subtask " + std::to_string(i) +
-                   " of " + std::to_string(p)};
+  // Each subtask receives its own old subtask's state (split_modulo at the same parallelism).
+  const std::uint32_t own = context.subtask_index;
+  if (next[own] == missing)
+    return error{std::string(kind) + " state: no offset for old subtask " + std::to_string(own) +
+                 " of " + std::to_string(p)};
   return next;
 }
 
@@ -98,10 +99,11 @@ result<std::uint32_t> restored_count(std::string_view kind,
   return *count;
 }
 
-// The next number of each of the S splits, from the union of the old subtasks' entries.
+// The next number of each of the S splits the old subtasks' entries hold; every split the
+// subtask of `context` owns must be among them.
 result<std::vector<std::int64_t>> restore_split_positions(
     std::string_view kind, std::int64_t first, std::uint32_t count,
-    const std::vector<restored_operator_state>& restored) {
+    const operator_context& context, const std::vector<restored_operator_state>& restored) {
   const std::string what = std::string(kind) + " state: ";
   std::vector<std::int64_t> next(count, missing);
   for (const auto& old : restored)
@@ -122,10 +124,22 @@ result<std::vector<std::int64_t>> restore_split_positions(
                      ", which is not one of its numbers (" + number_list(first, *j, count) + ")"};
       next[*j] = *v;
     }
-  for (std::uint32_t j = 0; j < count; ++j)
-    if (next[j] == missing)
-      return error{what + "split " + std::to_string(j) + " of " + std::to_string(count) +
-                   " is missing (a checkpoint holds every split once)"};
+  const std::uint32_t max_parallelism =
+      context.vertex != nullptr ? context.vertex->max_parallelism : count;
+  for (std::uint64_t j = context.subtask_index; j < count; j += context.parallelism) {
+    if (next[j] != missing) continue;
+    std::string why = what + "split " + std::to_string(j) + " of " + std::to_string(count) +
+                      " is missing";
+    // The coordinator hands a subtask the old owners of its splits below the max parallelism.
+    if (max_parallelism < count)
+      return error{why + ": the state has " + std::to_string(count) +
+                   " splits but the vertex's max parallelism is now " +
+                   std::to_string(max_parallelism) +
+                   "; restore at the old parallelism, or set max_parallelism = " +
+                   std::to_string(count)};
+    return error{why + " (a checkpoint holds every split once, and a subtask receives the old "
+                       "subtasks that held its splits)"};
+  }
   return next;
 }
 
@@ -165,7 +179,7 @@ result<source_splits> source_splits::open(std::string_view kind, std::int64_t fi
   if (splits) {
     auto count = restored_count(kind, restored);
     if (!count) return count.err();
-    auto next = restore_split_positions(kind, first, *count, restored);
+    auto next = restore_split_positions(kind, first, *count, context, restored);
     if (!next) return next.err();
     source_splits s(first, *count);
     s.take_owned(context, *next);

@@ -24,8 +24,11 @@ namespace snapflow {
 //   "splits"     S; written by every subtask, all equal.
 //   "split/<j>"  the next number split j emits (a number of its residue class, >= first+j;
 //                past the end when the split is done); one entry per split the subtask owns.
-// Restoring takes the union of every old subtask's entries (the kinds redistribute union_all),
-// so all S splits must be present exactly once; each new subtask keeps those it owns now.
+// A restored subtask receives the old subtasks that owned any split it owns now (the kinds
+// redistribute split_modulo: new subtask i of p gets old subtask j % p_old for every split
+// j = i, i + p, ... below the max parallelism, so O(S) states in all, not p^2), or every old
+// subtask when the coordinator falls back to union; each split it owns must be there exactly
+// once, and it keeps those.
 //
 // The state written before splits existed (one entry "offset" per subtask, the next number of
 // the stride split first+i, first+i+p, ...) restores at the same parallelism p as S = p splits,

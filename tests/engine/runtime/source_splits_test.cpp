@@ -204,12 +204,11 @@ TEST_CASE("sequence source: restored twice in a row, 3 -> 5 -> 2, every number o
 }
 
 TEST_CASE("sequence source: restores with the number of splits its state was written with") {
-  // Written with S = 12, restored into a vertex whose max parallelism is now 16, or 8: the
-  // state's 12 splits decide, and snapshots go on writing 12.
-  const std::uint32_t max_parallelism = GENERATE(16u, 8u);
+  // Written with S = 12, restored into a vertex whose max parallelism is now 16: the state's 12
+  // splits decide, and snapshots go on writing 12.
   std::map<std::int64_t, int> seen;
   const auto snap = run_to_snapshot(sequence_vertex(3), seen);
-  auto second = open_all(sequence_vertex(4, max_parallelism), snap);
+  auto second = open_all(sequence_vertex(4, 16), snap);
   for (std::uint32_t i = 0; i < 4; ++i) second[i].emit(20);
   collect(second, seen);
   // Snapshots keep S = 12.
@@ -218,6 +217,23 @@ TEST_CASE("sequence source: restores with the number of splits its state was wri
   for (auto& s : second) s.drain();
   collect(second, seen);
   check_each_once(seen, start, count);
+}
+
+TEST_CASE("sequence source: with a max parallelism now below its splits it restores at its old "
+          "parallelism, and says why it cannot at another") {
+  std::map<std::int64_t, int> seen;
+  const auto snap = run_to_snapshot(sequence_vertex(3), seen);
+  // At the old parallelism every subtask gets its own state, whatever the max parallelism.
+  auto same = open_all(sequence_vertex(3, 8), snap);
+  for (auto& s : same) s.drain();
+  collect(same, seen);
+  check_each_once(seen, start, count);
+  // At another, the assignment hands out the owners of splits below 8 only.
+  const auto v = sequence_vertex(4, 8);
+  const std::string message = open_error(v, 0, assigned(v, 0, snap));
+  CHECK_THAT(message, Catch::Contains("split 8 of 12 is missing") &&
+                          Catch::Contains("max parallelism is now 8") &&
+                          Catch::Contains("max_parallelism = 12"));
 }
 
 TEST_CASE("sequence source: more subtasks than splits leaves the extra ones idle, none lost") {
@@ -259,7 +275,7 @@ TEST_CASE("sequence source: offsets written before splits restore at the same pa
   CHECK_THAT(open_error(sequence_vertex(3), 0, old),
              Catch::Contains("cannot be restored at another parallelism (2 -> 3)"));
   // A missing or foreign offset is named.
-  CHECK_THAT(open_error(v, 0, {old[0]}), Catch::Contains("no offset for old subtask 1"));
+  CHECK_THAT(open_error(v, 1, {old[0]}), Catch::Contains("no offset for old subtask 1"));
   CHECK_THAT(open_error(v, 0, {old[0], {1, 2, {{"offset", "11"}}}}),
              Catch::Contains("not in the split of subtask 1"));
 }
@@ -275,8 +291,8 @@ TEST_CASE("sequence source: inconsistent split state is a clear error") {
   };
   const std::vector<bad_case> cases = {
       {"missing split",
-       [](auto& s) { s[1].entries.erase(s[1].entries.begin() + 1); },
-       "split 1 of 12 is missing"},
+       [](auto& s) { s[0].entries.erase(s[0].entries.begin() + 1); },
+       "split 0 of 12 is missing"},
       {"missing subtask", [](auto& s) { s.pop_back(); }, "split 2 of 12 is missing"},
       {"duplicate split", [](auto& s) { s[0].entries.push_back(s[1].entries[1]); },
        "split 1 appears twice"},
@@ -324,18 +340,44 @@ TEST_CASE("sequence source: inconsistent split state is a clear error") {
   }
 }
 
-TEST_CASE("sources redistribute their operator state union_all") {
+TEST_CASE("sources redistribute their operator state split_modulo: each new subtask gets the "
+          "old owners of its splits") {
   for (const char* kind : {"sequence_source", "line_source"}) {
     const operator_kind* k = operator_registry::builtin().find(kind);
     REQUIRE(k != nullptr);
-    CHECK(k->redistribution == operator_state_redistribution::union_all);
+    CHECK(k->redistribution == operator_state_redistribution::split_modulo);
   }
+  // 12 splits, 3 old subtasks: old 0 owned 0,3,6,9; old 1 owned 1,4,7,10; old 2 owned 2,5,8,11.
+  std::map<std::uint32_t, subtask_state> old;
+  for (std::uint32_t i = 0; i < 3; ++i) old.emplace(i, subtask_state{});
+  auto assign = [&](std::uint32_t p) {
+    return state_assignment(old, operator_role::source,
+                            operator_state_redistribution::split_modulo, p, 12);
+  };
+  // Unchanged parallelism: its own alone.
+  for (std::uint32_t i = 0; i < 3; ++i)
+    CHECK(assign(3).old_indexes_for(i) == std::vector<std::uint32_t>{i});
+  // 3 -> 2: new 0 owns 0,2,4,6,8,10 (old 0, 2, 1); new 1 owns 1,3,5,7,9,11 (all three).
+  CHECK(assign(2).old_indexes_for(0) == std::vector<std::uint32_t>{0, 1, 2});
+  // 3 -> 6: new 1 owns 1, 7 (both old 1); new 3 owns 3, 9 (both old 0).
+  CHECK(assign(6).old_indexes_for(1) == std::vector<std::uint32_t>{1});
+  CHECK(assign(6).old_indexes_for(3) == std::vector<std::uint32_t>{0});
+  // 3 -> 12: one split each.
+  CHECK(assign(12).old_indexes_for(5) == std::vector<std::uint32_t>{2});
+  CHECK_FALSE(assign(2).is_union());
+  // Over all subtasks: at most max parallelism states, never p^2.
+  std::map<std::uint32_t, subtask_state> many;
+  for (std::uint32_t i = 0; i < 1000; ++i) many.emplace(i, subtask_state{});
+  const state_assignment big(many, operator_role::source,
+                             operator_state_redistribution::split_modulo, 1000, 1024);
+  std::size_t sent = 0;
+  for (std::uint32_t i = 0; i < 1000; ++i) sent += big.old_indexes_for(i).size();
+  CHECK(sent <= 1024);
 }
 
-TEST_CASE("sequence source: 64 subtasks restore from the union of 64 at a large S") {
-  // The union assignment makes each of p subtasks read all p states: p * S tiny entries, parsed
-  // once per subtask (S = 4096 here; the largest, 32768, takes about 5 s in a debug build with
-  // sanitizers, the default 128 nothing to speak of).
+TEST_CASE("sequence source: 64 subtasks restore from 64 at a large S") {
+  // What each subtask receives follows the registered redistribution (split_modulo: its own old
+  // state at unchanged parallelism).
   const std::uint32_t max_parallelism = 4096;
   auto v = make_vertex("sequence_source", {{"count", "100000"}}, 64, max_parallelism);
   auto first = open_all(v);
@@ -345,7 +387,7 @@ TEST_CASE("sequence source: 64 subtasks restore from the union of 64 at a large 
   const auto started = std::chrono::steady_clock::now();
   const auto snap = snapshot_all(first);
   auto second = open_all(v, snap);
-  WARN("snapshot and union restore of 64 subtasks at S = 4096: "
+  WARN("snapshot and restore of 64 subtasks at S = 4096: "
        << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                 started)
               .count()
