@@ -203,8 +203,13 @@ std::optional<std::string> dispatcher::path_refusal(const job_graph& graph) cons
 
 std::optional<std::string> dispatcher::claim_refusal(const std::filesystem::path& source,
                                                      const job_id& new_job) const {
-  const confined_folder state_dir(options_.state_dir);
-  const std::filesystem::path absolute = confined_folder(source).root();
+  // Where the names really lead: a symlink in the state folder must not hide a live job's
+  // folder behind another name.
+  std::error_code ec;
+  const confined_folder state_dir(std::filesystem::weakly_canonical(options_.state_dir, ec));
+  if (ec) return "cannot resolve the state folder: " + ec.message();
+  const std::filesystem::path absolute = std::filesystem::weakly_canonical(source, ec);
+  if (ec) return "cannot resolve it: " + ec.message();
   if (!state_dir.lexically_contains(absolute)) return std::nullopt;
   const std::filesystem::path inside = absolute.lexically_relative(state_dir.root());
   if (inside.empty() || inside == ".") return "it is the state folder itself";
