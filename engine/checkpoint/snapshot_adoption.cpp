@@ -190,38 +190,46 @@ result<completed_checkpoint> snapshot_adoption::adopt(const fs::path& source_in,
     return error{"cannot adopt snapshot " + source.string() + ": " + target.string() +
                  " exists already"};
 
-  // 2. Shared files, linked under the same names.
-  const fs::path new_shared = job_dir / checkpoint_storage::shared_folder_name;
+  // 2. Shared files, linked under the same names. A failure from here on takes back what it
+  // made in the job's folder (only new names: the source keeps its own).
   std::vector<fs::path> folders{job_dir};
-  if (!planned->shared_links.empty()) {
-    for (const auto& [from, to] : planned->shared_links) {
-      if (auto r = make_folder_durably(to.parent_path()); !r) return r.err();
-      if (auto r = link_or_copy(from, to); !r) return r.err();
-      folders.push_back(to.parent_path());
-    }
+  std::vector<fs::path> made;
+  const fs::path staging = job_dir / staging_name(c.id);
+  const auto undo = [&](error e) -> result<completed_checkpoint> {
+    for (const auto& link : made) ::unlink(link.c_str());
+    (void)checkpoint_storage::discard_location(staging);
+    return e;
+  };
+  for (const auto& [from, to] : planned->shared_links) {
+    if (auto r = make_folder_durably(to.parent_path()); !r) return undo(r.err());
+    std::error_code exists_ec;
+    const bool there = fs::exists(fs::symlink_status(to, exists_ec));
+    if (auto r = link_or_copy(from, to); !r) return undo(r.err());
+    if (!there) made.push_back(to);
+    folders.push_back(to.parent_path());
   }
   if (crash && crash(step::shared_linked)) return crashed(step::shared_linked);
 
   // 3. The folder's files in a staging folder (a leftover of an interrupted adoption is ours).
-  const fs::path staging = job_dir / staging_name(c.id);
-  if (auto r = checkpoint_storage::discard_location(staging); !r) return r.err();
-  if (auto r = make_folder_durably(staging); !r) return r.err();
+  if (auto r = checkpoint_storage::discard_location(staging); !r) return undo(r.err());
+  if (auto r = make_folder_durably(staging); !r) return undo(r.err());
   folders.push_back(staging);
-  if (auto r = stage_files(source, staging, folders); !r) return r.err();
+  if (auto r = stage_files(source, staging, folders); !r) return undo(r.err());
   if (crash && crash(step::folder_staged)) return crashed(step::folder_staged);
   // write_file_durably renames a fresh temp over the name: nothing is written through a link.
   if (auto r = checkpoint_storage::write_file_durably(
           staging / checkpoint_storage::metadata_file_name,
           checkpoint_storage::encode_metadata(c));
       !r)
-    return r.err();
+    return undo(r.err());
   if (crash && crash(step::metadata_rewritten)) return crashed(step::metadata_rewritten);
 
   // 4. Every changed folder durable (copies were fsynced as they were made), then published.
   for (auto it = folders.rbegin(); it != folders.rend(); ++it)
-    if (auto r = fsync_dir(*it); !r) return r.err();
+    if (auto r = fsync_dir(*it); !r) return undo(r.err());
   if (crash && crash(step::synced)) return crashed(step::synced);
-  if (::rename(staging.c_str(), target.c_str()) != 0) return os_error("rename to", target, errno);
+  if (::rename(staging.c_str(), target.c_str()) != 0)
+    return undo(os_error("rename to", target, errno));
   if (auto r = fsync_dir(job_dir); !r) return r.err();
   if (crash && crash(step::published)) return crashed(step::published);
   return c;

@@ -30,8 +30,9 @@ namespace snapflow {
 //  4. fsyncs what it copied and every folder it changed, then renames the staging folder to
 //     `chk-<id>` and fsyncs the job folder: from here the job has the checkpoint.
 // The source is untouched until release_source(), called once the job that owns the copy is
-// persisted. A crash before the rename leaves a staging folder and links the new job's start
-// sweeps away; after it, two complete copies (the source still the user's).
+// persisted. A failure takes back the links and the staging folder it made; a crash before the
+// rename leaves them (the next adoption replaces the staging folder, the job's start sweeps
+// unnamed shared links away); after it, two complete copies (the source still the user's).
 class snapshot_adoption {
  public:
   enum class step : std::uint8_t {

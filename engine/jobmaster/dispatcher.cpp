@@ -150,18 +150,27 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
         restore = std::move(*adopted);
       }
     }
+    // A CLAIM refused before the job is persisted leaves the snapshot where it was: the copy
+    // goes. Once the job file is written, a restarted coordinator resumes the job from it.
+    const auto refuse_after_adoption = [&](submit_failure why, std::string message) {
+      if (claim == recovery_claim_mode::claim && restore)
+        (void)checkpoint_storage::discard_location(restore->location);
+      refuse(why, std::move(message));
+    };
     // Where the job comes from is durable before the job is: a resumed job knows it.
     job_master::restore_origin origin;
     if (savepoint) {
       origin.path = savepoint->string();
       origin.mode = claim;
       if (auto recorded = persist_restore_origin(self->job_folder(graph.id), origin); !recorded)
-        return refuse(submit_failure::storage, "cannot persist job: " + recorded.err().message);
+        return refuse_after_adoption(submit_failure::storage,
+                                     "cannot persist job: " + recorded.err().message);
     }
     auto written = checkpoint_storage::write_file_durably(self->job_folder(graph.id) / "job",
                                                           encode_job_graph(graph));
     if (!written)
-      return refuse(submit_failure::storage, "cannot persist job: " + written.err().message);
+      return refuse_after_adoption(submit_failure::storage,
+                                   "cannot persist job: " + written.err().message);
     job_summary progress;
     progress.start_time_ms = start_time_ms;
     written = checkpoint_storage::write_file_durably(self->job_folder(graph.id) / "progress",

@@ -183,6 +183,7 @@ TEST_CASE("snapshot adoption: refusals leave the source and the job folder as th
     INFO(r.err().message);
     CHECK_THAT(r.err().message, Catch::Contains(why));
     CHECK(recovered(new_job).empty());
+    CHECK(contents(new_job).empty());  // nothing linked or staged is left behind
   };
 
   SECTION("missing metadata") {
