@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   add_common(submit, true);
   submit->add_option("file", file, "job file (TOML)")->required();
   submit->add_option("--from-savepoint", savepoint,
-                     "start from this savepoint folder (or a retained checkpoint's chk-<id> folder)");
+                     "start from this savepoint folder (or a retained checkpoint's "
+                     "chk-<id> folder)");
   submit->add_option("--claim-mode", claim_mode,
                      "who owns the snapshot afterwards: no-claim (it stays yours; the job never "
                      "changes or deletes it) or claim (the job takes it over as its oldest "

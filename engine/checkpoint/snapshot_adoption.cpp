@@ -38,7 +38,8 @@ result<void> make_folder_durably(const fs::path& dir) {
     if (p == p.parent_path()) break;
   }
   for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    if (::mkdir(it->c_str(), 0755) != 0 && errno != EEXIST) return os_error("create folder", *it, errno);
+    if (::mkdir(it->c_str(), 0755) != 0 && errno != EEXIST)
+      return os_error("create folder", *it, errno);
     if (auto r = fsync_dir(posix_io::parent_or_dot(*it)); !r) return r;
   }
   return success();
@@ -56,7 +57,8 @@ result<void> copy_durably(const fs::path& from, const fs::path& to) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return os_error("read", from, errno);
     if (n == 0) break;
-    if (auto w = posix_io::write_all(out.get(), std::string_view(buffer.data(), n), to); !w) return w;
+    const std::string_view chunk(buffer.data(), static_cast<std::size_t>(n));
+    if (auto w = posix_io::write_all(out.get(), chunk, to); !w) return w;
   }
   if (::fsync(out.get()) != 0) return os_error("fsync", to, errno);
   return success();
@@ -89,13 +91,14 @@ result<fs::path> confined_name(const confined_folder& folder, const std::string&
   if (ec || st.type() != fs::file_type::regular)
     return error{std::string(what) + " " + path + " is missing or not a regular file"};
   fs::path name = admitted->lexically_relative(folder.root());
-  if (name.empty() || name == ".") return error{std::string(what) + " " + path + " names its folder"};
+  if (name.empty() || name == ".")
+    return error{std::string(what) + " " + path + " names its folder"};
   return name;
 }
 
 struct adoption_plan {
-  completed_checkpoint checkpoint;                 // rewritten for the new job
-  std::map<fs::path, fs::path> shared_links;       // old shared file -> new one
+  completed_checkpoint checkpoint;            // rewritten for the new job
+  std::map<fs::path, fs::path> shared_links;  // old shared file -> new one
 };
 
 // Steps 1 and the metadata of 3: what to link, and the metadata naming the new places.
@@ -110,7 +113,8 @@ result<adoption_plan> plan(const fs::path& source, const fs::path& job_dir, cons
   completed_checkpoint& c = out.checkpoint;
   const fs::path target = checkpoint_storage::checkpoint_dir(job_dir, c.id);
   const confined_folder own(source);
-  const confined_folder old_shared(own.root().parent_path() / checkpoint_storage::shared_folder_name);
+  const confined_folder old_shared(own.root().parent_path() /
+                                   checkpoint_storage::shared_folder_name);
   const fs::path new_shared = job_dir / checkpoint_storage::shared_folder_name;
   for (auto& [subtask, state] : c.subtask_states) {
     for (state_handle& h : state.handles) {

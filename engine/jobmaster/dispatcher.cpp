@@ -178,7 +178,8 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
     if (!written)
       return refuse(submit_failure::storage, "cannot persist job: " + written.err().message);
     // The job owns its copy now: the snapshot's old place goes.
-    if (savepoint && claim == recovery_claim_mode::claim) self->release_claimed(*savepoint, graph.id);
+    if (savepoint && claim == recovery_claim_mode::claim)
+      self->release_claimed(*savepoint, graph.id);
     auto state = job_master::load_durable_state(self->options_.state_dir, graph, restore);
     if (!state)
       return refuse(submit_failure::storage,

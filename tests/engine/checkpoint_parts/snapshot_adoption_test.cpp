@@ -68,7 +68,8 @@ completed_checkpoint write_savepoint(const fs::path& folder) {
   c.kind = checkpoint_trigger_kind::savepoint;
   c.location = folder.string();
   subtask_state s;
-  s.handles.push_back(write_state(folder / "state-0", "savepoint state", handle_sharing::exclusive));
+  s.handles.push_back(
+      write_state(folder / "state-0", "savepoint state", handle_sharing::exclusive));
   c.subtask_states[subtask_id{1, 0}] = s;
   write_metadata(c);
   return c;
@@ -281,4 +282,26 @@ TEST_CASE("snapshot adoption: a crash after any step leaves a complete copy, and
     REQUIRE(recovered(new_job).size() == 1);
     check_restorable(recovered(new_job)[0]);
   }
+}
+
+TEST_CASE("snapshot adoption: across file systems the files are copied, not linked") {
+  std::error_code ec;
+  struct stat shm {}, tmp {};
+  if (!fs::is_directory("/dev/shm", ec) || ::stat("/dev/shm", &shm) != 0 ||
+      ::stat(fs::temp_directory_path().c_str(), &tmp) != 0 || shm.st_dev == tmp.st_dev) {
+    WARN("no second file system (/dev/shm) here: the copy fallback is not exercised");
+    return;
+  }
+  testing::temp_folder other("adopt", "/dev/shm");
+  testing::temp_folder state("adopt");
+  const fs::path old_job = other.path() / "old-job", new_job = state.path() / "new-job";
+  write_checkpoint(old_job, 3, {"a.sst"});
+  const fs::path source = checkpoint_storage::checkpoint_dir(old_job, 3);
+  auto adopted = snapshot_adoption::adopt(source, new_job, "new-job");
+  REQUIRE(adopted);
+  CHECK(inode(new_job / "chk-3" / "own-0") != inode(source / "own-0"));
+  auto found = recovered(new_job);
+  REQUIRE(found.size() == 1);
+  REQUIRE(snapshot_adoption::release_source(source));
+  check_restorable(found[0]);
 }

@@ -821,7 +821,8 @@ TEST_CASE("REST NO_CLAIM: the snapshot's files stay byte for byte and untouched 
   REQUIRE(before.size() >= 6);  // two folders' own files and metadata, three shared files
 
   // Two jobs from the same snapshot: the default mode, and NO_CLAIM named.
-  auto first = f.call("POST", "/jobs", claim_job_text(1), 202, {{"fromSavepoint", snapshot.string()}});
+  auto first =
+      f.call("POST", "/jobs", claim_job_text(1), 202, {{"fromSavepoint", snapshot.string()}});
   auto second = f.call("POST", "/jobs", claim_job_text(1), 202,
                        {{"fromSavepoint", snapshot.string()}, {"claimMode", "No_Claim"}});
   const job_id a = first["jobid"], b = second["jobid"];
@@ -896,8 +897,9 @@ TEST_CASE("REST CLAIM: the job takes a retained checkpoint over, restores from i
   // Moved: gone from the old job, which keeps chk-2 whole; a (used by chk-1 only) left it.
   CHECK_FALSE(fs::exists(source));
   CHECK(fs::exists(job_dir / "chk-1" / "_metadata"));
-  for (const auto& h : checkpoint_storage::read_metadata(f.state_dir / old / "chk-2")->all_handles())
-    CHECK(checkpoint_storage::verify_state(h));
+  const auto kept = checkpoint_storage::read_metadata(f.state_dir / old / "chk-2");
+  REQUIRE(kept);
+  for (const auto& h : kept->all_handles()) CHECK(checkpoint_storage::verify_state(h));
   CHECK_FALSE(fs::exists(f.state_dir / old / "shared" / "a"));
   CHECK(fs::exists(job_dir / "shared" / "a"));
   CHECK(fs::exists(job_dir / "shared" / "b"));
