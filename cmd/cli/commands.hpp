@@ -35,8 +35,10 @@ struct local_options {
 // exits, 130 after Ctrl-C. A worker that exits is started again (a bounded number of times).
 int run_local(const local_options& options);
 
+// `claim_mode`: "claim" or "no-claim" (any case), sent as claimMode=CLAIM|NO_CLAIM.
 int run_submit(const common_options& c, const std::string& file,
-               const std::optional<std::string>& from_savepoint);
+               const std::optional<std::string>& from_savepoint,
+               const std::optional<std::string>& claim_mode = std::nullopt);
 int run_list(const common_options& c);
 int run_status(const common_options& c, const std::string& job);
 int run_checkpoints(const common_options& c, const std::string& job);

@@ -7,6 +7,7 @@
 #include "cmd/cli/commands.hpp"
 #include "cmd/process_logging.hpp"
 #include "cmd/thread_scheduling.hpp"
+#include "graph/recovery_claim_mode.hpp"
 
 int main(int argc, char** argv) {
   using namespace snapflow::cli;
@@ -62,13 +63,28 @@ int main(int argc, char** argv) {
 
   std::string job, file, folder;
   std::optional<std::string> savepoint;
+  std::optional<std::string> claim_mode;
   long long interval_ms = 0;
   bool cancel_after = false;
 
   auto* submit = app.add_subcommand("submit", "submit a job file");
   add_common(submit, true);
   submit->add_option("file", file, "job file (TOML)")->required();
-  submit->add_option("--from-savepoint", savepoint, "start from this savepoint folder");
+  submit->add_option("--from-savepoint", savepoint,
+                     "start from this savepoint folder (or a retained checkpoint's "
+                     "chk-<id> folder)");
+  submit->add_option("--claim-mode", claim_mode,
+                     "who owns the snapshot afterwards: no-claim (it stays yours; the job never "
+                     "changes or deletes it) or claim (the job takes it over as its oldest "
+                     "checkpoint and deletes it once subsumed); only with --from-savepoint")
+      ->check(
+          [](const std::string& text) {
+            return snapflow::parse_recovery_claim_mode(text)
+                       ? std::string()
+                       : "'" + text + "' is not a claim mode: claim or no-claim";
+          },
+          "claim or no-claim")
+      ->needs("--from-savepoint");
   auto* list = app.add_subcommand("list", "list jobs");
   add_common(list, true);
   auto* status = app.add_subcommand("status", "show one job");
@@ -128,7 +144,7 @@ int main(int argc, char** argv) {
     }
     common.rest.token = *token;
   }
-  if (submit->parsed()) return run_submit(common, file, savepoint);
+  if (submit->parsed()) return run_submit(common, file, savepoint, claim_mode);
   if (list->parsed()) return run_list(common);
   if (status->parsed()) return run_status(common, job);
   if (checkpoints->parsed()) return run_checkpoints(common, job);

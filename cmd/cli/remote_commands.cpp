@@ -8,6 +8,7 @@
 
 #include "cmd/cli/commands.hpp"
 #include "cmd/cli/rest_client.hpp"
+#include "graph/recovery_claim_mode.hpp"
 #include "transport/curve_keys.hpp"
 
 namespace snapflow::cli {
@@ -45,7 +46,14 @@ result<json> await_operation(const rest_client& client, const std::string& path)
 }  // namespace
 
 int run_submit(const common_options& c, const std::string& file,
-               const std::optional<std::string>& from_savepoint) {
+               const std::optional<std::string>& from_savepoint,
+               const std::optional<std::string>& claim_mode) {
+  std::optional<recovery_claim_mode> claim;
+  if (claim_mode) {
+    claim = parse_recovery_claim_mode(*claim_mode);
+    if (!claim) return fail("'" + *claim_mode + "' is not a claim mode: claim or no-claim");
+    if (!from_savepoint) return fail("--claim-mode needs --from-savepoint");
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) return fail("cannot read job file " + file);
   std::stringstream text;
@@ -53,6 +61,7 @@ int run_submit(const common_options& c, const std::string& file,
   rest_client client(c.coordinator, c.rest);
   std::string path = "/jobs?name=" + query_value(file);
   if (from_savepoint) path += "&fromSavepoint=" + query_value(*from_savepoint);
+  if (claim) path += "&claimMode=" + std::string(to_string(*claim));
   auto r = client.post(path, text.str(), "application/toml");
   if (!r) return fail(r.err().message);
   if (c.json)

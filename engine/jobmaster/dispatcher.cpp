@@ -11,7 +11,9 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
+#include "engine/checkpoint/snapshot_adoption.hpp"
 #include "engine/jobmaster/state_assignment.hpp"
+#include "engine/paths/confined_folder.hpp"
 #include "engine/paths/job_paths.hpp"
 #include "graph/job_graph_codec.hpp"
 
@@ -77,7 +79,7 @@ std::filesystem::path dispatcher::job_folder(const job_id& id) const {
 }
 
 void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> savepoint,
-                        submit_callback done) {
+                        submit_callback done, recovery_claim_mode claim) {
   if (graph.id.empty()) graph.id = generate_job_id();
   if (jobs_.contains(graph.id) || ended_.contains(graph.id) || submitting_.contains(graph.id)) {
     done(error{"a job with id " + graph.id + " exists already"}, submit_failure::conflict);
@@ -92,6 +94,23 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
          submit_failure::refused);
     return;
   }
+  if (claim == recovery_claim_mode::claim) {
+    if (!savepoint) {
+      done(error{"claim mode CLAIM needs a snapshot to restore from"}, submit_failure::refused);
+      return;
+    }
+    if (!graph.checkpointing) {
+      done(error{"job '" + graph.name + "' cannot claim " + savepoint->string() +
+                 ": it takes no checkpoints, and a claimed snapshot becomes its checkpoint "
+                 "(submit it with claim mode NO_CLAIM)"},
+           submit_failure::refused);
+      return;
+    }
+    if (auto why = claim_refusal(*savepoint, graph.id)) {
+      done(error{"cannot claim " + savepoint->string() + ": " + *why}, submit_failure::refused);
+      return;
+    }
+  }
   // From here the answer comes from the I/O executor's work: the id stays reserved until then.
   submitting_.insert(graph.id);
   done = [self = shared_from_this(), id = graph.id, done = std::move(done)](
@@ -102,7 +121,7 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
   auto self = shared_from_this();
   const std::int64_t start_time_ms = coordinator_clock::now_us() / 1000;
   asio::post(options_.io_executor, [self, graph = std::move(graph), savepoint, start_time_ms,
-                                    done = std::move(done)]() mutable {
+                                    claim, done = std::move(done)]() mutable {
     // Everything that touches disk happens here, on the I/O executor: the coordinator thread
     // only gets the prepared state.
     const auto refuse = [&](submit_failure why, std::string message) {
@@ -120,27 +139,58 @@ void dispatcher::submit(job_graph graph, std::optional<std::filesystem::path> sa
         return refuse(submit_failure::refused,
                       "cannot restore from savepoint " + savepoint->string() + ": " + *mismatch);
       restore = std::move(*read);
+      if (claim == recovery_claim_mode::claim) {
+        // Adopted before the job is persisted: a crash before the job exists leaves the
+        // snapshot where it was (and a copy nobody uses); after, the job resumes from its copy.
+        auto adopted = snapshot_adoption::adopt(*savepoint, self->options_.state_dir / graph.id,
+                                                graph.id);
+        if (!adopted)
+          return refuse(submit_failure::refused,
+                        "cannot claim " + savepoint->string() + ": " + adopted.err().message);
+        restore = std::move(*adopted);
+      }
+    }
+    // A CLAIM refused before the job is persisted leaves the snapshot where it was: the copy
+    // goes. Once the job file is written, a restarted coordinator resumes the job from it.
+    const auto refuse_after_adoption = [&](submit_failure why, std::string message) {
+      if (claim == recovery_claim_mode::claim && restore)
+        (void)checkpoint_storage::discard_location(restore->location);
+      refuse(why, std::move(message));
+    };
+    // Where the job comes from is durable before the job is: a resumed job knows it.
+    job_master::restore_origin origin;
+    if (savepoint) {
+      origin.path = savepoint->string();
+      origin.mode = claim;
+      if (auto recorded = persist_restore_origin(self->job_folder(graph.id), origin); !recorded)
+        return refuse_after_adoption(submit_failure::storage,
+                                     "cannot persist job: " + recorded.err().message);
     }
     auto written = checkpoint_storage::write_file_durably(self->job_folder(graph.id) / "job",
                                                           encode_job_graph(graph));
     if (!written)
-      return refuse(submit_failure::storage, "cannot persist job: " + written.err().message);
+      return refuse_after_adoption(submit_failure::storage,
+                                   "cannot persist job: " + written.err().message);
     job_summary progress;
     progress.start_time_ms = start_time_ms;
     written = checkpoint_storage::write_file_durably(self->job_folder(graph.id) / "progress",
                                                      encode_progress(progress));
     if (!written)
       return refuse(submit_failure::storage, "cannot persist job: " + written.err().message);
+    // The job owns its copy now: the snapshot's old place goes.
+    if (savepoint && claim == recovery_claim_mode::claim)
+      self->release_claimed(*savepoint, graph.id);
     auto state = job_master::load_durable_state(self->options_.state_dir, graph, restore);
     if (!state)
       return refuse(submit_failure::storage,
                     "cannot open the job's checkpoint state: " + state.err().message);
     asio::post(self->executor_, [self, graph = std::move(graph), restore = std::move(restore),
                                  state = std::move(*state), start_time_ms,
+                                 origin = std::move(origin),
                                  done = std::move(done)]() mutable {
       const job_id id = graph.id;
       auto started = self->start_job(std::move(graph), std::move(restore), std::move(state),
-                                     start_time_ms);
+                                     start_time_ms, 0, std::move(origin));
       if (!started) {
         done(started.err(), submit_failure::refused);
         return;
@@ -161,10 +211,91 @@ std::optional<std::string> dispatcher::path_refusal(const job_graph& graph) cons
   return std::nullopt;
 }
 
+std::optional<std::string> dispatcher::claim_refusal(const std::filesystem::path& source,
+                                                     const job_id& new_job) const {
+  // Where the names really lead: a symlink in the state folder must not hide a live job's
+  // folder behind another name.
+  std::error_code ec;
+  const confined_folder state_dir(std::filesystem::weakly_canonical(options_.state_dir, ec));
+  if (ec) return "cannot resolve the state folder: " + ec.message();
+  const std::filesystem::path absolute = std::filesystem::weakly_canonical(source, ec);
+  if (ec) return "cannot resolve it: " + ec.message();
+  if (!state_dir.lexically_contains(absolute)) return std::nullopt;
+  const std::filesystem::path inside = absolute.lexically_relative(state_dir.root());
+  if (inside.empty() || inside == ".") return "it is the state folder itself";
+  const std::string owner = inside.begin()->string();
+  if (owner == "jobs") return "it lies among the coordinator's job records";
+  if (owner == new_job) return "it lies in the new job's own folder";
+  if (submitting_.contains(owner))
+    return "it belongs to job " + owner + ", which is being submitted";
+  if (job_master* m = find(owner); m != nullptr && !is_globally_terminal(m->status()))
+    return "it is a checkpoint of job " + owner + ", which is still " +
+           std::string(to_string(m->status())) +
+           " and owns it (claim a retained checkpoint once its job has ended, or a savepoint)";
+  return std::nullopt;
+}
+
+void dispatcher::release_claimed(const std::filesystem::path& source, const job_id& job) {
+  if (auto released = snapshot_adoption::release_source(source); !released) {
+    spdlog::warn("job {}: claimed {}, but cannot remove it from its old place: {}", job,
+                 source.string(), released.err().message);
+    return;
+  }
+  spdlog::info("job {}: claimed {}: the job owns it now, and it was removed from its old place",
+               job, source.string());
+  // Another job's retained checkpoint: that job's shared files only it used go too (the new
+  // job holds its own links to them).
+  const confined_folder state_dir(options_.state_dir);
+  const std::filesystem::path absolute = confined_folder(source).root();
+  if (!state_dir.lexically_contains(absolute) ||
+      absolute.parent_path().parent_path() != state_dir.root() ||
+      !checkpoint_storage::checkpoint_folder_id(absolute.filename().string()))
+    return;
+  sweep_ended(absolute.parent_path().filename().string());
+}
+
+result<void> dispatcher::persist_restore_origin(const std::filesystem::path& folder,
+                                                const job_master::restore_origin& origin) {
+  if (origin.path.find('\n') != std::string::npos)
+    return error{"the snapshot's path holds a line break"};
+  return checkpoint_storage::write_file_durably(
+      folder / "restore",
+      "claim-mode=" + std::string(to_string(origin.mode)) + "\npath=" + origin.path + "\n");
+}
+
+std::optional<completed_checkpoint> dispatcher::read_restore_origin(
+    const std::filesystem::path& folder, job_master::restore_origin& origin) {
+  std::error_code ec;
+  if (!std::filesystem::exists(folder / "restore", ec)) return std::nullopt;
+  auto text = checkpoint_storage::read_file(folder / "restore", max_small_file_bytes);
+  if (!text) {
+    origin.unreadable = text.err().message;
+    return std::nullopt;
+  }
+  std::string_view rest(*text);
+  while (!rest.empty()) {
+    const std::size_t eol = rest.find('\n');
+    const std::string_view line = rest.substr(0, eol);
+    rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
+    if (line.starts_with("path="))
+      origin.path = std::string(line.substr(5));
+    else if (line.starts_with("claim-mode="))
+      origin.mode = parse_recovery_claim_mode(line.substr(11)).value_or(origin.mode);
+  }
+  // A claimed snapshot is one of the job's own checkpoints now: recovery finds it there.
+  if (origin.mode == recovery_claim_mode::claim || origin.path.empty()) return std::nullopt;
+  auto read = checkpoint_storage::read_metadata(origin.path);
+  if (!read) {
+    origin.unreadable = read.err().message;
+    return std::nullopt;
+  }
+  return std::move(*read);
+}
+
 result<std::shared_ptr<job_master>> dispatcher::start_job(
     job_graph graph, std::optional<completed_checkpoint> restore,
     std::optional<job_master::durable_state> state, std::int64_t start_time_ms,
-    std::int32_t restarts) {
+    std::int32_t restarts, job_master::restore_origin origin) {
   auto gateway = options_.checkpoint_gateway_for ? options_.checkpoint_gateway_for(graph.id)
                                                  : checkpoint_gateway_;
   job_master::options o{options_.state_dir, options_.io_executor, options_.restart};
@@ -172,6 +303,7 @@ result<std::shared_ptr<job_master>> dispatcher::start_job(
   o.slot_wait_timeout = options_.slot_wait_timeout;
   o.start_time_ms = start_time_ms;
   o.restarts = restarts;
+  o.origin = std::move(origin);
   auto created = job_master::create(executor_, std::move(graph), workers_, deployer_,
                                     gateway, std::move(o), std::move(state));
   if (!created) return created.err();
@@ -195,8 +327,13 @@ result<std::shared_ptr<job_master>> dispatcher::start_job(
     if (auto s = self->summary(id)) self->persist_progress(id, *s);
   });
   jobs_[id] = master;
-  spdlog::info("job {} ('{}') submitted: {} subtasks", id, master->graph().job().name,
-               master->graph().num_subtasks());
+  if (const auto& from = master->origin(); !from.path.empty())
+    spdlog::info("job {} ('{}') submitted: {} subtasks, restoring from {} (claim mode {})", id,
+                 master->graph().job().name, master->graph().num_subtasks(), from.path,
+                 to_string(from.mode));
+  else
+    spdlog::info("job {} ('{}') submitted: {} subtasks", id, master->graph().job().name,
+                 master->graph().num_subtasks());
   // The setting is kept (it travels with the job and shows in REST), but the runtime has no
   // unaligned mode yet: say so instead of letting the user believe barriers overtake data.
   if (const auto& c = master->graph().job().checkpointing; c && c->config.unaligned)
@@ -261,8 +398,11 @@ std::vector<job_id> dispatcher::recover() {
     // The resumed job keeps when it was submitted and how often it restarted.
     job_summary progress;
     read_progress(folder, progress);
-    auto started = start_job(std::move(*graph), std::nullopt, std::nullopt,
-                             progress.start_time_ms, progress.restarts);
+    // A NO_CLAIM job resumed before its first checkpoint restores from its snapshot again.
+    job_master::restore_origin origin;
+    auto restore = read_restore_origin(folder, origin);
+    auto started = start_job(std::move(*graph), std::move(restore), std::nullopt,
+                             progress.start_time_ms, progress.restarts, std::move(origin));
     if (!started) {
       spdlog::error("cannot resume job {}: {}", id, started.err().message);
       continue;

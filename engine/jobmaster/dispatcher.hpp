@@ -13,6 +13,7 @@
 #include <asio/any_io_executor.hpp>
 
 #include "engine/jobmaster/job_master.hpp"
+#include "graph/recovery_claim_mode.hpp"
 
 namespace snapflow {
 
@@ -65,10 +66,20 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
 
   // Validates, persists (on the I/O executor), then starts the job; `done` runs on the
   // coordinator executor, once the job is known (find() finds it) or refused. With
-  // `savepoint`, the job starts from that savepoint's state, checked before anything is
-  // persisted.
+  // `savepoint` (a savepoint or a retained checkpoint's folder), the job starts from that
+  // snapshot's state, checked before anything is persisted. `claim` says who owns the snapshot
+  // afterwards (recovery_claim_mode.hpp): with CLAIM it is adopted into the job's folder
+  // (snapshot_adoption.hpp) before the job is persisted and removed from its place after; a
+  // job without checkpointing, a snapshot in the folder of a job that has not ended, or one
+  // of the state folder's own files is refused.
   void submit(job_graph graph, std::optional<std::filesystem::path> savepoint,
-              submit_callback done);
+              submit_callback done,
+              recovery_claim_mode claim = recovery_claim_mode::no_claim);
+  // Why `source` may not be claimed by the new job `new_job`: it lies in the folder of a job
+  // that has not ended (or is being submitted), in the new job's own folder, or in the jobs'
+  // records. Nothing when it may (it is elsewhere, or an ended job's retained checkpoint).
+  std::optional<std::string> claim_refusal(const std::filesystem::path& source,
+                                           const job_id& new_job) const;
   // Why `graph` may not run here: a file parameter (param_spec::is_path) outside the data
   // roots of a registered worker (any of them may be given the subtask). Workers that sent no
   // roots are not checked here (they check at deployment). Nothing when every path is inside.
@@ -103,7 +114,20 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   result<std::shared_ptr<job_master>> start_job(
       job_graph graph, std::optional<completed_checkpoint> restore,
       std::optional<job_master::durable_state> state = std::nullopt,
-      std::int64_t start_time_ms = 0, std::int32_t restarts = 0);
+      std::int64_t start_time_ms = 0, std::int32_t restarts = 0,
+      job_master::restore_origin origin = {});
+  // For a job restored from a snapshot: <job folder>/restore, what it was restored from
+  // (`claim-mode=...`, `path=...`), so a restarted coordinator resumes a NO_CLAIM job that had
+  // no checkpoint of its own yet from the snapshot again.
+  static result<void> persist_restore_origin(const std::filesystem::path& folder,
+                                             const job_master::restore_origin& origin);
+  // What recover() resumes such a job from: the snapshot again (NO_CLAIM), nothing (CLAIM: it
+  // is the job's own checkpoint), or, when it cannot be read any more, the reason in `origin`.
+  static std::optional<completed_checkpoint> read_restore_origin(
+      const std::filesystem::path& folder, job_master::restore_origin& origin);
+  // After a CLAIM: the adopted snapshot's folder removed, and the shared files only it used
+  // removed from the old job's folder when it was another job's retained checkpoint.
+  void release_claimed(const std::filesystem::path& source, const job_id& job);
   // Keeps the job that ended in `folder` (it has `terminal`) as a summary.
   void load_ended(const std::filesystem::path& folder);
   // Cleans up after a crash between an ended job's end and its coordinator's cleanup.

@@ -325,6 +325,16 @@ void job_master::deploy_all(const std::vector<worker_id>& slots) {
     }
     restore = std::move(*latest);
   }
+  if (!restore && !options_.origin.unreadable.empty()) {
+    // A NO_CLAIM job resumed before its first checkpoint whose snapshot is gone: starting
+    // empty would silently lose the state it was submitted with.
+    failure_cause_ = "cannot restore from " + options_.origin.path + ": " +
+                     options_.origin.unreadable;
+    spdlog::error("job {}: {}", id(), *failure_cause_);
+    release_slots();
+    end(job_status::failed);
+    return;
+  }
   if (!restore && options_.restore_from) {
     restore = options_.restore_from;
     if (auto* coordinator = graph_->get_checkpoint_coordinator())

@@ -18,6 +18,7 @@
 #include "engine/jobmaster/restart_strategy.hpp"
 #include "engine/jobmaster/task_deployment.hpp"
 #include "engine/jobmaster/worker_registry.hpp"
+#include "graph/recovery_claim_mode.hpp"
 
 namespace snapflow {
 
@@ -30,6 +31,14 @@ namespace snapflow {
 // slots as its largest parallelism, and a pipeline's stages sit together.
 class job_master : public std::enable_shared_from_this<job_master> {
  public:
+  // The snapshot a job was submitted from (`submit --from-savepoint`), as the user named it.
+  struct restore_origin {
+    std::string path;  // empty: the job was not submitted from a snapshot
+    recovery_claim_mode mode = recovery_claim_mode::no_claim;
+    // Set when a resumed job's NO_CLAIM snapshot could not be read again: a job that completed
+    // no checkpoint of its own then fails with this instead of starting empty.
+    std::string unreadable;
+  };
   struct options {
     std::filesystem::path state_dir;  // checkpoints under <state_dir>/<job-id>
     asio::any_io_executor io_executor;
@@ -38,6 +47,8 @@ class job_master : public std::enable_shared_from_this<job_master> {
     // Start from this checkpoint or savepoint when the job's own store has nothing newer
     // (submit --from-savepoint).
     std::optional<completed_checkpoint> restore_from;
+    // Where the job was submitted from, and who owns that snapshot (shown by REST and logged).
+    restore_origin origin;
     // How long the job waits for enough free slots (at its start or a restart) before it
     // fails with "needs N slots, M available" (Flink's slot.request.timeout, also 5 min).
     std::chrono::milliseconds slot_wait_timeout{std::chrono::minutes(5)};
@@ -111,6 +122,7 @@ class job_master : public std::enable_shared_from_this<job_master> {
   }
   const std::optional<std::string>& failure_cause() const { return failure_cause_; }
   std::optional<checkpoint_id> restored_from() const { return restored_from_; }
+  const restore_origin& origin() const { return options_.origin; }
 
  private:
   job_master(asio::any_io_executor executor, std::shared_ptr<execution_graph> graph,

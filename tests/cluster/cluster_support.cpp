@@ -49,6 +49,13 @@ http_result rest_client::post(const std::string& path, const std::string& body) 
   return to_result(client.Post(path.c_str(), body, "application/toml"));
 }
 
+http_result rest_client::patch(const std::string& path) const {
+  httplib::Client client(host_, port_);
+  client.set_connection_timeout(2);
+  client.set_read_timeout(10);
+  return to_result(client.Patch(path.c_str()));
+}
+
 coordinator_process::coordinator_process(const std::filesystem::path& state_dir,
                                          std::vector<std::string> extra_args,
                                          const std::string& bind, int heartbeat_timeout) {

@@ -45,6 +45,7 @@ class rest_client {
   rest_client(std::string host, int port) : host_(std::move(host)), port_(port) {}
   http_result get(const std::string& path) const;
   http_result post(const std::string& path, const std::string& body) const;
+  http_result patch(const std::string& path) const;
 
  private:
   std::string host_;

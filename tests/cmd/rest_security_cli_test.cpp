@@ -182,6 +182,31 @@ TEST_CASE("CLI: submit answers once the job is known, and exits 1 with the reaso
   CHECK_THAT(status.out, Catch::Contains("cli-secure"));
 }
 
+TEST_CASE("CLI: submit --claim-mode takes claim or no-claim with --from-savepoint, and exits "
+          "non-zero with the reason otherwise") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "job.toml") << job_text;
+  const std::string job = (dir.path() / "job.toml").string();
+  // Refused before any request: no coordinator listens here.
+  auto bad = run_cli({"submit", job, "--coordinator", "127.0.0.1:1", "--from-savepoint", "sp",
+                      "--claim-mode", "sometimes"});
+  REQUIRE(bad.code);
+  CHECK(*bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("sometimes") && Catch::Contains("claim or no-claim"));
+  auto alone = run_cli({"submit", job, "--coordinator", "127.0.0.1:1", "--claim-mode", "claim"});
+  REQUIRE(alone.code);
+  CHECK(*alone.code == 2);
+  CHECK_THAT(alone.err, Catch::Contains("--from-savepoint"));
+  // The coordinator's refusal: CLAIM takes over only what lies in its own folders.
+  child_process coordinator(coordinator_args(dir, "state", {"--rest-port", "0"}));
+  const std::string address = "127.0.0.1:" + std::to_string(rest_port(coordinator));
+  auto outside = run_cli({"submit", job, "--coordinator", address, "--from-savepoint", "/etc",
+                          "--claim-mode", "CLAIM"});
+  REQUIRE(outside.code);
+  CHECK(*outside.code != 0);
+  CHECK_THAT(outside.err, Catch::Contains("/etc") && Catch::Contains("claimMode=CLAIM"));
+}
+
 TEST_CASE("CLI: list and status answer while 64 slowloris connections hold the REST port") {
   temp_dir dir;
   std::ofstream(dir.path() / "job.toml") << job_text;

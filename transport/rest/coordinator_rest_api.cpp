@@ -229,9 +229,22 @@ void coordinator_rest_api::submit(const rest_request& r, responder answer) {
   if (!parsed) return answer(error_response(400, parsed.error().what()));
   if (auto confined = confine_savepoint_dir(parsed.value()); !confined)
     return answer(error_response(400, confined.err().message));
+  // Flink's name and values, in any case; only with a snapshot to restore from.
+  recovery_claim_mode claim = recovery_claim_mode::no_claim;
+  const auto from = r.query.find("fromSavepoint");
+  const bool restoring = from != r.query.end() && !from->second.empty();
+  if (auto it = r.query.find("claimMode"); it != r.query.end()) {
+    auto parsed_mode = parse_recovery_claim_mode(it->second);
+    if (!parsed_mode || it->second.find('-') != std::string::npos)
+      return answer(error_response(400, "claimMode '" + it->second +
+                                            "' is not one of CLAIM, NO_CLAIM"));
+    if (!restoring)
+      return answer(error_response(400, "claimMode is only valid together with fromSavepoint"));
+    claim = *parsed_mode;
+  }
   std::optional<std::filesystem::path> savepoint;
-  if (auto it = r.query.find("fromSavepoint"); it != r.query.end() && !it->second.empty()) {
-    auto source = restore_source(it->second);
+  if (restoring) {
+    auto source = restore_source(from->second, claim == recovery_claim_mode::claim);
     if (!source) return answer(error_response(400, source.err().message));
     savepoint = std::move(*source);
   }
@@ -250,7 +263,8 @@ void coordinator_rest_api::submit(const rest_request& r, responder answer) {
                       break;
                   }
                   answer(error_response(422, id.err().message));
-                });
+                },
+                claim);
 }
 
 rest_response coordinator_rest_api::missing_job(const job_id& id) const {
@@ -342,6 +356,9 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
          {"now", ms(coordinator_clock::now_us())}};
   if (!s.failure_cause.empty()) j["failure-cause"] = s.failure_cause;
   if (auto restored = m->restored_from()) j["restored-from-checkpoint"] = *restored;
+  if (const auto& origin = m->origin(); !origin.path.empty())
+    j["restored-from"] = {{"path", origin.path},
+                          {"claim-mode", std::string(to_string(origin.mode))}};
   if (auto* c = m->coordinator()) j["last-completed-checkpoint"] = c->core().latest_completed_id();
   j["health"] = job_health(*m, id);
   return json_response(200, j);
@@ -646,10 +663,11 @@ result<std::string> coordinator_rest_api::savepoint_target(const std::string& re
   return resolved->string();
 }
 
-result<std::filesystem::path> coordinator_rest_api::restore_source(
-    const std::string& requested) const {
+result<std::filesystem::path> coordinator_rest_api::restore_source(const std::string& requested,
+                                                                  bool claim) const {
   const std::filesystem::path path(requested);
-  if (targets_.anywhere && path.is_absolute() && requested.find('\0') == std::string::npos)
+  if (!claim && targets_.anywhere && path.is_absolute() &&
+      requested.find('\0') == std::string::npos)
     return path.lexically_normal();
   if (!targets_.root)
     return error{"restoring from a savepoint is refused: this coordinator has no savepoint root"};
@@ -666,7 +684,10 @@ result<std::filesystem::path> coordinator_rest_api::restore_source(
   auto admitted = admit_under_any(roots, requested, "savepoint to restore");
   if (!admitted)
     return error{admitted.err().message +
-                 " (other places need the coordinator's --allow-savepoint-anywhere)"};
+                 (claim ? std::string(" (claimMode=CLAIM takes over only snapshots in these "
+                                      "folders; restore from elsewhere with NO_CLAIM)")
+                        : std::string(" (other places need the coordinator's "
+                                      "--allow-savepoint-anywhere)"))};
   return admitted;
 }
 

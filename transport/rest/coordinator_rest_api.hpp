@@ -132,7 +132,11 @@ class coordinator_rest_api {
   // The folder a request's target names, or the 400 that refuses it.
   result<std::string> savepoint_target(const std::string& requested) const;
   // The folder a submission restores from, or why it may not.
-  result<std::filesystem::path> restore_source(const std::string& requested) const;
+  // With `claim`, the source must lie under the root or the state folder even with
+  // --allow-savepoint-anywhere: a claimed snapshot is moved, and the coordinator moves only
+  // what lies in its own folders.
+  result<std::filesystem::path> restore_source(const std::string& requested,
+                                               bool claim = false) const;
   // Rewrites a job's savepoint_dir to the folder it names under the root, or says why not.
   result<void> confine_savepoint_dir(job_graph& graph) const;
 

@@ -2,11 +2,14 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <map>
 #include <random>
+#include <sstream>
 
 #include <asio/io_context.hpp>
 #include <httplib.h>
 
+#include "engine/checkpoint/crc32c.hpp"
 #include "engine/runtime/task_executor.hpp"
 #include "graph/job_file.hpp"
 #include "tests/engine/keyed_savepoint.hpp"
@@ -631,4 +634,314 @@ TEST_CASE("REST: a running job whose checkpoints or counter reports stopped show
   // Once cancelled it is simply not running.
   f.call("PATCH", "/jobs/" + id, {}, 202);
   CHECK(health()["status"] == "not running");
+}
+
+// ---- Restore modes: NO_CLAIM leaves the snapshot alone, CLAIM takes it over.
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A job that retains `retained` checkpoints and keeps them when cancelled.
+std::string claim_job_text(int retained) {
+  return R"(
+[job]
+name = "claims"
+parallelism = 1
+
+[checkpointing]
+interval_ms = 60000
+retained = )" + std::to_string(retained) + R"(
+retention = "retain_on_cancellation"
+
+[[operator]]
+uid = "src"
+kind = "sequence_source"
+params = { count = 10 }
+
+[[operator]]
+uid = "sink"
+kind = "print_sink"
+input = "src"
+)";
+}
+
+// Triggers a checkpoint of job `id` and acknowledges it as an incremental one would: every
+// subtask writes a file of its own; the first also names the shared files `shared` (writing
+// the ones not in the job's shared/ folder yet). Returns the checkpoint's id.
+checkpoint_id complete_checkpoint(fixture& f, const job_id& id,
+                                  const std::vector<std::string>& shared = {}) {
+  f.call("POST", "/jobs/" + id + "/checkpoints", {}, 202);
+  auto* master = f.jobs->find(id);
+  REQUIRE(master != nullptr);
+  auto& core = master->coordinator()->core();
+  REQUIRE(core.pending_ids().size() == 1);
+  const checkpoint_id cid = core.pending_ids().front();
+  const fs::path folder = core.find_pending(cid)->location();
+  const fs::path shared_folder = f.state_dir / id / "shared";
+  bool first = true;
+  for (auto* v : master->graph().all_execution_vertices()) {
+    subtask_state s;
+    const auto add = [&](const fs::path& file, const std::string& name, handle_sharing sharing) {
+      const std::string bytes = "state " + name + " of checkpoint " + std::to_string(cid);
+      if (sharing != handle_sharing::shared_reused) {
+        fs::create_directories(file.parent_path());
+        std::ofstream(file, std::ios::binary) << bytes;
+      }
+      std::ifstream in(file, std::ios::binary);
+      std::stringstream text;
+      text << in.rdbuf();
+      s.handles.push_back({name, text.str().size(), crc32c(text.str()), std::nullopt, sharing});
+    };
+    add(folder / ("own-" + std::to_string(v->id().vertex)), "own-" + std::to_string(v->id().vertex),
+        handle_sharing::exclusive);
+    for (const auto& name : first ? shared : std::vector<std::string>{})
+      add(shared_folder / name, name,
+          fs::exists(shared_folder / name) ? handle_sharing::shared_reused
+                                           : handle_sharing::shared_new);
+    first = false;
+    master->coordinator()->receive_ack({id, v->current_attempt(), cid, s, {}});
+  }
+  f.poll();
+  REQUIRE(core.latest_completed_id() == cid);
+  return cid;
+}
+
+// Every file under `folder`: its bytes and modification time.
+std::map<fs::path, std::pair<std::string, fs::file_time_type>> fingerprint(const fs::path& folder) {
+  std::map<fs::path, std::pair<std::string, fs::file_time_type>> out;
+  for (const auto& e : fs::recursive_directory_iterator(folder)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    out[e.path()] = {text.str(), fs::last_write_time(e.path())};
+  }
+  return out;
+}
+
+// An old job that retained chk-1 (shared a, b) and chk-2 (shared b, c) and was cancelled.
+job_id old_job_with_checkpoints(fixture& f) {
+  job_id old = f.submit_and_run(claim_job_text(2));
+  CHECK(complete_checkpoint(f, old, {"a", "b"}) == 1);
+  CHECK(complete_checkpoint(f, old, {"b", "c"}) == 2);
+  REQUIRE(f.jobs->cancel(old));
+  f.poll();
+  return old;
+}
+
+void run_tasks(fixture& f, const job_id& id) {
+  for (auto* v : f.jobs->find(id)->graph().all_execution_vertices())
+    f.jobs->on_task_state(id, v->current_attempt(), execution_state::running, "");
+  f.poll();
+}
+
+// The restore checkpoint id of the newest deployment of job `id`.
+std::optional<checkpoint_id> deployed_restore(const fixture& f, const job_id& id) {
+  for (auto it = f.deployer->deployed.rbegin(); it != f.deployer->deployed.rend(); ++it)
+    if (it->job == id) return it->restore_checkpoint_id;
+  return std::nullopt;
+}
+
+// A restarted coordinator's dispatcher on the same state folder, with a worker of its own.
+std::shared_ptr<dispatcher> restarted_dispatcher(fixture& f) {
+  auto workers = std::make_shared<worker_registry>();
+  REQUIRE(workers->register_worker("w1", 2, "tcp://w1", 0));
+  return std::make_shared<dispatcher>(f.io.get_executor(), workers, f.deployer, f.gateway,
+                                      dispatcher::options{f.state_dir, f.io.get_executor(), {}});
+}
+
+// Fails job `id` and lets the restart strategy start it again.
+void fail_and_restart(fixture& f, const job_id& id) {
+  auto* master = f.jobs->find(id);
+  const auto before = master->restarts();
+  master->fail("a task failed");
+  for (int i = 0; i < 20 && master->restarts() == before; ++i) {
+    f.clock->advance(std::chrono::seconds(10));
+    f.poll();
+  }
+  REQUIRE(master->restarts() == before + 1);
+}
+
+}  // namespace
+
+TEST_CASE("REST claimMode: a bad value or one without fromSavepoint is a 400, CLAIM is refused "
+          "outside the roots, for a live job's checkpoint and without checkpointing") {
+  fixture f;
+  const auto root = f.state_dir / "savepoints";
+  f.api->set_savepoint_targets({confined_folder(root), true, confined_folder(f.state_dir)});
+  write_keyed_savepoint(root / "at-256", keyed_job_text(256), 256);
+  const auto error_of = [](const json& r) { return r["errors"][0].get<std::string>(); };
+  for (const std::string bad : {"claimed", "", "NO-CLAIM", "LEGACY"}) {
+    INFO(bad);
+    auto r = f.call("POST", "/jobs", keyed_job_text(256), 400,
+                    {{"fromSavepoint", "at-256"}, {"claimMode", bad}});
+    CHECK_THAT(error_of(r), Catch::Contains("CLAIM, NO_CLAIM"));
+  }
+  auto alone = f.call("POST", "/jobs", keyed_job_text(256), 400, {{"claimMode", "CLAIM"}});
+  CHECK_THAT(error_of(alone), Catch::Contains("fromSavepoint"));
+  // --allow-savepoint-anywhere lets NO_CLAIM read from anywhere, never CLAIM move from there.
+  write_keyed_savepoint(f.state_dir.parent_path() / (f.state_dir.filename().string() + "-out"),
+                        keyed_job_text(256), 256);
+  const fs::path outside = f.state_dir.parent_path() / (f.state_dir.filename().string() + "-out");
+  auto out = f.call("POST", "/jobs", keyed_job_text(256), 400,
+                    {{"fromSavepoint", outside.string()}, {"claimMode", "claim"}});
+  CHECK_THAT(error_of(out), Catch::Contains("outside the allowed roots"));
+  CHECK(fs::exists(outside / "_metadata"));
+  f.call("POST", "/jobs", keyed_job_text(256), 202,
+         {{"fromSavepoint", outside.string()}, {"claimMode", "no_claim"}});
+  fs::remove_all(outside);
+  // A checkpoint its running job still owns.
+  job_id live = f.submit_and_run(claim_job_text(2));
+  complete_checkpoint(f, live);
+  const auto live_chk = (f.state_dir / live / "chk-1").string();
+  auto owned = f.call("POST", "/jobs", claim_job_text(1), 422,
+                      {{"fromSavepoint", live_chk}, {"claimMode", "CLAIM"}});
+  CHECK_THAT(error_of(owned), Catch::Contains("still RUNNING"));
+  CHECK(fs::exists(fs::path(live_chk) / "_metadata"));
+  // A job that takes no checkpoints cannot own one.
+  const std::string no_checkpoints = "[job]\nname = \"plain\"\nparallelism = 1\n\n"
+                                     "[[operator]]\nuid = \"src\"\nkind = \"sequence_source\"\n"
+                                     "params = { count = 10 }\n\n[[operator]]\nuid = \"sink\"\n"
+                                     "kind = \"print_sink\"\ninput = \"src\"\n";
+  auto plain = f.call("POST", "/jobs", no_checkpoints, 422,
+                      {{"fromSavepoint", "at-256"}, {"claimMode", "CLAIM"}});
+  CHECK_THAT(error_of(plain), Catch::Contains("NO_CLAIM"));
+  CHECK(fs::exists(root / "at-256" / "_metadata"));
+}
+
+TEST_CASE("REST NO_CLAIM: the snapshot's files stay byte for byte and untouched through the new "
+          "jobs' checkpoints, failures, cancellation and the old job's sweep") {
+  fixture f;
+  f.api->set_savepoint_targets({confined_folder(f.state_dir / "savepoints"), false,
+                                confined_folder(f.state_dir)});
+  const job_id old = old_job_with_checkpoints(f);
+  const fs::path snapshot = f.state_dir / old / "chk-2";
+  const auto before = fingerprint(f.state_dir / old);
+  REQUIRE(before.size() >= 6);  // two folders' own files and metadata, three shared files
+
+  // Two jobs from the same snapshot: the default mode, and NO_CLAIM named.
+  auto first =
+      f.call("POST", "/jobs", claim_job_text(1), 202, {{"fromSavepoint", snapshot.string()}});
+  auto second = f.call("POST", "/jobs", claim_job_text(1), 202,
+                       {{"fromSavepoint", snapshot.string()}, {"claimMode", "No_Claim"}});
+  const job_id a = first["jobid"], b = second["jobid"];
+  for (const job_id& id : {a, b}) {
+    auto details = f.call("GET", "/jobs/" + id);
+    CHECK(details["restored-from"]["claim-mode"] == "NO_CLAIM");
+    CHECK(details["restored-from"]["path"] == snapshot.string());
+    CHECK(deployed_restore(f, id) == 2);
+    run_tasks(f, id);
+  }
+  // A failure before the first checkpoint restores from the snapshot again.
+  fail_and_restart(f, b);
+  CHECK(deployed_restore(f, b) == 2);
+  run_tasks(f, b);
+  // Checkpoints (more than retained: some are subsumed and deleted) name only the job's files.
+  for (int i = 0; i < 3; ++i) complete_checkpoint(f, a, {"x" + std::to_string(i % 2)});
+  for (const auto& c : f.jobs->find(a)->coordinator()->core().store().checkpoints())
+    for (const auto& h : c.all_handles())
+      CHECK(confined_folder(f.state_dir / a).lexically_contains(fs::path(h.path)));
+  fail_and_restart(f, a);
+  CHECK(deployed_restore(f, a) == f.jobs->find(a)->coordinator()->core().latest_completed_id());
+  REQUIRE(f.jobs->cancel(a));
+  REQUIRE(f.jobs->cancel(b));
+  f.poll();
+  CHECK(fingerprint(f.state_dir / old) == before);
+
+  // A restarted coordinator sweeps the ended jobs' folders, the old one's among them.
+  auto restarted = restarted_dispatcher(f);
+  CHECK(restarted->recover().empty());
+  f.poll();
+  CHECK(fingerprint(f.state_dir / old) == before);
+}
+
+TEST_CASE("REST NO_CLAIM: a job resumed by a restarted coordinator before its first checkpoint "
+          "restores from the snapshot again") {
+  fixture f;
+  const auto root = f.state_dir / "savepoints";
+  f.api->set_savepoint_targets({confined_folder(root), false, confined_folder(f.state_dir)});
+  write_keyed_savepoint(root / "at-256", keyed_job_text(256), 256);
+  auto submitted = f.call("POST", "/jobs", keyed_job_text(256), 202, {{"fromSavepoint", "at-256"}});
+  const job_id id = submitted["jobid"];
+  CHECK(deployed_restore(f, id) == 7);
+  f.deployer->deployed.clear();
+  auto restarted = restarted_dispatcher(f);
+  REQUIRE(restarted->recover() == std::vector<job_id>{id});
+  f.poll();
+  CHECK(deployed_restore(f, id) == 7);
+  CHECK(restarted->find(id)->origin().mode == recovery_claim_mode::no_claim);
+  // Gone before the job completed a checkpoint of its own: the resumed job fails, not empty.
+  fs::remove_all(root / "at-256");
+  auto again = restarted_dispatcher(f);
+  REQUIRE(again->recover() == std::vector<job_id>{id});
+  f.poll();
+  CHECK(again->find(id)->status() == job_status::failed);
+  CHECK_THAT(again->find(id)->failure_cause().value_or(""), Catch::Contains("at-256"));
+}
+
+TEST_CASE("REST CLAIM: the job takes a retained checkpoint over, restores from it until newer "
+          "ones exist, then subsumes and deletes it") {
+  fixture f;
+  f.api->set_savepoint_targets({confined_folder(f.state_dir / "savepoints"), false,
+                                confined_folder(f.state_dir)});
+  const job_id old = old_job_with_checkpoints(f);
+  const fs::path source = f.state_dir / old / "chk-1";
+  auto submitted = f.call("POST", "/jobs", claim_job_text(1), 202,
+                          {{"fromSavepoint", source.string()}, {"claimMode", "claim"}});
+  const job_id id = submitted["jobid"];
+  const fs::path job_dir = f.state_dir / id;
+  auto details = f.call("GET", "/jobs/" + id);
+  CHECK(details["restored-from"]["claim-mode"] == "CLAIM");
+
+  // Moved: gone from the old job, which keeps chk-2 whole; a (used by chk-1 only) left it.
+  CHECK_FALSE(fs::exists(source));
+  CHECK(fs::exists(job_dir / "chk-1" / "_metadata"));
+  const auto kept = checkpoint_storage::read_metadata(f.state_dir / old / "chk-2");
+  REQUIRE(kept);
+  for (const auto& h : kept->all_handles()) CHECK(checkpoint_storage::verify_state(h));
+  CHECK_FALSE(fs::exists(f.state_dir / old / "shared" / "a"));
+  CHECK(fs::exists(job_dir / "shared" / "a"));
+  CHECK(fs::exists(job_dir / "shared" / "b"));
+  // A second claim of the same snapshot finds nothing.
+  f.call("POST", "/jobs", claim_job_text(1), 422,
+         {{"fromSavepoint", source.string()}, {"claimMode", "CLAIM"}});
+
+  CHECK(deployed_restore(f, id) == 1);
+  run_tasks(f, id);
+  fail_and_restart(f, id);
+  CHECK(deployed_restore(f, id) == 1);  // still its only checkpoint
+  run_tasks(f, id);
+  const auto& store = f.jobs->find(id)->coordinator()->core().store();
+  REQUIRE(store.checkpoints().size() == 1);
+  CHECK(store.checkpoints().front().id == 1);
+
+  // A newer checkpoint (reusing b) subsumes it: its folder and a go, b stays.
+  const checkpoint_id next = complete_checkpoint(f, id, {"b", "y"});
+  CHECK(next == 2);
+  f.poll();
+  CHECK_FALSE(fs::exists(job_dir / "chk-1"));
+  CHECK_FALSE(fs::exists(job_dir / "shared" / "a"));
+  CHECK(fs::exists(job_dir / "shared" / "b"));
+  fail_and_restart(f, id);
+  CHECK(deployed_restore(f, id) == 2);
+}
+
+TEST_CASE("REST CLAIM: a savepoint becomes the job's checkpoint and is deleted once subsumed") {
+  fixture f;
+  const auto root = f.state_dir / "savepoints";
+  f.api->set_savepoint_targets({confined_folder(root), false, confined_folder(f.state_dir)});
+  auto graph = parse_job_file(claim_job_text(1), "claims.toml");
+  REQUIRE(graph);
+  test::write_keyed_savepoint(root / "sp", graph.value(), "no keyed state", 128);
+  auto submitted = f.call("POST", "/jobs", claim_job_text(1), 202,
+                          {{"fromSavepoint", "sp"}, {"claimMode", "CLAIM"}});
+  const job_id id = submitted["jobid"];
+  CHECK_FALSE(fs::exists(root / "sp"));
+  CHECK(fs::exists(f.state_dir / id / "chk-7" / "_metadata"));
+  CHECK(deployed_restore(f, id) == 7);
+  run_tasks(f, id);
+  CHECK(complete_checkpoint(f, id) == 8);
+  f.poll();
+  CHECK_FALSE(fs::exists(f.state_dir / id / "chk-7"));
 }
