@@ -43,6 +43,7 @@ param_spec bounded(std::string name, bool required, std::string def, std::string
 constexpr std::int64_t max_delay_us = 1'000'000;
 constexpr std::int64_t max_repeat = 1'000'000;
 constexpr std::int64_t max_state_bytes = std::int64_t{1} << 30;
+constexpr std::int64_t max_value_bytes = std::int64_t{16} << 20;
 
 std::optional<std::string> remainder_below_modulus(const std::map<std::string, std::string>& p) {
   const auto remainder = p.find("remainder");
@@ -118,7 +119,11 @@ operator_registry make_builtin() {
          operator_role::keyed,
          {bounded("state_bytes", false, "0",
                   "extra opaque operator state per subtask, in bytes (for benchmarks)", 0,
-                  max_state_bytes)},
+                  max_state_bytes),
+          bounded("value_bytes", false, "0",
+                  "bytes of keyed state per key, rewritten on every record of the key, "
+                  "0..16777216 (for benchmarks)",
+                  0, max_value_bytes)},
          "running sum of record.value per key"});
   r.add({"keyed_count", operator_role::keyed, {}, "running count of records per key"});
   r.add({"print_sink", operator_role::sink, {}, "prints records to standard output"});
