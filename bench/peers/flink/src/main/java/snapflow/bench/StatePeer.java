@@ -19,6 +19,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 
 import org.apache.flink.api.common.JobID;
+import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.ValueState;
@@ -32,6 +33,9 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.core.execution.SavepointFormatType;
+import org.apache.flink.runtime.execution.ExecutionState;
+import org.apache.flink.runtime.executiongraph.AccessExecutionGraph;
+import org.apache.flink.runtime.executiongraph.AccessExecutionVertex;
 import org.apache.flink.runtime.jobgraph.JobGraph;
 import org.apache.flink.runtime.jobgraph.SavepointRestoreSettings;
 import org.apache.flink.runtime.jobmaster.JobResult;
@@ -64,7 +68,7 @@ import org.apache.flink.util.Collector;
  * completed checkpoints after the first one triggered after the load. Per checkpoint, Flink's
  * own REST statistics: end_to_end_duration, checkpointed_size (what it wrote) and state_size
  * (full). Then, with --fail, an injected failure (the keyed function throws once) and the time
- * from it to every task RUNNING again (REST, polled every 5 ms), to the first record processed
+ * from it to every task RUNNING again (the job master's execution graph, polled every 5 ms), to the first record processed
  * after the restore and to the first checkpoint completed after it. Then, with --rescale, per
  * parallelism in turn: stop-with-savepoint, resubmission of the keyed function and the sink at
  * that parallelism from the savepoint, and the time from the stop request to every task RUNNING.
@@ -291,6 +295,8 @@ public final class StatePeer {
     conf.setString("execution.checkpointing.incremental", Boolean.toString(o.incremental));
     conf.setString("state.backend.incremental", Boolean.toString(o.incremental));
     conf.setString("taskmanager.numberOfTaskSlots", Integer.toString(slots));
+    // REST's checkpoint statistics are cached this long (default: web.refresh-interval, 3 s).
+    conf.setString("rest.cache.checkpoint-statistics.timeout", "10 ms");
     // Restart at once, as snapflow's default strategy does for its first restart.
     conf.setString("restart-strategy.type", "fixed-delay");
     conf.setString("restart-strategy.fixed-delay.attempts", "1000");
@@ -385,20 +391,23 @@ public final class StatePeer {
       }
       return root;
     }
+  }
 
-    boolean allRunning(JobID id) throws IOException, InterruptedException {
-      return allRunningSince(id, 0);
+  /**
+   * Every execution of the job RUNNING, each since `sinceMs` or later: read from the job master
+   * (MiniCluster.getExecutionGraph), not from REST, whose job details are cached for
+   * web.refresh-interval. A task is RUNNING once its state is restored.
+   */
+  static boolean allRunningSince(MiniCluster cluster, JobID id, long sinceMs) throws Exception {
+    AccessExecutionGraph graph = cluster.getExecutionGraph(id).get();
+    if (graph.getState() != JobStatus.RUNNING) return false;
+    int n = 0;
+    for (AccessExecutionVertex v : graph.getAllExecutionVertices()) {
+      if (v.getExecutionState() != ExecutionState.RUNNING
+          || v.getStateTimestamp(ExecutionState.RUNNING) < sinceMs) return false;
+      ++n;
     }
-
-    /** Every vertex RUNNING, each (re)started at or after `sinceMs`. */
-    boolean allRunningSince(JobID id, long sinceMs) throws IOException, InterruptedException {
-      JsonNode job = get("/jobs/" + id);
-      if (job == null || !"RUNNING".equals(job.path("state").asText())) return false;
-      for (JsonNode v : job.path("vertices"))
-        if (!"RUNNING".equals(v.path("status").asText())
-            || v.path("start-time").asLong() < sinceMs) return false;
-      return job.path("vertices").size() > 0;
-    }
+    return n > 0;
   }
 
   static void waitFor(String what, long timeoutS, Check check) throws Exception {
@@ -434,11 +443,16 @@ public final class StatePeer {
     });
     List<Checkpoint> steady = new ArrayList<>(done.tailMap(afterLoad.id(), false).values());
     steady = steady.subList(0, o.checkpoints);
-    JsonNode counts = rest.checkpoints(id, done).path("counts");
+    JsonNode stats = rest.checkpoints(id, done);
+    JsonNode counts = stats.path("counts");
+    String failedWhy = stats.path("latest").path("failed").path("failure_message").asText("");
 
     StringBuilder restore = new StringBuilder("null");
-    if (o.fail) restore = new StringBuilder(injectFailure(o, rest, id, done));
+    if (o.fail) restore = new StringBuilder(injectFailure(o, cluster, rest, id, done));
 
+    // Canonical savepoints, as snapflow's are backend-neutral; ForSt takes native ones only.
+    SavepointFormatType format =
+        o.backend.equals("forst") ? SavepointFormatType.NATIVE : SavepointFormatType.CANONICAL;
     StringBuilder rescales = new StringBuilder("[");
     int from = o.parallelism;
     JobID current = id;
@@ -447,20 +461,19 @@ public final class StatePeer {
       Path target = Files.createTempDirectory(checkpoints, "savepoint-");
       long t0 = System.nanoTime();
       String savepoint =
-          cluster.stopWithSavepoint(current, target.toUri().toString(), false,
-                                    SavepointFormatType.CANONICAL).get();
+          cluster.stopWithSavepoint(current, target.toUri().toString(), false, format).get();
       long stoppedNs = System.nanoTime();
       JobGraph next = buildJob(o, conf, to, false);
       next.setSavepointRestoreSettings(SavepointRestoreSettings.forPath(savepoint, false));
       JobID nextId = cluster.submitJob(next).get().getJobID();
       final JobID waitId = nextId;
-      waitFor("the rescaled job did not run", 600, () -> rest.allRunning(waitId));
+      waitFor("the rescaled job did not run", 600, () -> allRunningSince(cluster, waitId, 0));
       long runningNs = System.nanoTime();
       rescales.append(String.format(
           Locale.ROOT,
-          "{\"from\":%d,\"to\":%d,\"savepoint_bytes\":%d,\"stop_with_savepoint_ms\":%.1f,"
+          "{\"from\":%d,\"to\":%d,\"savepoint_format\":\"%s\",\"savepoint_bytes\":%d,\"stop_with_savepoint_ms\":%.1f,"
               + "\"request_to_running_ms\":%.1f}",
-          from, to, folderBytes(Path.of(URI.create(savepoint.startsWith("file:") ? savepoint
+          from, to, format, folderBytes(Path.of(URI.create(savepoint.startsWith("file:") ? savepoint
                                                        : "file://" + savepoint))),
           (stoppedNs - t0) / 1e6, (runningNs - t0) / 1e6));
       from = to;
@@ -472,31 +485,38 @@ public final class StatePeer {
     StringBuilder perCheckpoint = new StringBuilder("[");
     for (Checkpoint c : steady) {
       if (perCheckpoint.length() > 1) perCheckpoint.append(',');
+      // Trigger -> completed as Flink's coordinator logged it (the finalisation included, as
+      // snapflow's end to end), beside REST's trigger -> latest acknowledgement.
+      Long toCompletion = CheckpointLog.COMPLETED_MS.get(c.id());
       perCheckpoint.append(String.format(
-          Locale.ROOT, "{\"id\":%d,\"end_to_end_ms\":%d,\"checkpointed_bytes\":%d,\"state_bytes\":%d}",
-          c.id(), c.e2eMs(), c.checkpointedBytes(), c.stateBytes()));
+          Locale.ROOT,
+          "{\"id\":%d,\"end_to_end_ms\":%d,\"to_completion_ms\":%d,\"checkpointed_bytes\":%d,"
+              + "\"state_bytes\":%d}",
+          c.id(), c.e2eMs(), toCompletion == null ? -1 : toCompletion, c.checkpointedBytes(),
+          c.stateBytes()));
     }
     perCheckpoint.append(']');
     return String.format(
         Locale.ROOT,
         "{%s,\"change_percent\":%.3f,\"load_ms\":%d,"
             + "\"after_load\":{\"id\":%d,\"end_to_end_ms\":%d,\"checkpointed_bytes\":%d,"
-            + "\"state_bytes\":%d},\"failed_checkpoints\":%d,\"checkpoints\":%s,"
+            + "\"state_bytes\":%d},\"failed_checkpoints\":%d,\"failed_checkpoint_message\":%s,"
+            + "\"checkpoints\":%s,"
             + "\"restore\":%s,\"rescale\":%s}",
         common(o), o.changePercent, loadDoneMs - submitMs, afterLoad.id(), afterLoad.e2eMs(),
         afterLoad.checkpointedBytes(), afterLoad.stateBytes(), counts.path("failed").asInt(),
-        perCheckpoint, restore, rescales);
+        new ObjectMapper().writeValueAsString(failedWhy), perCheckpoint, restore, rescales);
   }
 
   /** Injected failure -> every task RUNNING, -> first record after restore, -> a checkpoint. */
-  static String injectFailure(Options o, Rest rest, JobID id, TreeMap<Long, Checkpoint> done)
+  static String injectFailure(Options o, MiniCluster cluster, Rest rest, JobID id, TreeMap<Long, Checkpoint> done)
       throws Exception {
     FIRST_AFTER_RESTORE_NS.set(0);
     long failWallMs = System.currentTimeMillis();
     FAIL_NOW.set(true);
     waitFor("the injected failure did not happen", 60, () -> FAILED_NS.get() != 0);
     long failedNs = FAILED_NS.get();
-    waitFor("the job did not run again", 600, () -> rest.allRunningSince(id, failWallMs));
+    waitFor("the job did not run again", 600, () -> allRunningSince(cluster, id, failWallMs));
     long runningNs = System.nanoTime();
     waitFor("no record after the restore", 600, () -> FIRST_AFTER_RESTORE_NS.get() != 0);
     final long[] restoredId = {-1};
