@@ -36,6 +36,7 @@
 #include "engine/jobmaster/job_master.hpp"
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
+#include "engine/state/int64_state_value.hpp"
 #include "graph/job_file.hpp"
 #include "transport/envelope.hpp"
 #include "transport/wire_conversions.hpp"
@@ -108,7 +109,7 @@ completed_checkpoint make_checkpoint(const job_graph& graph, std::size_t state_b
         s.keyed.max_parallelism = v.max_parallelism;
         const auto range = key_groups::range_for_subtask(i, v.parallelism, v.max_parallelism);
         for (std::uint32_t g = range.first; g <= range.last && g < range.first + 4; ++g)
-          s.keyed.key_groups[g].values["count"][g] = 1;
+          s.keyed.key_groups[g].values["count"][g] = encode_int64_state(1);
       } else {
         s.operator_state.push_back({"offset", std::string(state_bytes, 'x')});
       }

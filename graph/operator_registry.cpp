@@ -43,7 +43,7 @@ param_spec bounded(std::string name, bool required, std::string def, std::string
 constexpr std::int64_t max_delay_us = 1'000'000;
 constexpr std::int64_t max_repeat = 1'000'000;
 constexpr std::int64_t max_state_bytes = std::int64_t{1} << 30;
-constexpr std::int64_t max_value_bytes = std::int64_t{16} << 20;
+constexpr std::int64_t max_value_bytes = std::int64_t{1} << 20;
 
 std::optional<std::string> remainder_below_modulus(const std::map<std::string, std::string>& p) {
   const auto remainder = p.find("remainder");
@@ -62,14 +62,16 @@ param_spec path(std::string name, bool required, std::string def, std::string he
   return p;
 }
 
-// Every built-in kind's operator state belongs to one subtask: the sources' offsets (which they
-// refuse to move to another parallelism) and the exactly-once sink's transactions (which new
-// subtask i % p commits, the same i % p that round_robin hands it). The other kinds keep no
-// operator state that is read back (keyed_sum's state_bytes ballast is not), only keyed state.
+// The exactly-once sink's operator state belongs to one subtask: its transactions, which new
+// subtask i % p commits, the same i % p that round_robin hands it. The other kinds keep no
+// operator state that is read back (keyed_sum's state_bytes ballast is not), only keyed state,
+// except the sources: their split positions are picked from the union of every old subtask's
+// (a restored subtask takes the splits it owns at the new parallelism; the entries are tiny).
 struct builtin_kinds {
   operator_registry registry;
-  void add(operator_kind kind) {
-    kind.redistribution = operator_state_redistribution::round_robin;
+  void add(operator_kind kind,
+           operator_state_redistribution mode = operator_state_redistribution::round_robin) {
+    kind.redistribution = mode;
     registry.add(std::move(kind));
   }
 };
@@ -82,11 +84,13 @@ operator_registry make_builtin() {
           bounded("keys", false, "16", "number of distinct keys; record key = seq % keys", 1),
           bounded("rate", false, "0", "records per second per subtask; 0 = unlimited", 0),
           bounded("start", false, "0", "first sequence number", 0)},
-         "deterministic sequence 0..count-1; replayable from the offset kept in its state"});
+         "deterministic sequence start..start+count-1 in max_parallelism splits; rescalable"},
+        operator_state_redistribution::union_all);
   r.add({"line_source",
          operator_role::source,
          {path("path", true, "", "file to read, one record per line")},
-         "lines of a file as records; offset kept in state"});
+         "lines of a file as records, in max_parallelism splits by line number; rescalable"},
+        operator_state_redistribution::union_all);
   r.add({"map_identity",
          operator_role::transform,
          {bounded("delay_us_per_record", false, "0",
@@ -121,8 +125,8 @@ operator_registry make_builtin() {
                   "extra opaque operator state per subtask, in bytes (for benchmarks)", 0,
                   max_state_bytes),
           bounded("value_bytes", false, "0",
-                  "bytes of keyed state per key, rewritten on every record of the key, "
-                  "0..16777216 (for benchmarks)",
+                  "bytes of keyed state each key also holds, rewritten by each of its records "
+                  "(for benchmarks)",
                   0, max_value_bytes)},
          "running sum of record.value per key"});
   r.add({"keyed_count", operator_role::keyed, {}, "running count of records per key"});

@@ -1,52 +1,11 @@
 #include "engine/runtime/source_operators.hpp"
 
 #include <algorithm>
-#include <cassert>
-#include <charconv>
+#include <functional>
 
 #include "engine/runtime/operator_factory.hpp"
 
 namespace snapflow {
-
-namespace {
-
-constexpr std::string_view offset_state = "offset";
-
-std::string encode_i64(std::int64_t v) {
-  return std::to_string(v);
-}
-
-result<std::int64_t> decode_i64(std::string_view text) {
-  std::int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size())
-    return error{"malformed offset '" + std::string(text) + "'"};
-  return v;
-}
-
-// The offset this subtask saved, if the restored checkpoint has one for it.
-result<std::optional<std::int64_t>> restored_offset(
-    std::string_view kind, const operator_context& context,
-    const std::vector<restored_operator_state>& restored) {
-  std::optional<std::int64_t> offset;
-  for (const auto& old : restored) {
-    if (old.entries.empty()) continue;
-    if (old.old_parallelism != context.parallelism)
-      return error{std::string(kind) + " cannot be restored at another parallelism (" +
-                   std::to_string(old.old_parallelism) + " -> " +
-                   std::to_string(context.parallelism) + "): its offsets belong to their split"};
-    if (old.old_subtask_index != context.subtask_index) continue;
-    for (const auto& e : old.entries) {
-      if (e.name != offset_state) continue;
-      auto v = decode_i64(e.bytes);
-      if (!v) return error{std::string(kind) + " state: " + v.err().message};
-      offset = *v;
-    }
-  }
-  return offset;
-}
-
-}  // namespace
 
 std::uint64_t fnv1a_64(std::string_view text) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
@@ -77,20 +36,22 @@ result<std::unique_ptr<stream_operator>> sequence_source::create(const job_verte
 
 result<void> sequence_source::open(const operator_context& context,
                                    const std::vector<restored_operator_state>& restored) {
-  stride_ = context.parallelism;
-  next_ = start_ + context.subtask_index;
-  auto offset = restored_offset("sequence_source", context, restored);
-  if (!offset) return offset.err();
-  if (*offset) {
-    const std::int64_t o = **offset;
-    if (o < next_ || (o - next_) % stride_ != 0)
-      return error{"sequence_source state: offset " + std::to_string(o) +
-                   " is not in the split of subtask " + std::to_string(context.subtask_index)};
-    next_ = o;
-  }
+  auto splits = source_splits::open("sequence_source", start_, context, restored);
+  if (!splits) return splits.err();
+  splits_ = std::move(splits).value();
+  pending_.clear();
+  const std::int64_t end = start_ + count_;
+  const auto& owned = splits_->owned();
+  for (std::size_t k = 0; k < owned.size(); ++k)
+    if (owned[k].next < end) push_pending({owned[k].next, k});
   opened_at_ = std::chrono::steady_clock::now();
   emitted_since_open_ = 0;
   return success();
+}
+
+void sequence_source::push_pending(pending_split s) {
+  pending_.push_back(s);
+  std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
 }
 
 result<source_operator::emit_result> sequence_source::emit(record_output& out,
@@ -108,18 +69,24 @@ result<source_operator::emit_result> sequence_source::emit(record_output& out,
     }
     budget = std::min(budget, allowed);
   }
-  for (std::int64_t i = 0; i < budget && next_ < end; ++i) {
-    out.emit(record{static_cast<std::uint64_t>(next_ % keys_), next_, next_, {}});
-    next_ += stride_;
+  const std::int64_t stride = splits_->count();
+  auto& owned = splits_->owned();
+  for (std::int64_t i = 0; i < budget && !pending_.empty(); ++i) {
+    std::pop_heap(pending_.begin(), pending_.end(), std::greater<>());
+    const auto [seq, k] = pending_.back();
+    pending_.pop_back();
+    out.emit(record{static_cast<std::uint64_t>(seq % keys_), seq, seq, {}});
+    owned[k].next = seq + stride;
+    if (owned[k].next < end) push_pending({owned[k].next, k});
     ++emitted_since_open_;
   }
-  if (next_ >= end) return emit_result{emit_result::status::exhausted, {}};
+  if (pending_.empty()) return emit_result{emit_result::status::exhausted, {}};
   return emit_result{};
 }
 
 result<operator_snapshot> sequence_source::snapshot(checkpoint_id) {
   operator_snapshot s;
-  s.state.push_back({std::string(offset_state), encode_i64(next_)});
+  s.state = splits_->snapshot();
   return s;
 }
 
@@ -134,12 +101,11 @@ result<std::unique_ptr<stream_operator>> line_source::create(const job_vertex& v
 
 result<void> line_source::open(const operator_context& context,
                                const std::vector<restored_operator_state>& restored) {
-  subtask_ = context.subtask_index;
-  parallelism_ = context.parallelism;
-  next_ = subtask_;
-  auto offset = restored_offset("line_source", context, restored);
-  if (!offset) return offset.err();
-  if (*offset) next_ = **offset;
+  auto splits = source_splits::open("line_source", 0, context, restored);
+  if (!splits) return splits.err();
+  splits_ = std::move(splits).value();
+  next_by_split_.assign(splits_->count(), -1);
+  for (const auto& s : splits_->owned()) next_by_split_[s.index] = s.next;
   in_.open(path_);
   if (!in_) return error{"line_source cannot open " + path_};
   line_ = 0;
@@ -148,30 +114,35 @@ result<void> line_source::open(const operator_context& context,
 
 result<source_operator::emit_result> line_source::emit(record_output& out,
                                                        std::size_t max_records) {
+  if (splits_->owned().empty()) return emit_result{emit_result::status::exhausted, {}};
+  const std::int64_t splits = splits_->count();
   std::string line;
   std::size_t emitted = 0;
-  // Lines of other subtasks are read and skipped; bounded by max_records per call on top.
+  // Lines of other subtasks' splits, and lines a restored split already emitted, are read and
+  // skipped; bounded by max_records per call on top.
   for (std::size_t skipped = 0; emitted < max_records && skipped < 64 * max_records;) {
     if (!std::getline(in_, line)) {
       if (in_.bad()) return error{"line_source: reading " + path_ + " failed"};
       return emit_result{emit_result::status::exhausted, {}};
     }
     const std::int64_t number = line_++;
-    if (number != next_) {
+    std::int64_t& next = next_by_split_[static_cast<std::size_t>(number % splits)];
+    if (next < 0 || number < next) {
       ++skipped;
       continue;
     }
     const std::uint64_t key = fnv1a_64(line);
     out.emit(record{key, number, 1, std::move(line)});
-    next_ += parallelism_;
+    next = number + splits;
     ++emitted;
   }
   return emit_result{};
 }
 
 result<operator_snapshot> line_source::snapshot(checkpoint_id) {
+  for (auto& s : splits_->owned()) s.next = next_by_split_[s.index];
   operator_snapshot s;
-  s.state.push_back({std::string(offset_state), encode_i64(next_)});
+  s.state = splits_->snapshot();
   return s;
 }
 

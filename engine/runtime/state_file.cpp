@@ -6,6 +6,7 @@
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/crc32c.hpp"
+#include "engine/state/int64_state_value.hpp"
 
 namespace snapflow {
 
@@ -148,7 +149,7 @@ void write_body(Writer& w, const subtask_snapshot& s) {
       w.count(keys.size());
       for (const auto& [key, value] : keys) {
         w.u64(key);
-        w.i64(value);
+        w.str(value);
       }
     }
     w.count(state.maps.size());
@@ -160,11 +161,12 @@ void write_body(Writer& w, const subtask_snapshot& s) {
         w.count(entries.size());
         for (const auto& [map_key, value] : entries) {
           w.str(map_key);
-          w.i64(value);
+          w.str(value);
         }
       }
     }
   }
+  w.u32(s.keyed_files ? 1 : 0);
   if (s.keyed_files) {
     const keyed_state_files& f = *s.keyed_files;
     w.u32(f.max_parallelism);
@@ -211,7 +213,7 @@ std::string state_file::encode(const subtask_snapshot& s) {
   writer w;
   w.reserve(header_bytes + body.bytes() + trailer_bytes);
   w.raw(magic);
-  w.u32(s.keyed_files ? version_with_files : version);
+  w.u32(version);
   w.u64(body.bytes());
   write_body(w, s);
   std::string out = std::move(w.bytes());
@@ -229,8 +231,15 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
   reader header(bytes.substr(magic.size(), 12));
   const std::uint32_t file_version = header.u32();
   const std::uint64_t body_size = header.u64();
-  if (file_version != version && file_version != version_with_files)
+  if (file_version != version && file_version != version_int64 &&
+      file_version != version_int64_with_files)
     return error{"state file: unsupported format version " + std::to_string(file_version)};
+  // Versions 1 and 2 held int64 values: read as the bytes int64 state is stored as now.
+  const bool int64_values = file_version != version;
+  const auto value = [&](reader& r) {
+    return int64_values ? encode_int64_state(r.i64()) : r.str();
+  };
+  const std::size_t value_min_bytes = int64_values ? 8 : 4;
   if (body_size != bytes.size() - header_bytes - trailer_bytes)
     return error{"state file: body length does not match the file (torn write?)"};
   reader trailer(bytes.substr(bytes.size() - trailer_bytes));
@@ -258,10 +267,10 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
     const std::uint32_t n_values = r.count(8);
     for (std::uint32_t i = 0; i < n_values && !r.failed(); ++i) {
       auto& keys = state.values[r.str()];
-      const std::uint32_t n_keys = r.count(16);
+      const std::uint32_t n_keys = r.count(8 + value_min_bytes);
       for (std::uint32_t k = 0; k < n_keys && !r.failed(); ++k) {
         const std::uint64_t key = r.u64();
-        keys[key] = r.i64();
+        keys[key] = value(r);
       }
     }
     const std::uint32_t n_maps = r.count(8);
@@ -270,17 +279,23 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
       const std::uint32_t n_keys = r.count(12);
       for (std::uint32_t k = 0; k < n_keys && !r.failed(); ++k) {
         auto& entries = keys[r.u64()];
-        const std::uint32_t n_entries = r.count(12);
+        const std::uint32_t n_entries = r.count(4 + value_min_bytes);
         for (std::uint32_t e = 0; e < n_entries && !r.failed(); ++e) {
           std::string map_key = r.str();
-          entries[std::move(map_key)] = r.i64();
+          entries[std::move(map_key)] = value(r);
         }
       }
     }
     if (!s.keyed.key_groups.emplace(group, std::move(state)).second)
       return error{"state file: key group " + std::to_string(group) + " appears twice"};
   }
-  if (file_version == version_with_files) {
+  bool has_files = file_version == version_int64_with_files;
+  if (file_version == version) {
+    const std::uint32_t flag = r.u32();
+    if (flag > 1) return error{"state file: the keyed state files flag is not 0 or 1"};
+    has_files = flag == 1;
+  }
+  if (has_files) {
     keyed_state_files f;
     f.max_parallelism = r.u32();
     f.first_key_group = r.u32();
@@ -337,13 +352,13 @@ bool state_file::may_fit(const subtask_snapshot& snapshot, std::size_t limit) {
   }
   for (const auto& [group, state] : snapshot.keyed.key_groups) {
     for (const auto& [name, values] : state.values) {
-      size += 8 + name.size() + values.size() * 16;
+      size += 8 + name.size() + values.size() * 12;
       if (size > limit) return false;
     }
     for (const auto& [name, per_key] : state.maps) {
       size += 8 + name.size();
       for (const auto& [key, entries] : per_key) {
-        size += 12 + entries.size() * 12;
+        size += 12 + entries.size() * 8;
         if (size > limit) return false;
       }
     }

@@ -44,26 +44,28 @@ struct subtask_snapshot {
 
 // The state file of one subtask for one checkpoint, in the checkpoint's folder. Format
 // (integers little-endian, strings as u32 length + bytes):
-//   magic "SNAPFLOW-STA" | u32 version (1 or 2) | u64 body length | body | u32 CRC-32C of all
-//   before
+//   magic "SNAPFLOW-STA" | u32 version (3) | u64 body length | body | u32 CRC-32C of all before
 //   body: str uid | u32 subtask | u32 parallelism | i64 checkpoint id |
 //         u32 n, n x (str name, str bytes)                       -- operator state
 //         u32 max parallelism | u32 n, n x key group:            -- keyed state
-//           u32 key group | u32 n, n x (str state, u32 n, n x (u64 key, i64 value)) |
-//           u32 n, n x (str state, u32 n, n x (u64 key, u32 n, n x (str map key, i64 value)))
-//         [version 2 only, keyed state files:
+//           u32 key group | u32 n, n x (str state, u32 n, n x (u64 key, str value)) |
+//           u32 n, n x (str state, u32 n, n x (u64 key, u32 n, n x (str map key, str value)))
+//         u32 keyed state files 0/1 [| keyed state files:
 //          u32 max parallelism | u32 first key group | u32 last key group |
 //          u32 n, n x (str local name, str handle name, u64 size, u32 CRC-32C, u32 shared 0/1)]
-// Version 2 is written only for a snapshot with keyed state files, so every other state file
-// stays version 1, byte for byte.
+// Versions 1 and 2, written before state values were bytes, are still read: the same body with
+// i64 where version 3 has a value's str (read as int64_state_value.hpp's 8 bytes), without the
+// 0/1 word, and the keyed state files present exactly in version 2.
 // The handle's checksum (CRC-32C of the whole file, checkpoint_storage::verify_state) is checked
 // before a byte is decoded; the trailer and every length are checked again while decoding, so a
 // file that passes the handle's check but was produced by a bug still cannot crash a restore.
 class state_file {
  public:
   static constexpr std::string_view magic = "SNAPFLOW-STA";
-  static constexpr std::uint32_t version = 1;
-  static constexpr std::uint32_t version_with_files = 2;
+  static constexpr std::uint32_t version = 3;
+  // Read only (int64 values): without and with keyed state files.
+  static constexpr std::uint32_t version_int64 = 1;
+  static constexpr std::uint32_t version_int64_with_files = 2;
 
   // "<uid>-<subtask>-<attempt>.state", the uid reduced to file-name-safe characters plus a
   // checksum of the original so two uids never share a name.

@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "engine/state/int64_state_value.hpp"
+
 namespace snapflow {
 
 using namespace heap_cow;
@@ -19,12 +21,12 @@ std::size_t slot_of(std::uint64_t key, unsigned bits) {
   return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
 }
 
-std::size_t payload_bytes(const std::pair<std::uint64_t, std::int64_t>&) {
-  return 2 * sizeof(std::uint64_t);
+std::size_t payload_bytes(const std::pair<std::uint64_t, value_bytes>& e) {
+  return sizeof(std::uint64_t) + e.second.size();
 }
 std::size_t payload_bytes(const std::pair<std::uint64_t, map_value>& e) {
   std::size_t n = sizeof(std::uint64_t);
-  for (const auto& [k, _] : e.second) n += k.size() + sizeof(std::int64_t);
+  for (const auto& [k, v] : e.second) n += k.size() + v.size();
   return n;
 }
 
@@ -196,22 +198,22 @@ void for_each_bucket(const table<V>& t, F&& f) {
   }
 }
 
-std::unordered_map<std::uint64_t, std::int64_t> neutral(const table<std::int64_t>& t) {
-  std::unordered_map<std::uint64_t, std::int64_t> out;
+std::unordered_map<std::uint64_t, std::string> neutral(const table<value_bytes>& t) {
+  std::unordered_map<std::uint64_t, std::string> out;
   out.reserve(t.size);
-  for_each_bucket(t, [&](const bucket<std::int64_t>& b) {
+  for_each_bucket(t, [&](const bucket<value_bytes>& b) {
     out.insert(b.entries.begin(), b.entries.end());
   });
   return out;
 }
 
-std::unordered_map<std::uint64_t, std::map<std::string, std::int64_t>> neutral(
+std::unordered_map<std::uint64_t, std::map<std::string, std::string>> neutral(
     const table<map_value>& t) {
-  std::unordered_map<std::uint64_t, std::map<std::string, std::int64_t>> out;
+  std::unordered_map<std::uint64_t, std::map<std::string, std::string>> out;
   out.reserve(t.size);
   for_each_bucket(t, [&](const bucket<map_value>& b) {
     for (const auto& [key, entries] : b.entries)
-      out.emplace(key, std::map<std::string, std::int64_t>(entries.begin(), entries.end()));
+      out.emplace(key, std::map<std::string, std::string>(entries.begin(), entries.end()));
   });
   return out;
 }
@@ -238,15 +240,15 @@ void add_new(table<V>& t, std::uint64_t key, V v) {
   ++t.size;
 }
 
-table_ref<std::int64_t> values_table(const std::unordered_map<std::uint64_t, std::int64_t>& in) {
-  table<std::int64_t> t = empty_table<std::int64_t>(in.size());
+table_ref<value_bytes> values_table(const std::unordered_map<std::uint64_t, std::string>& in) {
+  table<value_bytes> t = empty_table<value_bytes>(in.size());
   for (const auto& [key, v] : in) add_new(t, key, v);
-  return table_ref<std::int64_t>::make(std::move(t));
+  return table_ref<value_bytes>::make(std::move(t));
 }
 
 // A key with an empty map has no state: the backend never holds one.
 table_ref<map_value> maps_table(
-    const std::unordered_map<std::uint64_t, std::map<std::string, std::int64_t>>& in) {
+    const std::unordered_map<std::uint64_t, std::map<std::string, std::string>>& in) {
   table<map_value> t = empty_table<map_value>(in.size());
   for (const auto& [key, m] : in)
     if (!m.empty()) add_new(t, key, map_value(m.begin(), m.end()));
@@ -283,7 +285,7 @@ heap_keyed_state_backend::heap_keyed_state_backend(std::uint32_t max_parallelism
                                                    key_group_range range)
     : keyed_state_backend(max_parallelism, range), groups_(range.size()) {}
 
-std::optional<std::int64_t> heap_keyed_state_backend::value(std::string_view state) const {
+std::optional<std::string> heap_keyed_state_backend::value_bytes(std::string_view state) const {
   const auto* t = table_of(group().values, state);
   if (!t) return std::nullopt;
   const auto* v = find(*t, current_key_);
@@ -291,18 +293,20 @@ std::optional<std::int64_t> heap_keyed_state_backend::value(std::string_view sta
   return *v;
 }
 
-std::int64_t& heap_keyed_state_backend::value_slot(std::string_view state) {
+std::string& heap_keyed_state_backend::value_slot(std::string_view state) {
   return upsert(table_for(group().values, state), current_key_, copies_);
 }
 
-void heap_keyed_state_backend::set_value(std::string_view state, std::int64_t v) {
-  value_slot(state) = v;
+void heap_keyed_state_backend::set_value_bytes(std::string_view state, std::string_view bytes) {
+  value_slot(state).assign(bytes);
 }
 
 std::int64_t heap_keyed_state_backend::add_to_value(std::string_view state, std::int64_t delta) {
-  std::int64_t& slot = value_slot(state);
-  slot += delta;
-  return slot;
+  std::string& slot = value_slot(state);
+  const std::int64_t v = (slot.empty() ? 0 : int64_of(state, slot)) + delta;
+  // Eight bytes fit the string's own buffer: no allocation per record.
+  slot = encode_int64_state(v);
+  return v;
 }
 
 void heap_keyed_state_backend::clear_value(std::string_view state) {
@@ -314,8 +318,8 @@ void heap_keyed_state_backend::clear_value(std::string_view state) {
   if (s->second->size == 0) values.erase(s);
 }
 
-std::optional<std::int64_t> heap_keyed_state_backend::map_get(std::string_view state,
-                                                              std::string_view map_key) const {
+std::optional<std::string> heap_keyed_state_backend::map_get_bytes(
+    std::string_view state, std::string_view map_key) const {
   const auto* t = table_of(group().maps, state);
   if (!t) return std::nullopt;
   const auto* entries = find(*t, current_key_);
@@ -325,14 +329,14 @@ std::optional<std::int64_t> heap_keyed_state_backend::map_get(std::string_view s
   return e->second;
 }
 
-void heap_keyed_state_backend::map_put(std::string_view state, std::string_view map_key,
-                                       std::int64_t v) {
+void heap_keyed_state_backend::map_put_bytes(std::string_view state, std::string_view map_key,
+                                             std::string_view bytes) {
   auto& entries = upsert(table_for(group().maps, state), current_key_, copies_);
   auto e = entries.find(map_key);
   if (e != entries.end())
-    e->second = v;
+    e->second.assign(bytes);
   else
-    entries.emplace(std::string(map_key), v);
+    entries.emplace(std::string(map_key), std::string(bytes));
 }
 
 void heap_keyed_state_backend::map_remove(std::string_view state, std::string_view map_key) {
@@ -351,9 +355,9 @@ void heap_keyed_state_backend::map_remove(std::string_view state, std::string_vi
   entries.erase(entries.find(map_key));
 }
 
-std::vector<std::pair<std::string, std::int64_t>> heap_keyed_state_backend::map_entries(
+std::vector<std::pair<std::string, std::string>> heap_keyed_state_backend::map_entries_bytes(
     std::string_view state) const {
-  std::vector<std::pair<std::string, std::int64_t>> out;
+  std::vector<std::pair<std::string, std::string>> out;
   const auto* t = table_of(group().maps, state);
   if (!t) return out;
   const auto* entries = find(*t, current_key_);

@@ -92,13 +92,14 @@ struct table {
   std::size_t size = 0;  // entries over all buckets
 };
 
-using map_value = std::map<std::string, std::int64_t, std::less<>>;
+using value_bytes = std::string;
+using map_value = std::map<std::string, std::string, std::less<>>;
 template <class V>
 using table_ref = shared_block<table<V>>;
 
 // One key group's states. Never shared: a snapshot copies it (names and table references).
 struct group_tables {
-  std::map<std::string, table_ref<std::int64_t>, std::less<>> values;
+  std::map<std::string, table_ref<value_bytes>, std::less<>> values;
   std::map<std::string, table_ref<map_value>, std::less<>> maps;
 };
 
@@ -128,16 +129,17 @@ class heap_keyed_state_backend final : public keyed_state_backend {
 
   heap_keyed_state_backend(std::uint32_t max_parallelism, key_group_range range);
 
-  std::optional<std::int64_t> value(std::string_view state) const override;
-  void set_value(std::string_view state, std::int64_t v) override;
-  std::int64_t add_to_value(std::string_view state, std::int64_t delta) override;
+  std::optional<std::string> value_bytes(std::string_view state) const override;
+  void set_value_bytes(std::string_view state, std::string_view bytes) override;
   void clear_value(std::string_view state) override;
+  std::int64_t add_to_value(std::string_view state, std::int64_t delta) override;
 
-  std::optional<std::int64_t> map_get(std::string_view state,
-                                      std::string_view map_key) const override;
-  void map_put(std::string_view state, std::string_view map_key, std::int64_t v) override;
+  std::optional<std::string> map_get_bytes(std::string_view state,
+                                           std::string_view map_key) const override;
+  void map_put_bytes(std::string_view state, std::string_view map_key,
+                     std::string_view bytes) override;
   void map_remove(std::string_view state, std::string_view map_key) override;
-  std::vector<std::pair<std::string, std::int64_t>> map_entries(
+  std::vector<std::pair<std::string, std::string>> map_entries_bytes(
       std::string_view state) const override;
 
   keyed_snapshot_part snapshot() const override;
@@ -152,8 +154,8 @@ class heap_keyed_state_backend final : public keyed_state_backend {
  private:
   heap_cow::group_tables& group() { return groups_[current_group() - range_.first]; }
   const heap_cow::group_tables& group() const { return groups_[current_group() - range_.first]; }
-  // The current key's value, created as 0 when it has none.
-  std::int64_t& value_slot(std::string_view state);
+  // The current key's value, created empty when it has none.
+  std::string& value_slot(std::string_view state);
   std::size_t num_tables() const;
 
   std::vector<heap_cow::group_tables> groups_;  // index: key group - range.first

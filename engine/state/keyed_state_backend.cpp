@@ -1,5 +1,7 @@
 #include "engine/state/keyed_state_backend.hpp"
 
+#include "engine/state/int64_state_value.hpp"
+
 namespace snapflow {
 
 keyed_state_backend::keyed_state_backend(std::uint32_t max_parallelism, key_group_range range)
@@ -7,6 +9,44 @@ keyed_state_backend::keyed_state_backend(std::uint32_t max_parallelism, key_grou
   assert(max_parallelism_ >= 1);
   assert(!range_.empty());
   assert(range_.last < max_parallelism_);
+}
+
+std::int64_t keyed_state_backend::int64_of(std::string_view state, std::string_view bytes) {
+  auto v = decode_int64_state(bytes);
+  if (!v)
+    throw state_type_error("keyed state '" + std::string(state) + "' holds a value of " +
+                           std::to_string(bytes.size()) + " bytes, not an int64 (8 bytes)");
+  return *v;
+}
+
+std::optional<std::int64_t> keyed_state_backend::value(std::string_view state) const {
+  auto bytes = value_bytes(state);
+  if (!bytes) return std::nullopt;
+  return int64_of(state, *bytes);
+}
+
+void keyed_state_backend::set_value(std::string_view state, std::int64_t v) {
+  set_value_bytes(state, encode_int64_state(v));
+}
+
+std::optional<std::int64_t> keyed_state_backend::map_get(std::string_view state,
+                                                         std::string_view map_key) const {
+  auto bytes = map_get_bytes(state, map_key);
+  if (!bytes) return std::nullopt;
+  return int64_of(state, *bytes);
+}
+
+void keyed_state_backend::map_put(std::string_view state, std::string_view map_key,
+                                  std::int64_t v) {
+  map_put_bytes(state, map_key, encode_int64_state(v));
+}
+
+std::vector<std::pair<std::string, std::int64_t>> keyed_state_backend::map_entries(
+    std::string_view state) const {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  for (auto& [key, bytes] : map_entries_bytes(state))
+    out.emplace_back(std::move(key), int64_of(state, bytes));
+  return out;
 }
 
 result<std::vector<keyed_state_backend::owned_group>> keyed_state_backend::owned_groups(

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,13 +20,23 @@
 namespace snapflow {
 
 // Keyed state of one subtask (Flink's KeyedStateBackend): scoped to the current key, organised
-// by key group so a snapshot can be split and merged again at another parallelism. Value state
-// holds an int64 per key; map state holds string -> int64 entries per key. Reads of missing
-// entries return nothing. Task thread only (a snapshot's deferred part excepted).
+// by key group so a snapshot can be split and merged again at another parallelism. Bytes in,
+// bytes out: value state holds bytes per key, map state bytes -> bytes entries per key; typed
+// state serialises on top. The int64 accessors are that for the built-in operators' sums and
+// counts (int64_state_value.hpp's encoding); reading a value of another length through them
+// throws state_type_error, which fails the task with the state's name. Reads of missing entries
+// return nothing. Task thread only (a snapshot's deferred part excepted).
 //
 // set_current_key is not virtual: the task calls it for every record, operators access state
 // far less often than that in most jobs, and one virtual call per access is what the choice of
 // backend costs.
+// A state read as an int64 holds bytes of another length: the operator and the state disagree
+// on its type (a changed job restored from old state, or two operators sharing a name).
+class state_type_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class keyed_state_backend {
  public:
   virtual ~keyed_state_backend() = default;
@@ -43,21 +54,29 @@ class keyed_state_backend {
   }
   std::uint64_t current_key() const { return current_key_; }
 
-  virtual std::optional<std::int64_t> value(std::string_view state) const = 0;
-  virtual void set_value(std::string_view state, std::int64_t v) = 0;
-  // Adds `delta` to the current key's value (0 when it has none) and returns the new value: a
-  // read-modify-write that keyed aggregations do per record, one lookup on the heap instead of
-  // value() + set_value()'s two.
-  virtual std::int64_t add_to_value(std::string_view state, std::int64_t delta) = 0;
+  virtual std::optional<std::string> value_bytes(std::string_view state) const = 0;
+  virtual void set_value_bytes(std::string_view state, std::string_view bytes) = 0;
   virtual void clear_value(std::string_view state) = 0;
+  // Adds `delta` to the current key's int64 value (0 when it has none) and returns the new
+  // value: a read-modify-write that keyed aggregations do per record, one lookup on the heap
+  // instead of value() + set_value()'s two.
+  virtual std::int64_t add_to_value(std::string_view state, std::int64_t delta) = 0;
 
-  virtual std::optional<std::int64_t> map_get(std::string_view state,
-                                              std::string_view map_key) const = 0;
-  virtual void map_put(std::string_view state, std::string_view map_key, std::int64_t v) = 0;
+  virtual std::optional<std::string> map_get_bytes(std::string_view state,
+                                                   std::string_view map_key) const = 0;
+  virtual void map_put_bytes(std::string_view state, std::string_view map_key,
+                             std::string_view bytes) = 0;
   virtual void map_remove(std::string_view state, std::string_view map_key) = 0;
   // The current key's entries, ordered by map key (bytewise).
-  virtual std::vector<std::pair<std::string, std::int64_t>> map_entries(
+  virtual std::vector<std::pair<std::string, std::string>> map_entries_bytes(
       std::string_view state) const = 0;
+
+  // The same for int64 values.
+  std::optional<std::int64_t> value(std::string_view state) const;
+  void set_value(std::string_view state, std::int64_t v);
+  std::optional<std::int64_t> map_get(std::string_view state, std::string_view map_key) const;
+  void map_put(std::string_view state, std::string_view map_key, std::int64_t v);
+  std::vector<std::pair<std::string, std::int64_t>> map_entries(std::string_view state) const;
 
   // The synchronous part of a checkpoint: the state as it is now, copied or as a consistent
   // view the asynchronous part materialises. Later updates never change it.
@@ -100,6 +119,9 @@ class keyed_state_backend {
 
  protected:
   keyed_state_backend(std::uint32_t max_parallelism, key_group_range range);
+
+  // The int64 `bytes` of `state` hold, or state_type_error.
+  static std::int64_t int64_of(std::string_view state, std::string_view bytes);
 
   // One owned key group of restore()'s parts.
   struct owned_group {

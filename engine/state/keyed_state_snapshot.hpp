@@ -9,10 +9,11 @@
 namespace snapflow {
 
 // The keyed state of one key group: per named state, per key, a value (value state) or a map
-// of entries (map state).
+// of entries (map state). Values and map entries are bytes; what they mean is the operator's
+// (built-in operators store int64s as int64_state_value.hpp encodes them).
 struct key_group_state {
-  std::map<std::string, std::unordered_map<std::uint64_t, std::int64_t>, std::less<>> values;
-  std::map<std::string, std::unordered_map<std::uint64_t, std::map<std::string, std::int64_t>>,
+  std::map<std::string, std::unordered_map<std::uint64_t, std::string>, std::less<>> values;
+  std::map<std::string, std::unordered_map<std::uint64_t, std::map<std::string, std::string>>,
            std::less<>>
       maps;
 

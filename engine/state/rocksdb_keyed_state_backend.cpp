@@ -10,6 +10,7 @@
 
 #include "engine/checkpoint/posix_io.hpp"
 #include "engine/state/file_copy.hpp"
+#include "engine/state/int64_state_value.hpp"
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
@@ -61,17 +62,6 @@ void build_key(std::string& out, std::uint32_t group, char kind, std::string_vie
   append_be(out, state.size(), 4);
   out.append(state);
   append_be(out, key, 8);
-}
-
-std::string encode_value(std::int64_t v) {
-  std::string out;
-  append_be(out, static_cast<std::uint64_t>(v), 8);
-  return out;
-}
-
-std::optional<std::int64_t> decode_value(std::string_view bytes) {
-  if (bytes.size() != 8) return std::nullopt;
-  return static_cast<std::int64_t>(read_be(bytes, 0, 8));
 }
 
 // One stored entry, taken apart.
@@ -366,15 +356,15 @@ result<keyed_state_snapshot> read_neutral(rocksdb::DB& db, rocksdb::ReadOptions 
   std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(r));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     auto key = parse_key(view(it->key()));
-    auto v = decode_value(view(it->value()));
-    if (!key || !v)
+    if (!key)
       return error{"rocksdb state in " + folder.string() +
                    " holds an entry this backend did not write"};
     key_group_state& g = out.key_groups[key->group];
+    std::string value(view(it->value()));
     if (key->kind == value_kind)
-      entry(g.values, key->state)[key->key] = *v;
+      entry(g.values, key->state)[key->key] = std::move(value);
     else
-      entry(g.maps, key->state)[key->key].emplace(std::string(key->map_key), *v);
+      entry(g.maps, key->state)[key->key].emplace(std::string(key->map_key), std::move(value));
   }
   if (!it->status().ok())
     return error{"reading rocksdb state in " + folder.string() + " failed: " +
@@ -474,19 +464,18 @@ const std::string& rocksdb_keyed_state_backend::map_key_of(std::string_view stat
   return key_;
 }
 
-std::optional<std::int64_t> rocksdb_keyed_state_backend::get(const std::string& key) const {
+std::optional<std::string> rocksdb_keyed_state_backend::get(const std::string& key) const {
   rocksdb::PinnableSlice out;
   const rocksdb::Status s =
       store_->db().Get(rocksdb::ReadOptions(), store_->db().DefaultColumnFamily(), key, &out);
   if (s.IsNotFound()) return std::nullopt;
   if (!s.ok()) store_->fail("a read", s);
-  auto v = decode_value(view(out));
-  if (!v) store_->fail("a read", rocksdb::Status::Corruption("a value is not 8 bytes"));
-  return v;
+  return std::string(view(out));
 }
 
-void rocksdb_keyed_state_backend::put(const std::string& key, std::int64_t v) {
-  const rocksdb::Status s = store_->db().Put(write_options(), key, encode_value(v));
+void rocksdb_keyed_state_backend::put(const std::string& key, std::string_view bytes) {
+  const rocksdb::Status s =
+      store_->db().Put(write_options(), key, rocksdb::Slice(bytes.data(), bytes.size()));
   if (!s.ok()) store_->fail("a write", s);
 }
 
@@ -495,19 +484,22 @@ void rocksdb_keyed_state_backend::remove(const std::string& key) {
   if (!s.ok()) store_->fail("a delete", s);
 }
 
-std::optional<std::int64_t> rocksdb_keyed_state_backend::value(std::string_view state) const {
+std::optional<std::string> rocksdb_keyed_state_backend::value_bytes(
+    std::string_view state) const {
   return get(key_of(value_kind, state));
 }
 
-void rocksdb_keyed_state_backend::set_value(std::string_view state, std::int64_t v) {
-  put(key_of(value_kind, state), v);
+void rocksdb_keyed_state_backend::set_value_bytes(std::string_view state,
+                                                  std::string_view bytes) {
+  put(key_of(value_kind, state), bytes);
 }
 
 std::int64_t rocksdb_keyed_state_backend::add_to_value(std::string_view state,
                                                        std::int64_t delta) {
   const std::string& key = key_of(value_kind, state);
-  const std::int64_t v = get(key).value_or(0) + delta;
-  put(key, v);
+  const auto old = get(key);
+  const std::int64_t v = (old ? int64_of(state, *old) : 0) + delta;
+  put(key, encode_int64_state(v));
   return v;
 }
 
@@ -515,30 +507,28 @@ void rocksdb_keyed_state_backend::clear_value(std::string_view state) {
   remove(key_of(value_kind, state));
 }
 
-std::optional<std::int64_t> rocksdb_keyed_state_backend::map_get(std::string_view state,
-                                                                 std::string_view map_key) const {
+std::optional<std::string> rocksdb_keyed_state_backend::map_get_bytes(
+    std::string_view state, std::string_view map_key) const {
   return get(map_key_of(state, map_key));
 }
 
-void rocksdb_keyed_state_backend::map_put(std::string_view state, std::string_view map_key,
-                                          std::int64_t v) {
-  put(map_key_of(state, map_key), v);
+void rocksdb_keyed_state_backend::map_put_bytes(std::string_view state, std::string_view map_key,
+                                                std::string_view bytes) {
+  put(map_key_of(state, map_key), bytes);
 }
 
 void rocksdb_keyed_state_backend::map_remove(std::string_view state, std::string_view map_key) {
   remove(map_key_of(state, map_key));
 }
 
-std::vector<std::pair<std::string, std::int64_t>> rocksdb_keyed_state_backend::map_entries(
+std::vector<std::pair<std::string, std::string>> rocksdb_keyed_state_backend::map_entries_bytes(
     std::string_view state) const {
-  std::vector<std::pair<std::string, std::int64_t>> out;
+  std::vector<std::pair<std::string, std::string>> out;
   const std::string prefix = key_of(map_kind, state);
   std::unique_ptr<rocksdb::Iterator> it(store_->db().NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    auto v = decode_value(view(it->value()));
-    if (!v) store_->fail("a read", rocksdb::Status::Corruption("a value is not 8 bytes"));
-    out.emplace_back(std::string(view(it->key()).substr(prefix.size())), *v);
-  }
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next())
+    out.emplace_back(std::string(view(it->key()).substr(prefix.size())),
+                     std::string(view(it->value())));
   if (!it->status().ok()) store_->fail("a scan", it->status());
   return out;
 }
@@ -569,14 +559,14 @@ result<void> rocksdb_keyed_state_backend::write_groups(const std::vector<owned_g
     for (const auto& [name, keys] : state->values)
       for (const auto& [k, v] : keys) {
         build_key(key, group, value_kind, name, k);
-        batch.Put(key, encode_value(v));
+        batch.Put(key, v);
       }
     for (const auto& [name, keys] : state->maps)
       for (const auto& [k, entries] : keys)
         for (const auto& [map_key, v] : entries) {
           build_key(key, group, map_kind, name, k);
           key.append(map_key);
-          batch.Put(key, encode_value(v));
+          batch.Put(key, v);
         }
     const rocksdb::Status s = store_->db().Write(write_options(), &batch);
     if (!s.ok())

@@ -18,7 +18,7 @@ namespace snapflow {
 // Layout, integers big-endian so that bytewise order is key group order:
 //   key   = u16 key group | u8 kind (1 value, 2 map) | u32 name length | name | u64 key
 //           [| map key, for map state]
-//   value = i64
+//   value = the bytes the operator stored (an int64 as int64_state_value.hpp encodes it)
 // The key group comes first so that a range of key groups is one contiguous key range (a
 // rescale can cut it out or drop it with one range delete).
 //
@@ -51,16 +51,17 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
       bool incremental = false);
   ~rocksdb_keyed_state_backend() override;
 
-  std::optional<std::int64_t> value(std::string_view state) const override;
-  void set_value(std::string_view state, std::int64_t v) override;
-  std::int64_t add_to_value(std::string_view state, std::int64_t delta) override;
+  std::optional<std::string> value_bytes(std::string_view state) const override;
+  void set_value_bytes(std::string_view state, std::string_view bytes) override;
   void clear_value(std::string_view state) override;
+  std::int64_t add_to_value(std::string_view state, std::int64_t delta) override;
 
-  std::optional<std::int64_t> map_get(std::string_view state,
-                                      std::string_view map_key) const override;
-  void map_put(std::string_view state, std::string_view map_key, std::int64_t v) override;
+  std::optional<std::string> map_get_bytes(std::string_view state,
+                                           std::string_view map_key) const override;
+  void map_put_bytes(std::string_view state, std::string_view map_key,
+                     std::string_view bytes) override;
   void map_remove(std::string_view state, std::string_view map_key) override;
-  std::vector<std::pair<std::string, std::int64_t>> map_entries(
+  std::vector<std::pair<std::string, std::string>> map_entries_bytes(
       std::string_view state) const override;
 
   keyed_snapshot_part snapshot() const override;
@@ -107,8 +108,8 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
   // The current key's key for `state` of `kind`, in key_ (reused: no allocation per access).
   const std::string& key_of(char kind, std::string_view state) const;
   const std::string& map_key_of(std::string_view state, std::string_view map_key) const;
-  std::optional<std::int64_t> get(const std::string& key) const;
-  void put(const std::string& key, std::int64_t v);
+  std::optional<std::string> get(const std::string& key) const;
+  void put(const std::string& key, std::string_view bytes);
   void remove(const std::string& key);
 
   std::shared_ptr<store> store_;

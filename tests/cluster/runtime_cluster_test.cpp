@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <map>
 #include <memory>
 #include <set>
@@ -351,4 +352,137 @@ TEST_CASE("runtime cluster: backpressure from a slow sink keeps the buffered byt
   }
   // The buffers did fill: the source outran the sinks and was held back, not the other way.
   CHECK(static_cast<std::uint64_t>(largest) >= full_batch_bytes);
+}
+
+namespace {
+
+// The example's shape with every vertex at `parallelism`, keyed state in `backend`, and a
+// rate-limited source (records per second per subtask), so a savepoint lands mid-run.
+std::string rescalable_job(const std::filesystem::path& out, std::int64_t records,
+                           std::uint32_t parallelism, const std::string& backend,
+                           std::int64_t rate) {
+  std::ostringstream os;
+  os << "[job]\nname = \"rescalable\"\nparallelism = " << parallelism
+     << "\nmax_parallelism = 128\n\n"
+     << "[checkpointing]\ninterval_ms = 50\nmode = \"exactly_once\"\nstate_backend = \""
+     << backend << "\"\n\n"
+     << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\n"
+     << "params = { count = " << records << ", keys = " << key_count << ", rate = " << rate
+     << " }\n\n"
+     << "[[operator]]\nuid = \"sum\"\nkind = \"keyed_sum\"\ninput = \"source\"\n"
+     << "partition = \"hash\"\n\n"
+     << "[[operator]]\nuid = \"sink\"\nkind = \"two_phase_commit_file_sink\"\ninput = \"sum\"\n"
+     << "params = { path = " << json(out.string()).dump() << " }\n";
+  return os.str();
+}
+
+// `text` as a URL query value: unreserved characters and '/' as they are, the rest %XX.
+std::string query_value(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      static constexpr char hex[] = "0123456789ABCDEF";
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+// Submits `toml` through REST, from the savepoint at `savepoint` when one is given.
+std::string submit_job(const coordinator_process& coordinator, const std::string& toml,
+                       const std::string& savepoint = "") {
+  std::string path = "/jobs";
+  if (!savepoint.empty()) path += "?fromSavepoint=" + query_value(savepoint);
+  const http_result r = coordinator.rest().post(path, toml);
+  INFO("submit: " << r.status << " " << r.body.dump());
+  REQUIRE(r.status == 202);
+  return r.body["jobid"].get<std::string>();
+}
+
+// Takes a savepoint of the running `job` into `target` (under the savepoint root) and cancels
+// the job, through REST; returns the savepoint's folder once the job is canceled.
+std::string savepoint_and_cancel(runtime_cluster& cluster, const std::string& job,
+                                 const std::string& target) {
+  const coordinator_process& coordinator = cluster.coordinator();
+  {
+    const bool checkpointed = coordinator.wait_for_completed_checkpoints(job, 1, 40s);
+    INFO("job: " << coordinator.job(job).dump() << cluster.stderr_of_workers());
+    REQUIRE(checkpointed);
+    REQUIRE(coordinator.job(job).value("state", "") == "RUNNING");
+  }
+  const http_result trigger =
+      coordinator.rest().post("/jobs/" + job + "/savepoints",
+                              json{{"target-directory", target}, {"cancel-job", true}}.dump());
+  INFO("trigger: " << trigger.status << " " << trigger.body.dump());
+  REQUIRE(trigger.status == 202);
+  const std::string status_path =
+      "/jobs/" + job + "/savepoints/" + trigger.body["request-id"].get<std::string>();
+  json operation;
+  const bool completed = eventually(
+      [&] {
+        const http_result r = coordinator.rest().get(status_path);
+        if (r.status != 200 || r.body["status"].value("id", "") != "COMPLETED") return false;
+        operation = r.body["operation"];
+        return true;
+      },
+      40s);
+  INFO("savepoint: " << operation.dump() << cluster.stderr_of_workers());
+  REQUIRE(completed);
+  REQUIRE(operation.contains("location"));
+  REQUIRE_FALSE(operation.contains("failure-cause"));
+  const bool canceled =
+      eventually([&] { return coordinator.job(job).value("state", "") == "CANCELED"; }, 40s);
+  INFO("job: " << coordinator.job(job).dump());
+  REQUIRE(canceled);
+  return operation["location"].get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("runtime cluster: savepoints restore every vertex at twice and at half the "
+          "parallelism, in either state backend, exactly once") {
+  // Three jobs in a row through REST, each from the savepoint its predecessor was canceled
+  // with: every vertex (source, keyed_sum, sink) at 2, then 4, then 2 again. The backends:
+  // hashmap throughout, rocksdb throughout, or hashmap -> rocksdb -> hashmap.
+  const std::vector<std::string> backends =
+      GENERATE(std::vector<std::string>{"hashmap", "hashmap", "hashmap"},
+               std::vector<std::string>{"rocksdb", "rocksdb", "rocksdb"},
+               std::vector<std::string>{"hashmap", "rocksdb", "hashmap"});
+  const std::vector<std::uint32_t> parallelism = {2, 4, 2};
+  INFO("backends " << backends[0] << " -> " << backends[1] << " -> " << backends[2]);
+  // 2,000 records per second per source subtask: the first job would need 10 s alone, the
+  // savepoints are taken after its first checkpoint.
+  constexpr std::int64_t records = 40'000;
+  constexpr std::int64_t rate = 2'000;
+  runtime_cluster cluster;
+  const auto out = cluster.dir() / "out";
+  std::string savepoint;
+  for (std::size_t stage = 0; stage < 3; ++stage) {
+    INFO("job " << stage + 1 << " at parallelism " << parallelism[stage] << " with "
+                << backends[stage] << (savepoint.empty() ? "" : " from " + savepoint));
+    const std::string job = submit_job(
+        cluster.coordinator(),
+        rescalable_job(out, records, parallelism[stage], backends[stage], rate), savepoint);
+    if (stage < 2) {
+      savepoint = savepoint_and_cancel(cluster, job, "rescale-" + std::to_string(stage));
+      // Only part of the input was committed when the job was canceled.
+      CHECK(read_committed_output(out, records, key_count).lines <
+            static_cast<std::size_t>(records));
+      continue;
+    }
+    const bool finished = cluster.job_finished(job, 90s);
+    INFO("job: " << cluster.coordinator().job(job).dump() << cluster.stderr_of_workers());
+    REQUIRE(finished);
+  }
+  const committed_output o = read_committed_output(out, records, key_count);
+  CHECK(o.bad_lines == 0);
+  CHECK(o.missing == 0);
+  CHECK(o.duplicated == 0);
+  CHECK(o.wrong_sums == 0);
+  CHECK(o.lines == static_cast<std::size_t>(records));
+  cluster.stop();
 }

@@ -568,13 +568,16 @@ using indexes = std::vector<std::uint32_t>;
 
 }  // namespace
 
-TEST_CASE("restore at unchanged parallelism: each subtask receives only its own old state") {
+TEST_CASE("restore at unchanged parallelism: each subtask receives only its own old state, "
+          "a source every old state (its split positions are picked from the union)") {
   const assignment got = restore_into(rescale_job(4), 4);
-  for (const char* uid : {"src", "sum", "sink"}) {
+  for (const char* uid : {"sum", "sink"}) {
     INFO(uid);
     REQUIRE(got.at(uid).size() == 4);
     for (std::uint32_t i = 0; i < 4; ++i) CHECK(got.at(uid).at(i) == indexes{i});
   }
+  REQUIRE(got.at("src").size() == 4);
+  for (std::uint32_t i = 0; i < 4; ++i) CHECK(got.at("src").at(i) == (indexes{0, 1, 2, 3}));
 }
 
 TEST_CASE("restore scaled up: keyed state by key-group overlap, operator state round robin") {
@@ -586,13 +589,12 @@ TEST_CASE("restore scaled up: keyed state by key-group overlap, operator state r
   CHECK(got.at("sum").at(2) == indexes{1});
   CHECK(got.at("sum").at(3) == indexes{1});
   // Old i goes to new i % 4: new 2 and 3 start without operator state.
-  for (const char* uid : {"src", "sink"}) {
-    INFO(uid);
-    CHECK(got.at(uid).at(0) == indexes{0});
-    CHECK(got.at(uid).at(1) == indexes{1});
-    CHECK(got.at(uid).at(2).empty());
-    CHECK(got.at(uid).at(3).empty());
-  }
+  CHECK(got.at("sink").at(0) == indexes{0});
+  CHECK(got.at("sink").at(1) == indexes{1});
+  CHECK(got.at("sink").at(2).empty());
+  CHECK(got.at("sink").at(3).empty());
+  // The source's splits go wherever they are owned now: every subtask sees every old state.
+  for (std::uint32_t i = 0; i < 4; ++i) CHECK(got.at("src").at(i) == (indexes{0, 1}));
 }
 
 TEST_CASE("restore scaled down: every old state reaches a new subtask, none goes everywhere") {
@@ -601,18 +603,17 @@ TEST_CASE("restore scaled down: every old state reaches a new subtask, none goes
   const assignment got = restore_into(rescale_job(2), 5);
   CHECK(got.at("sum").at(0) == indexes{0, 1, 2, 4});  // 0, 2, 4 by round robin too
   CHECK(got.at("sum").at(1) == indexes{1, 2, 3, 4});  // 1, 3 by round robin too
-  for (const char* uid : {"src", "sink"}) {
-    INFO(uid);
-    CHECK(got.at(uid).at(0) == indexes{0, 2, 4});
-    CHECK(got.at(uid).at(1) == indexes{1, 3});
-  }
+  CHECK(got.at("sink").at(0) == indexes{0, 2, 4});
+  CHECK(got.at("sink").at(1) == indexes{1, 3});
+  for (std::uint32_t i = 0; i < 2; ++i) CHECK(got.at("src").at(i) == (indexes{0, 1, 2, 3, 4}));
 }
 
 TEST_CASE("restore of a kind that declares no redistribution: every subtask gets every state") {
   const assignment got = restore_into(rescale_job(3, /*custom_sink=*/true), 2);
   for (std::uint32_t i = 0; i < 3; ++i) CHECK(got.at("sink").at(i) == indexes{0, 1});
-  // The built-in vertices of the same job still get only what they need.
-  CHECK(got.at("src").at(2).empty());
+  // The built-in round-robin vertices of the same job still get only what they need: keyed_sum's
+  // new subtask 0 (key groups 0..42) only old subtask 0 (0..63).
+  CHECK(got.at("sum").at(0) == indexes{0});
 }
 
 TEST_CASE("state assignment: a custom kind that declares round robin in its registry gets it") {

@@ -11,6 +11,7 @@
 
 #include "engine/runtime/key_groups.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"
+#include "engine/state/int64_state_value.hpp"
 
 using namespace snapflow;
 
@@ -28,10 +29,13 @@ struct model {
     out.max_parallelism = max_par;
     for (const auto& [name, keys] : values)
       for (const auto& [key, v] : keys)
-        out.key_groups[key_groups::key_group_for_key(key, max_par)].values[name][key] = v;
+        out.key_groups[key_groups::key_group_for_key(key, max_par)].values[name][key] =
+            encode_int64_state(v);
     for (const auto& [name, keys] : maps)
       for (const auto& [key, m] : keys)
-        out.key_groups[key_groups::key_group_for_key(key, max_par)].maps[name][key] = m;
+        for (const auto& [mk, v] : m)
+          out.key_groups[key_groups::key_group_for_key(key, max_par)].maps[name][key][mk] =
+              encode_int64_state(v);
     return out;
   }
 };

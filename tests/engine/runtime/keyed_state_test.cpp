@@ -9,6 +9,7 @@
 #include "engine/checkpoint/crc32c.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"
+#include "engine/state/int64_state_value.hpp"
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
 #include "engine/state/state_backend_kind.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
@@ -170,9 +171,9 @@ TEMPLATE_TEST_CASE("keyed state: later updates do not change a snapshot", "", ha
   CHECK(snap->max_parallelism == 128);
   keyed_state_snapshot expected;
   expected.max_parallelism = 128;
-  expected.key_groups[key_groups::key_group_for_key(4, 128)].values["sum"][4] = 1;
-  expected.key_groups[key_groups::key_group_for_key(4, 128)].maps["m"][4]["a"] = 1;
-  expected.key_groups[key_groups::key_group_for_key(5, 128)].values["gone"][5] = 5;
+  expected.key_groups[key_groups::key_group_for_key(4, 128)].values["sum"][4] = encode_int64_state(1);
+  expected.key_groups[key_groups::key_group_for_key(4, 128)].maps["m"][4]["a"] = encode_int64_state(1);
+  expected.key_groups[key_groups::key_group_for_key(5, 128)].values["gone"][5] = encode_int64_state(5);
   CHECK(*snap == expected);
 
   auto restored = made.make(0, 1);
@@ -433,4 +434,133 @@ TEST_CASE("keyed state: decoding garbage or cut-off bytes fails cleanly") {
   forged[40] = static_cast<char>(0xff);  // a length or count inside the body
   CHECK_FALSE(state_file::decode(forged));
   CHECK(state_file::decode(bytes));
+}
+
+TEMPLATE_TEST_CASE("keyed state: values and map entries are bytes of any length and content", "",
+                   hashmap_backends, rocksdb_backends) {
+  TestType made;
+  auto owned = made.make(0, 1);
+  auto& b = *owned;
+  const std::string binary("\0\xff\0v", 4);
+  const std::string large(1 << 20, 'x');
+  b.set_current_key(1);
+  b.set_value_bytes("blob", binary);
+  b.map_put_bytes("m", std::string("\0k", 2), large);
+  b.map_put_bytes("m", "empty", "");
+  b.set_current_key(2);
+  b.set_value_bytes("blob", "");  // an empty value is a value, not an absent one
+  CHECK(b.value_bytes("blob") == std::string());
+  b.set_current_key(1);
+  CHECK(b.value_bytes("blob") == binary);
+  CHECK(b.map_get_bytes("m", std::string("\0k", 2)) == large);
+  CHECK(b.map_entries_bytes("m") == std::vector<std::pair<std::string, std::string>>{
+                                        {std::string("\0k", 2), large}, {"empty", ""}});
+  // Overwritten with a shorter value, then back through a snapshot into a fresh backend.
+  b.set_value_bytes("blob", "z");
+  auto restored = made.make(0, 1);
+  REQUIRE(restored->restore({snapshot_now(b)}));
+  restored->set_current_key(1);
+  CHECK(restored->value_bytes("blob") == "z");
+  CHECK(restored->map_get_bytes("m", std::string("\0k", 2)) == large);
+  restored->set_current_key(2);
+  CHECK(restored->value_bytes("blob") == std::string());
+  // Through a state file too.
+  subtask_snapshot s = snapshot_of(b, 0, 1);
+  auto decoded = state_file::decode(state_file::encode(s));
+  REQUIRE(decoded);
+  CHECK(*decoded == s);
+}
+
+TEMPLATE_TEST_CASE("keyed state: an int64 read of a value of another length throws, naming the "
+                   "state",
+                   "", hashmap_backends, rocksdb_backends) {
+  TestType made;
+  auto owned = made.make(0, 1);
+  auto& b = *owned;
+  b.set_current_key(5);
+  b.set_value_bytes("sum", "abc");
+  b.map_put_bytes("m", "k", "0123456789");
+  CHECK_THROWS_WITH(b.value("sum"), Catch::Contains("'sum'") && Catch::Contains("3 bytes"));
+  CHECK_THROWS_AS(b.add_to_value("sum", 1), state_type_error);
+  CHECK_THROWS_WITH(b.map_get("m", "k"), Catch::Contains("'m'") && Catch::Contains("10 bytes"));
+  CHECK_THROWS_AS(b.map_entries("m"), state_type_error);
+  CHECK(b.value_bytes("sum") == "abc");  // the failed add changed nothing
+  // int64 values are the 8 bytes int64_state_value.hpp encodes, whichever way they were put.
+  b.set_value("n", -2);
+  CHECK(b.value_bytes("n") == encode_int64_state(-2));
+  b.set_value_bytes("n", encode_int64_state(40));
+  CHECK(b.add_to_value("n", 2) == 42);
+}
+
+namespace {
+
+// A version 1 state file (int64 values, as written before values were bytes), built by hand:
+// `key`'s key group (max parallelism 128) with value state "sum" {key -> -5} and map state "m"
+// {key -> {"a" -> 9}}.
+std::string version_1_state_file(std::uint64_t key) {
+  std::string body;
+  auto u32 = [&](std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) body.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  };
+  auto u64 = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) body.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  };
+  auto str = [&](std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    body.append(s);
+  };
+  str("sum");  // uid
+  u32(0);      // subtask
+  u32(1);      // parallelism
+  u64(4);      // checkpoint
+  u32(0);      // operator state
+  u32(128);    // max parallelism
+  u32(1);      // key groups
+  u32(key_groups::key_group_for_key(key, 128));
+  u32(1);  // value states
+  str("sum");
+  u32(1);
+  u64(key);
+  u64(static_cast<std::uint64_t>(std::int64_t{-5}));
+  u32(1);  // map states
+  str("m");
+  u32(1);
+  u64(key);
+  u32(1);
+  str("a");
+  u64(9);
+  std::string out(state_file::magic);
+  std::string header;
+  body.swap(header);
+  u32(state_file::version_int64);
+  u64(header.size());
+  std::string file = out + body + header;
+  const std::uint32_t crc = crc32c(file);
+  for (int i = 0; i < 4; ++i) file.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
+  return file;
+}
+
+}  // namespace
+
+TEST_CASE("keyed state: a state file of the int64 format is still read, its values as int64 "
+          "state") {
+  constexpr std::uint64_t key = 3;
+  auto decoded = state_file::decode(version_1_state_file(key));
+  REQUIRE(decoded);
+  const auto& g = decoded->keyed.key_groups.at(key_groups::key_group_for_key(key, 128));
+  CHECK(g.values.at("sum").at(key) == encode_int64_state(-5));
+  CHECK(g.maps.at("m").at(key).at("a") == encode_int64_state(9));
+  CHECK_FALSE(decoded->keyed_files);
+  // What a backend restored from it reads as int64 again.
+  heap_keyed_state_backend b(128, key_groups::range_for_subtask(0, 1, 128));
+  REQUIRE(b.restore({decoded->keyed}));
+  b.set_current_key(key);
+  CHECK(b.value("sum") == -5);
+  CHECK(b.map_get("m", "a") == 9);
+  // Written again, it is version 3 and decodes to the same.
+  const std::string again = state_file::encode(*decoded);
+  CHECK(again.substr(state_file::magic.size(), 4) == std::string("\x03\0\0\0", 4));
+  auto back = state_file::decode(again);
+  REQUIRE(back);
+  CHECK(*back == *decoded);
 }

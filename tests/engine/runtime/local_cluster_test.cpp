@@ -20,7 +20,8 @@ namespace {
 
 constexpr std::int64_t keys = 16;
 
-// sequence_source (2) -> key_by -> keyed_sum (4) -> two_phase_commit_file_sink (4).
+// sequence_source (2) -> key_by -> keyed_sum (4) -> two_phase_commit_file_sink (4), unless the
+// parallelisms are given.
 job_graph exactly_once_job(const std::filesystem::path& out, std::int64_t count,
                            std::chrono::milliseconds interval,
                            checkpointing_mode mode = checkpointing_mode::exactly_once,
@@ -28,7 +29,8 @@ job_graph exactly_once_job(const std::filesystem::path& out, std::int64_t count,
                            std::chrono::milliseconds timeout = 10s,
                            std::uint32_t sum_parallelism = 4,
                            const std::string& source_kind = "sequence_source",
-                           const operator_registry& registry = operator_registry::builtin()) {
+                           const operator_registry& registry = operator_registry::builtin(),
+                           std::uint32_t source_parallelism = 2) {
   stream_environment env;
   env.set_job_name("exactly-once-sum");
   env.enable_checkpointing(interval, mode);
@@ -36,7 +38,7 @@ job_graph exactly_once_job(const std::filesystem::path& out, std::int64_t count,
   env.set_checkpoint_timeout(timeout);
   auto source = env.add_source(source_kind,
                                {{"count", std::to_string(count)}, {"keys", std::to_string(keys)}});
-  source.uid("source").set_parallelism(2);
+  source.uid("source").set_parallelism(source_parallelism);
   auto sums = source.key_by().sum();
   sums.uid("sum").set_parallelism(sum_parallelism);
   sums.add_sink("two_phase_commit_file_sink", {{"path", out.string()}})
@@ -256,6 +258,51 @@ TEST_CASE("local cluster: restored at another parallelism, keyed state and sink 
   job_graph rescaled =
       exactly_once_job(out, count, 10ms, checkpointing_mode::exactly_once, 0, 10s,
                        /*sum_parallelism=*/3, "gated_sequence_source", kinds.registry);
+  rescaled.id = job.id;
+  auto options = kinds.apply(options_for(dir));
+  options.restore_latest = true;
+  local_cluster second(rescaled, options);
+  auto status = second.run(60s);
+  if (!status) FAIL(status.err().message);
+  INFO("failure: " << second.failure_cause().value_or("none"));
+  REQUIRE(*status == job_status::finished);
+  REQUIRE(second.restored_checkpoint());
+  check_exactly_once(out, count);
+}
+
+TEST_CASE("local cluster: every vertex restored at another parallelism, source included, "
+          "exactly once") {
+  // Source, keyed_sum and sink at 2 then 4 (twice the parallelism), or at 4 then 2 (half),
+  // restored from the checkpoint the crash left, in either state backend.
+  const std::string backend = GENERATE(as<std::string>{}, "hashmap", "rocksdb");
+  using parallelisms = std::pair<std::uint32_t, std::uint32_t>;
+  const auto [before, after] = GENERATE(parallelisms{2, 4}, parallelisms{4, 2});
+  INFO(backend << ", parallelism " << before << " -> " << after);
+  temp_folder dir;
+  constexpr std::int64_t count = 60'000;
+  const auto out = dir.path() / "out";
+  custom_kinds kinds(/*hold_after=*/5'000);
+  auto job_at = [&](std::uint32_t parallelism) {
+    job_graph job =
+        exactly_once_job(out, count, 10ms, checkpointing_mode::exactly_once, 0, 10s, parallelism,
+                         "gated_sequence_source", kinds.registry, parallelism);
+    job.checkpointing->config.state_backend = backend;
+    return job;
+  };
+  const job_graph job = job_at(before);
+  {
+    local_cluster first(job, kinds.apply(options_for(dir)));
+    auto started = first.start();
+    if (!started) FAIL(started.err().message);
+    REQUIRE(first.wait_for_completed_checkpoints(2, 60s));
+    first.kill_task({0, 1}, "killed by test");  // a source subtask
+    REQUIRE(first.wait(60s) == job_status::failed);
+    CHECK_THAT(first.failure_cause().value_or(""), Catch::Contains("killed by test"));
+  }
+  // Part of the output is committed; the rest comes after the restore.
+  CHECK(read_committed_output(out).size() < static_cast<std::size_t>(count));
+  kinds.gate->open = true;
+  job_graph rescaled = job_at(after);
   rescaled.id = job.id;
   auto options = kinds.apply(options_for(dir));
   options.restore_latest = true;

@@ -89,7 +89,10 @@ TEST_CASE("sequence source: a restored source resumes exactly after the checkpoi
   auto snap = first.op->snapshot(1);
   REQUIRE(snap);
   REQUIRE(first.source().emit(first.out, 2));  // 109, 111: after the checkpoint, lost on crash
-  harness restored(v, 1, {{1, 2, snap->state}, {0, 2, {{"offset", "100"}}}}, 1);
+  // Restoring hands every old subtask's splits to everyone (union_all); subtask 0 emitted none.
+  auto untouched = harness(v, 0).op->snapshot(1);
+  REQUIRE(untouched);
+  harness restored(v, 1, {{1, 2, snap->state}, {0, 2, untouched->state}}, 1);
   restored.drain_source();
   REQUIRE_FALSE(restored.out.records.empty());
   CHECK(restored.out.records.front().seq == 109);
@@ -97,7 +100,7 @@ TEST_CASE("sequence source: a restored source resumes exactly after the checkpoi
   CHECK(restored.out.records.size() == 6);
 }
 
-TEST_CASE("sequence source: refuses restoring at another parallelism") {
+TEST_CASE("sequence source: refuses restoring offsets from before splits at another parallelism") {
   auto v = make_vertex("sequence_source", {{"count", "20"}}, 3);
   auto made = operator_factory::builtin().create(v);
   REQUIRE(made);
@@ -125,7 +128,9 @@ TEST_CASE("line source: splits lines over subtasks and resumes from its offset")
   CHECK(h.out.records[1].payload == "line 2");
   CHECK(h.out.records[1].seq == 2);
   CHECK(h.out.records[1].key == fnv1a_64("line 2"));
-  harness restored(v, 0, {{0, 2, snap->state}}, 1);
+  auto other = harness(v, 1).op->snapshot(1);
+  REQUIRE(other);
+  harness restored(v, 0, {{0, 2, snap->state}, {1, 2, other->state}}, 1);
   restored.drain_source();
   std::vector<std::string> rest;
   for (const auto& r : restored.out.records) rest.push_back(r.payload);

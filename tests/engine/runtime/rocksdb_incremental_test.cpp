@@ -321,18 +321,19 @@ TEST_CASE("rocksdb incremental: a hostile manifest is refused before a file is c
   }
 }
 
-TEST_CASE("rocksdb incremental: the manifest travels in the state file, version 1 unchanged") {
+TEST_CASE("rocksdb incremental: the manifest travels in the state file") {
   subtask_snapshot s;
   s.operator_uid = "sum";
   s.subtask_index = 1;
   s.parallelism = 2;
   s.checkpoint = 9;
   const std::string plain = state_file::encode(s);
-  CHECK(plain.substr(state_file::magic.size(), 4) == std::string("\x01\x00\x00\x00", 4));
+  CHECK(plain.substr(state_file::magic.size(), 4) == std::string("\x03\x00\x00\x00", 4));
+  CHECK_FALSE(state_file::decode(plain)->keyed_files);
   s.keyed_files = keyed_state_files{128, 64, 127, {{"000012.sst", "x-000012.sst", 10, 7, true},
                                                    {"CURRENT", "x-CURRENT", 16, 8, false}}};
   const std::string with_files = state_file::encode(s);
-  CHECK(with_files.substr(state_file::magic.size(), 4) == std::string("\x02\x00\x00\x00", 4));
+  CHECK(with_files.substr(state_file::magic.size(), 4) == std::string("\x03\x00\x00\x00", 4));
   auto decoded = state_file::decode(with_files);
   REQUIRE(decoded);
   CHECK(*decoded == s);

@@ -11,6 +11,7 @@
 #include "engine/runtime/local_channel.hpp"
 #include "engine/runtime/runtime_task_executor.hpp"
 #include "engine/runtime/state_file.hpp"
+#include "engine/state/int64_state_value.hpp"
 #include "graph/job_file.hpp"
 #include "graph/job_graph_codec.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
@@ -219,7 +220,7 @@ std::map<std::uint64_t, std::int64_t> tallies(const std::vector<checkpoint_ack>&
       for (const auto& [group, state] : snapshot->keyed.key_groups) {
         auto it = state.values.find("tally");
         if (it == state.values.end()) continue;
-        for (const auto& [key, n] : it->second) out[key] += n;
+        for (const auto& [key, n] : it->second) out[key] += *decode_int64_state(n);
       }
     }
   }
