@@ -1,12 +1,16 @@
 // keyed_sum's `state_bytes` parameter (the benchmarks' "subtask holding N MiB of state"):
 // the snapshot carries exactly that much extra operator state, different per subtask, and bad
 // values are refused with a clear error by both the job file and the operator factory.
+// Its `value_bytes` parameter: bytes per key in either backend, new per record, restored.
 #include <catch2/catch.hpp>
+
+#include <array>
 
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/keyed_operators.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"
+#include "engine/state/rocksdb_keyed_state_backend.hpp"
 #include "graph/job_file.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
@@ -145,4 +149,59 @@ TEST_CASE("keyed_sum refuses a negative or oversized value_bytes with a clear er
       "bench.toml");
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(std::string(bad.error().what()), Catch::Contains("value_bytes"));
+}
+
+TEST_CASE("keyed_sum value_bytes in the rocksdb backend: per key, new per record, restored into "
+          "either backend") {
+  temp_folder dir;
+  const auto range = key_groups::range_for_subtask(0, 1, 128);
+  auto keyed = rocksdb_keyed_state_backend::open(128, range, dir.path() / "a");
+  auto restored = rocksdb_keyed_state_backend::open(128, range, dir.path() / "b");
+  REQUIRE(keyed);
+  REQUIRE(restored);
+  auto v = make_vertex("keyed_sum", {{"value_bytes", "3000"}}, 1);
+  auto op = open_sum(v, **keyed, 0);
+  collecting_output out;
+  std::vector<std::string> latest;
+  for (std::uint64_t key = 0; key < 4; ++key) {
+    (*keyed)->set_current_key(key);
+    REQUIRE(op->process(record{key, static_cast<std::int64_t>(key), 1, {}}, out));
+    const auto first = (*keyed)->value_bytes("payload");
+    REQUIRE(op->process(record{key, static_cast<std::int64_t>(key + 100), 1, {}}, out));
+    const auto second = (*keyed)->value_bytes("payload");
+    REQUIRE(first);
+    REQUIRE(second);
+    CHECK(first->size() == 3000);
+    CHECK(second->size() == 3000);
+    CHECK(*first != *second);
+    for (const auto& other : latest) CHECK(*second != other);  // different per key
+    latest.push_back(*second);
+  }
+  auto snapshot = (*keyed)->snapshot_now();
+  REQUIRE(snapshot);
+  REQUIRE((*restored)->restore({*snapshot}));
+  heap_keyed_state_backend heap(128, range);
+  REQUIRE(heap.restore({*snapshot}));
+  for (std::uint64_t key = 0; key < 4; ++key) {
+    (*restored)->set_current_key(key);
+    heap.set_current_key(key);
+    CHECK((*restored)->value_bytes("payload") == latest[key]);
+    CHECK(heap.value_bytes("payload") == latest[key]);
+    CHECK((*restored)->value("sum") == 2);
+  }
+}
+
+TEST_CASE("keyed_sum value_bytes content does not compress away") {
+  auto v = make_vertex("keyed_sum", {{"value_bytes", "65536"}}, 1);
+  heap_keyed_state_backend keyed(v.max_parallelism, key_groups::range_for_subtask(0, 1, 128));
+  auto op = open_sum(v, keyed, 0);
+  collecting_output out;
+  keyed.set_current_key(9);
+  REQUIRE(op->process(record{9, 7, 1, {}}, out));
+  const auto value = keyed.value_bytes("payload");
+  REQUIRE(value);
+  // Close to uniform bytes: no byte value takes more than 1% of them.
+  std::array<std::size_t, 256> counts{};
+  for (unsigned char c : *value) ++counts[c];
+  for (auto n : counts) CHECK(n < value->size() / 100);
 }

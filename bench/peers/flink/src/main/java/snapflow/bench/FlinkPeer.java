@@ -53,6 +53,7 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
  * <pre>
  *   latency    --parallelism P --depth D --interval-ms I --state-bytes N --seconds S --rate R
  *   throughput --parallelism P --depth D --interval-ms I (0 = off) --records N
+ *   state, state-throughput: keyed state of K keys x V bytes (StatePeer)
  * </pre>
  *
  * Latency mode reads, per checkpoint, Flink's own end-to-end duration from the MiniCluster's
@@ -250,6 +251,12 @@ public final class FlinkPeer {
   }
 
   public static void main(String[] args) throws Exception {
+    if (args.length > 0 && args[0].startsWith("state")) {
+      if (!args[0].equals("state") && !args[0].equals("state-throughput"))
+        usage("unknown mode " + args[0]);
+      StatePeer.main(StatePeer.parse(args));
+      return;
+    }
     Options o = parse(args);
     Path checkpoints =
         o.checkpointParent == null
