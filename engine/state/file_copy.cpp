@@ -47,6 +47,52 @@ result<file_copy::copied> copy(const std::filesystem::path& from, const std::fil
   return done;
 }
 
+// The size and checksum of `path`'s bytes, read `limit` bytes at most (and one chunk more);
+// synced first when `sync`.
+result<file_copy::copied> read_back(const std::filesystem::path& path, bool sync,
+                                    std::uint64_t limit) {
+  posix_io::fd_guard in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.get() < 0) return posix_io::os_error("open", path, errno);
+  // A linked file is the writer's: sync it under this name too (nothing to write if it was).
+  if (sync && ::fsync(in.get()) != 0) return posix_io::os_error("fsync", path, errno);
+  std::string buffer(chunk_bytes, '\0');
+  file_copy::copied done;
+  for (;;) {
+    const ssize_t n = ::read(in.get(), buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return posix_io::os_error("read", path, errno);
+    }
+    if (n == 0) break;
+    done.checksum = crc32c(std::string_view(buffer.data(), static_cast<std::size_t>(n)),
+                           done.checksum);
+    done.size += static_cast<std::uint64_t>(n);
+    if (done.size > limit) break;
+  }
+  return done;
+}
+
+// Makes `to` a hard link to `from` (replacing a file `to`). False when the filesystem cannot
+// (another filesystem, links not supported or not allowed): the caller copies.
+result<bool> try_link(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (::unlink(to.c_str()) != 0 && errno != ENOENT) return posix_io::os_error("remove", to, errno);
+  if (::link(from.c_str(), to.c_str()) == 0) return true;
+  const int e = errno;
+  if (e == EXDEV || e == EPERM || e == EMLINK || e == EOPNOTSUPP || e == ENOSYS) return false;
+  return posix_io::os_error("link " + from.string() + " as", to, e);
+}
+
+result<void> verified(const std::filesystem::path& from, const result<file_copy::copied>& done,
+                      std::uint64_t size, std::uint32_t checksum) {
+  if (!done) return error{"refusing corrupt state: " + done.err().message};
+  if (done->size != size)
+    return error{"refusing corrupt state: " + from.string() + " is not " + std::to_string(size) +
+                 " bytes long (torn or replaced)"};
+  if (done->checksum != checksum)
+    return error{"refusing corrupt state: " + from.string() + " fails its checksum"};
+  return success();
+}
+
 }  // namespace
 
 result<file_copy::copied> file_copy::copy_durably(const std::filesystem::path& from,
@@ -57,14 +103,30 @@ result<file_copy::copied> file_copy::copy_durably(const std::filesystem::path& f
 result<void> file_copy::copy_verified(const std::filesystem::path& from,
                                       const std::filesystem::path& to, std::uint64_t size,
                                       std::uint32_t checksum) {
-  auto done = copy(from, to, false, size);
-  if (!done) return error{"refusing corrupt state: " + done.err().message};
-  if (done->size != size)
-    return error{"refusing corrupt state: " + from.string() + " is not " + std::to_string(size) +
-                 " bytes long (torn or replaced)"};
-  if (done->checksum != checksum)
-    return error{"refusing corrupt state: " + from.string() + " fails its checksum"};
-  return success();
+  return verified(from, copy(from, to, false, size), size, checksum);
+}
+
+result<file_copy::copied> file_copy::link_or_copy_durably(const std::filesystem::path& from,
+                                                          const std::filesystem::path& to) {
+  auto linked = try_link(from, to);
+  if (!linked) return linked.err();
+  if (!*linked) return copy_durably(from, to);
+  return read_back(to, true, UINT64_MAX);
+}
+
+result<void> file_copy::link_or_copy_verified(const std::filesystem::path& from,
+                                              const std::filesystem::path& to, std::uint64_t size,
+                                              std::uint32_t checksum) {
+  auto linked = try_link(from, to);
+  if (!linked) {
+    // A missing source is the corrupt state the caller must hear about, not a link failure.
+    std::error_code ec;
+    if (!std::filesystem::exists(from, ec))
+      return error{"refusing corrupt state: " + linked.err().message};
+    return linked.err();
+  }
+  if (!*linked) return copy_verified(from, to, size, checksum);
+  return verified(from, read_back(to, false, size), size, checksum);
 }
 
 }  // namespace snapflow

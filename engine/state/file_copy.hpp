@@ -26,6 +26,17 @@ class file_copy {
   static result<void> copy_verified(const std::filesystem::path& from,
                                     const std::filesystem::path& to, std::uint64_t size,
                                     std::uint32_t checksum);
+
+  // The same for files that never change once written (RocksDB's SST files): `to` becomes a
+  // hard link to `from` when both lie on one filesystem, so nothing is written but a folder
+  // entry; the file is read once for its size and checksum (and, durably, synced). Across
+  // filesystems, or where links are not allowed, they copy. Never for a file a program appends
+  // to (a RocksDB MANIFEST): the link would carry the appends into the other name.
+  static result<copied> link_or_copy_durably(const std::filesystem::path& from,
+                                             const std::filesystem::path& to);
+  static result<void> link_or_copy_verified(const std::filesystem::path& from,
+                                            const std::filesystem::path& to, std::uint64_t size,
+                                            std::uint32_t checksum);
 };
 
 }  // namespace snapflow

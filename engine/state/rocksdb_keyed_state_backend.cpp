@@ -290,7 +290,9 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
         if (auto r = make_folder(folder); !r) return r.err();
       made = true;
       created.push_back(folder / stored_name);
-      auto copied = file_copy::copy_durably(local_ / name, created.back());
+      // SST files never change once written: a link where the filesystem allows it.
+      auto copied = is_sst(name) ? file_copy::link_or_copy_durably(local_ / name, created.back())
+                                 : file_copy::copy_durably(local_ / name, created.back());
       if (!copied) return copied.err();
       out.written_size += copied->size;
       return state_handle{stored_name, copied->size, copied->checksum, std::nullopt, sharing};
@@ -611,7 +613,8 @@ std::uint64_t overlap(const keyed_state_files& m, const key_group_range& range) 
 }
 
 // Rebuilds an instance's folder from its stored files, each checked against its size and
-// checksum while it is copied.
+// checksum while it is linked (SST files, which RocksDB never writes again) or copied (the
+// MANIFEST and the others, which an opened instance appends to or rewrites).
 result<void> rebuild(const keyed_files_restore& part, const std::filesystem::path& folder) {
   std::error_code ec;
   std::filesystem::remove_all(folder, ec);
@@ -619,10 +622,11 @@ result<void> rebuild(const keyed_files_restore& part, const std::filesystem::pat
   if (ec) return error{"cannot create " + folder.string() + ": " + ec.message()};
   for (std::size_t i = 0; i < part.manifest.files.size(); ++i) {
     const keyed_state_file& f = part.manifest.files[i];
-    if (auto r = file_copy::copy_verified(part.paths[i], folder / f.local_name, f.size,
-                                          f.checksum);
-        !r)
-      return r;
+    const auto to = folder / f.local_name;
+    auto r = is_sst(f.local_name)
+                 ? file_copy::link_or_copy_verified(part.paths[i], to, f.size, f.checksum)
+                 : file_copy::copy_verified(part.paths[i], to, f.size, f.checksum);
+    if (!r) return r;
   }
   return success();
 }

@@ -241,7 +241,14 @@ TEST_CASE(
   std::mt19937_64 rng(chaos_seed("durability"));
   temp_dir dir;
   const fs::path state = dir.path() / "state";
-  auto coordinator = std::make_unique<coordinator_process>(state);
+  // What this test checks is the coordinator's state folder, not loss detection: a heartbeat
+  // timeout longer than a restart lets the workers keep their connection (ZeroMQ reconnects
+  // it to the new coordinator) and register again on it when told they are unknown. With the
+  // test timeout (500 ms) a worker may give its connection up while the new coordinator's
+  // ROUTER still holds the worker's id for it, and the next connection is then not heard.
+  constexpr int heartbeat_timeout = 3000;
+  auto coordinator = std::make_unique<coordinator_process>(
+      state, std::vector<std::string>{}, "tcp://127.0.0.1:*", heartbeat_timeout);
   const std::string control = coordinator->control();
   auto w1 = start_worker(control, "w1");
   auto w2 = start_worker(control, "w2");
@@ -281,7 +288,8 @@ TEST_CASE(
     CHECK((*counter)->peek_next() > latest.id);
     newest_before_kill = latest.id;
 
-    coordinator = std::make_unique<coordinator_process>(state, std::vector<std::string>{}, control);
+    coordinator = std::make_unique<coordinator_process>(state, std::vector<std::string>{}, control,
+                                                        heartbeat_timeout);
     // It resumed from that checkpoint; the next completed one has a fresh, larger id.
     const bool resumed = eventually([&] {
       details = coordinator->job(job);

@@ -5,8 +5,11 @@
 
 #include <fstream>
 
+#include <sys/stat.h>
+
 #include "engine/checkpoint/crc32c.hpp"
 #include "engine/runtime/state_file.hpp"
+#include "engine/state/file_copy.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
@@ -339,4 +342,64 @@ TEST_CASE("rocksdb incremental: the manifest travels in the state file") {
   CHECK(*decoded == s);
   for (std::size_t cut = 0; cut < with_files.size(); cut += 7)
     CHECK_FALSE(state_file::decode(with_files.substr(0, cut)));
+}
+
+namespace {
+
+ino_t inode_of(const std::filesystem::path& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_ino;
+}
+
+}  // namespace
+
+TEST_CASE("rocksdb incremental: SST files are linked, not copied, within one filesystem, and "
+          "copied across filesystems, checked either way") {
+  temp_folder dir;
+  const std::string bytes(3 * (1 << 20) + 17, 'q');
+  const auto from = dir.path() / "000042.sst";
+  std::ofstream(from, std::ios::binary) << bytes;
+  const std::uint32_t checksum = crc32c(bytes);
+
+  // Same filesystem: another name of the same file, read back for its size and checksum.
+  const auto linked = dir.path() / "shared-000042.sst";
+  auto done = file_copy::link_or_copy_durably(from, linked);
+  REQUIRE(done);
+  CHECK(done->size == bytes.size());
+  CHECK(done->checksum == checksum);
+  CHECK(inode_of(linked) == inode_of(from));
+  // An existing file of that name is replaced.
+  REQUIRE(file_copy::link_or_copy_durably(from, linked));
+
+  const auto local = dir.path() / "local-000042.sst";
+  REQUIRE(file_copy::link_or_copy_verified(linked, local, bytes.size(), checksum));
+  CHECK(inode_of(local) == inode_of(from));
+  // A wrong size or checksum, or a missing file, is refused naming the file.
+  auto wrong = file_copy::link_or_copy_verified(linked, local, bytes.size(), checksum ^ 1);
+  REQUIRE_FALSE(wrong);
+  CHECK_THAT(wrong.err().message,
+             Catch::Contains(linked.string()) && Catch::Contains("fails its checksum"));
+  auto shorter = file_copy::link_or_copy_verified(linked, local, bytes.size() + 1, checksum);
+  REQUIRE_FALSE(shorter);
+  CHECK_THAT(shorter.err().message, Catch::Contains("torn or replaced"));
+  auto missing = file_copy::link_or_copy_verified(dir.path() / "gone.sst", local, 1, 0);
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.err().message,
+             Catch::Contains("refusing corrupt state") && Catch::Contains("gone.sst"));
+
+  // Another filesystem (the shared-memory one, when it is not the temporary folder's): a copy.
+  struct stat shm {}, tmp {};
+  if (::stat("/dev/shm", &shm) == 0 && ::stat(dir.path().c_str(), &tmp) == 0 &&
+      shm.st_dev != tmp.st_dev) {
+    temp_folder other("snapflow", "/dev/shm");
+    const auto copied = other.path() / "000042.sst";
+    auto across = file_copy::link_or_copy_durably(from, copied);
+    REQUIRE(across);
+    CHECK(across->size == bytes.size());
+    CHECK(across->checksum == checksum);
+    CHECK(std::filesystem::file_size(copied) == bytes.size());
+    REQUIRE(file_copy::link_or_copy_verified(copied, local, bytes.size(), checksum));
+    CHECK(inode_of(local) != inode_of(copied));
+  }
 }
