@@ -19,17 +19,6 @@
 
 namespace snapflow {
 
-// Keyed state of one subtask (Flink's KeyedStateBackend): scoped to the current key, organised
-// by key group so a snapshot can be split and merged again at another parallelism. Bytes in,
-// bytes out: value state holds bytes per key, map state bytes -> bytes entries per key; typed
-// state serialises on top. The int64 accessors are that for the built-in operators' sums and
-// counts (int64_state_value.hpp's encoding); reading a value of another length through them
-// throws state_type_error, which fails the task with the state's name. Reads of missing entries
-// return nothing. Task thread only (a snapshot's deferred part excepted).
-//
-// set_current_key is not virtual: the task calls it for every record, operators access state
-// far less often than that in most jobs, and one virtual call per access is what the choice of
-// backend costs.
 // A state read as an int64 holds bytes of another length: the operator and the state disagree
 // on its type (a changed job restored from old state, or two operators sharing a name).
 class state_type_error : public std::runtime_error {
@@ -37,6 +26,17 @@ class state_type_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Keyed state of one subtask (Flink's KeyedStateBackend): scoped to the current key, organised
+// by key group so a snapshot can be split and merged again at another parallelism. Bytes in,
+// bytes out: value state holds bytes per key, map state bytes -> bytes entries per key; typed
+// state serialises on top. The int64 accessors on top serve the built-in operators' sums and
+// counts (int64_state_value.hpp's encoding); reading a value of another length through them
+// throws state_type_error, which fails the task with the state's name. Reads of missing entries
+// return nothing. Task thread only (a snapshot's deferred part excepted).
+//
+// set_current_key is not virtual: the task calls it for every record, operators access state
+// far less often than that in most jobs, and one virtual call per access is what the choice of
+// backend costs.
 class keyed_state_backend {
  public:
   virtual ~keyed_state_backend() = default;
