@@ -80,6 +80,7 @@ result<std::shared_ptr<task_executor>> make_executor(
     options.registry = context.registry;
     options.data_roots = context.data_roots;
     options.local_state_dir = context.local_state_dir;
+    options.rocksdb_block_cache_bytes = context.rocksdb_block_cache_bytes;
     return std::shared_ptr<task_executor>(
         std::make_shared<runtime_task_executor>(context.listener, *plane, options));
   }
@@ -180,6 +181,13 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
                  "working folders, one per subtask attempt, removed when it ends), in a folder "
                  "named after the worker's id, emptied at start; default: a temporary folder "
                  "of this worker's own, removed when it exits");
+  std::size_t rocksdb_block_cache_mb = default_rocksdb_block_cache_bytes >> 20;
+  app.add_option("--rocksdb-block-cache-mb", rocksdb_block_cache_mb,
+                 "the block cache of each rocksdb state backend instance (one per keyed "
+                 "subtask), in MiB: what a keyed operator's reads of state larger than this "
+                 "cost disk reads (default " +
+                     std::to_string(default_rocksdb_block_cache_bytes >> 20) + ")")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   bool insecure = false;
   app.add_flag("--insecure", insecure,
                "allow a --data-bind beyond loopback without CURVE: anyone who reaches it can "
@@ -291,6 +299,7 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
     }
     context.local_state_dir = *own;
   }
+  context.rocksdb_block_cache_bytes = rocksdb_block_cache_mb << 20;
   if (o.curve) context.curve = o.curve->keys;
   context.curve_peer_wait_ms = curve_peer_wait_ms;
   context.listener = endpoint->listener();

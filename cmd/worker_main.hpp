@@ -12,6 +12,7 @@
 
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/task_executor.hpp"
+#include "engine/state/state_backend_kind.hpp"
 #include "graph/operator_registry.hpp"
 #include "graph/result.hpp"
 #include "transport/curve_keys.hpp"
@@ -29,6 +30,8 @@ struct worker_context {
   // Where tasks keep state on local disk (the rocksdb backend's working folders); empty: a
   // temporary folder of the worker's own, removed when it exits.
   std::string local_state_dir;
+  // --rocksdb-block-cache-mb, in bytes: each rocksdb instance's block cache.
+  std::size_t rocksdb_block_cache_bytes = default_rocksdb_block_cache_bytes;
   // With --curve-secret-key: this worker's key pair, which its data plane must use too (a
   // CURVE server on the data endpoint, CURVE clients to its peers). Without it, none.
   std::optional<transport::curve_key_pair> curve;

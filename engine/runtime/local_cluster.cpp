@@ -385,6 +385,7 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
         c.incremental_checkpoints = job_.checkpointing->config.incremental;
       }
       c.local_state_dir = options_.local_state_dir;
+      c.rocksdb_block_cache_bytes = options_.rocksdb_block_cache_bytes;
       if (restore) {
         c.restore_checkpoint = restore->id;
         c.restore_states = assignment->states_for(i);

@@ -71,6 +71,8 @@ struct local_cluster_options {
   // subtask attempt, removed when it ends). Empty: a folder of this cluster's own under the
   // system's temporary folder, removed with the cluster.
   std::filesystem::path local_state_dir;
+  // Each rocksdb instance's block cache.
+  std::size_t rocksdb_block_cache_bytes = default_rocksdb_block_cache_bytes;
 };
 
 // Runs a whole job in one process (Flink's MiniCluster): the real execution graph and checkpoint

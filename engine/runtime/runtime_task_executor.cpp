@@ -189,6 +189,7 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
     c.incremental_checkpoints = job.checkpointing->config.incremental;
   }
   c.local_state_dir = options_.local_state_dir;
+  c.rocksdb_block_cache_bytes = options_.rocksdb_block_cache_bytes;
   c.restore_checkpoint = d.restore_checkpoint_id;
   c.restore_states = d.restore_states;
   c.batch_size = options_.batch_size;

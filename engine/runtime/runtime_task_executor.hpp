@@ -37,6 +37,8 @@ struct runtime_task_executor_options {
   // subtask attempt, removed when it ends). Empty: a folder of this executor's own under the
   // system's temporary folder, removed with the executor.
   std::filesystem::path local_state_dir;
+  // Each rocksdb instance's block cache (--rocksdb-block-cache-mb).
+  std::size_t rocksdb_block_cache_bytes = default_rocksdb_block_cache_bytes;
 };
 
 // The worker's task_executor over real stream_tasks (Flink's TaskExecutor): deploy decodes the

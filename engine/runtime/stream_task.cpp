@@ -465,7 +465,8 @@ result<void> stream_task::create_keyed_state() {
               std::to_string(config_.attempt.attempt));
   }
   auto made = make_keyed_state_backend(config_.state_backend, config_.vertex.max_parallelism,
-                                       range, folder, config_.incremental_checkpoints);
+                                       range, folder, config_.incremental_checkpoints,
+                                       config_.rocksdb_block_cache_bytes);
   if (!made) return made.err();
   keyed_ = std::move(made).value();
   return success();

@@ -71,6 +71,9 @@ struct stream_task_config {
   // <local_state_dir>/rocksdb/<job>-<vertex>-<subtask>-<attempt> and is removed when the task
   // ends. Needed for the rocksdb backend only.
   std::filesystem::path local_state_dir;
+  // The block cache of the rocksdb backend's instance (state_backend_kind.hpp says why it
+  // matters).
+  std::size_t rocksdb_block_cache_bytes = default_rocksdb_block_cache_bytes;
   // Restore: the checkpoint and the states of the old subtasks of this vertex that this subtask
   // needs, by old index (task_deployment_descriptor's shape; engine/jobmaster/state_assignment.hpp
   // selects them).

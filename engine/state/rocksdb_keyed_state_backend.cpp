@@ -31,10 +31,12 @@ constexpr std::size_t group_bytes = 2;
 constexpr std::uint32_t max_encodable_parallelism = 0x8000;
 
 // Small on purpose: state beyond these spills to disk, which is the point of this backend. A
-// subtask's memory for state is about write_buffer_bytes * max_write_buffers + cache_bytes.
+// subtask's memory for state is about write_buffer_bytes * max_write_buffers plus its block
+// cache (default_rocksdb_block_cache_bytes unless the worker sets another).
 constexpr std::size_t write_buffer_bytes = 4 << 20;
 constexpr int max_write_buffers = 2;
-constexpr std::size_t cache_bytes = 8 << 20;
+// An instance opened only to be read through once (a restore's scratch copy) caches little.
+constexpr std::size_t scratch_cache_bytes = 8 << 20;
 
 void append_be(std::string& out, std::uint64_t v, std::size_t bytes) {
   for (std::size_t i = bytes; i-- > 0;) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -90,7 +92,7 @@ std::optional<parsed_key> parse_key(std::string_view k) {
 
 std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
 
-rocksdb::Options store_options() {
+rocksdb::Options store_options(std::size_t cache_bytes) {
   rocksdb::Options o;
   o.create_if_missing = true;
   o.error_if_exists = true;
@@ -112,8 +114,8 @@ rocksdb::Options store_options() {
 }
 
 // Options to open an instance rebuilt from a checkpoint's files.
-rocksdb::Options reopen_options() {
-  rocksdb::Options o = store_options();
+rocksdb::Options reopen_options(std::size_t cache_bytes) {
+  rocksdb::Options o = store_options(cache_bytes);
   o.create_if_missing = false;
   o.error_if_exists = false;
   return o;
@@ -413,7 +415,7 @@ class rocksdb_deferred_snapshot final : public deferred_keyed_snapshot {
 
 result<std::unique_ptr<rocksdb_keyed_state_backend>> rocksdb_keyed_state_backend::open(
     std::uint32_t max_parallelism, key_group_range range, const std::filesystem::path& folder,
-    bool incremental) {
+    bool incremental, std::size_t block_cache_bytes) {
   if (max_parallelism > max_encodable_parallelism)
     return error{"the rocksdb state backend supports a max parallelism of at most " +
                  std::to_string(max_encodable_parallelism) + " (got " +
@@ -431,22 +433,26 @@ result<std::unique_ptr<rocksdb_keyed_state_backend>> rocksdb_keyed_state_backend
   if (ec) return error{"cannot create " + folder.string() + ": " + ec.message()};
   auto st = std::make_shared<store>(nullptr, folder);  // removes the folder if opening fails
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status s = rocksdb::DB::Open(store_options(), st->db_folder().string(), &raw);
+  const rocksdb::Status s =
+      rocksdb::DB::Open(store_options(block_cache_bytes), st->db_folder().string(), &raw);
   if (!s.ok())
     return error{"cannot open rocksdb state in " + folder.string() + ": " + s.ToString()};
   st->reopen(std::unique_ptr<rocksdb::DB>(raw));
   return std::unique_ptr<rocksdb_keyed_state_backend>(
-      new rocksdb_keyed_state_backend(max_parallelism, range, std::move(st), incremental));
+      new rocksdb_keyed_state_backend(max_parallelism, range, std::move(st), incremental,
+                                      block_cache_bytes));
 }
 
 rocksdb_keyed_state_backend::rocksdb_keyed_state_backend(std::uint32_t max_parallelism,
                                                          key_group_range range,
                                                          std::shared_ptr<store> db,
-                                                         bool incremental)
+                                                         bool incremental,
+                                                         std::size_t block_cache_bytes)
     : keyed_state_backend(max_parallelism, range),
       store_(std::move(db)),
       stored_(std::make_shared<stored_files>()),
-      incremental_(incremental) {}
+      incremental_(incremental),
+      block_cache_bytes_(block_cache_bytes) {}
 
 rocksdb_keyed_state_backend::~rocksdb_keyed_state_backend() = default;
 
@@ -712,7 +718,8 @@ result<keyed_state_snapshot> rocksdb_keyed_state_backend::read_files(
   } cleanup{scratch};
   if (auto r = rebuild(part, scratch); !r) return r.err();
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(reopen_options(), scratch.string(), &raw);
+  const rocksdb::Status s =
+      rocksdb::DB::OpenForReadOnly(reopen_options(scratch_cache_bytes), scratch.string(), &raw);
   if (!s.ok())
     return error{"cannot open restored rocksdb state in " + scratch.string() + ": " +
                  s.ToString()};
@@ -726,7 +733,8 @@ result<void> rocksdb_keyed_state_backend::restore_base(const keyed_files_restore
   store_->close();
   if (auto r = rebuild(base, store_->db_folder()); !r) return r;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(reopen_options(), store_->db_folder().string(), &raw);
+  rocksdb::Status s =
+      rocksdb::DB::Open(reopen_options(block_cache_bytes_), store_->db_folder().string(), &raw);
   if (!s.ok())
     return error{"cannot open the rocksdb state restored in " + folder().string() + ": " +
                  s.ToString()};
@@ -746,7 +754,8 @@ result<void> rocksdb_keyed_state_backend::copy_owned_from(const keyed_files_rest
                                                           const std::filesystem::path& scratch) {
   if (auto r = rebuild(other, scratch); !r) return r;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(reopen_options(), scratch.string(), &raw);
+  rocksdb::Status s =
+      rocksdb::DB::OpenForReadOnly(reopen_options(scratch_cache_bytes), scratch.string(), &raw);
   if (!s.ok())
     return error{"cannot open restored rocksdb state in " + scratch.string() + ": " +
                  s.ToString()};

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/state/keyed_state_backend.hpp"
+#include "engine/state/state_backend_kind.hpp"
 
 namespace snapflow {
 
@@ -48,7 +49,8 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
   // Opens a fresh instance in `folder` (created; anything already there is removed).
   static result<std::unique_ptr<rocksdb_keyed_state_backend>> open(
       std::uint32_t max_parallelism, key_group_range range, const std::filesystem::path& folder,
-      bool incremental = false);
+      bool incremental = false,
+      std::size_t block_cache_bytes = default_rocksdb_block_cache_bytes);
   ~rocksdb_keyed_state_backend() override;
 
   std::optional<std::string> value_bytes(std::string_view state) const override;
@@ -95,7 +97,8 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
 
  private:
   rocksdb_keyed_state_backend(std::uint32_t max_parallelism, key_group_range range,
-                              std::shared_ptr<store> db, bool incremental);
+                              std::shared_ptr<store> db, bool incremental,
+                              std::size_t block_cache_bytes);
 
   // Writes the key groups of `owned` into the instance (no clearing first).
   result<void> write_groups(const std::vector<owned_group>& owned);
@@ -115,6 +118,7 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
   std::shared_ptr<store> store_;
   std::shared_ptr<stored_files> stored_;
   bool incremental_;
+  std::size_t block_cache_bytes_;
   mutable std::string key_;
 };
 

@@ -86,7 +86,9 @@ TEST_CASE("rocksdb with incremental checkpoints: keyed state four times the work
         "2", "--executor", "runtime", "--heartbeat-interval-ms",
         std::to_string(heartbeat_interval_ms), "--heartbeat-timeout-ms",
         std::to_string(heartbeat_timeout), "--data-root", test_data_root(),
-        "--local-state-dir", (dir.path() / "local").string()});
+        "--local-state-dir", (dir.path() / "local").string(),
+        // The memory bound the state outgrows: 8 MiB of block cache per instance.
+        "--rocksdb-block-cache-mb", "8"});
   }
   REQUIRE(coordinator.wait_for_workers(1));
   const std::string job = coordinator.submit(large_state_job());
@@ -117,4 +119,17 @@ TEST_CASE("rocksdb with incremental checkpoints: keyed state four times the work
   CHECK(held >= 4 * resident);
 
   stop_cleanly(coordinator, {worker.get()});
+}
+
+TEST_CASE("a worker refuses a --rocksdb-block-cache-mb of 0, beyond 1 TiB or not a number with "
+          "exit code 2 and the reason") {
+  for (const char* bad : {"0", "1048577", "lots"}) {
+    INFO(bad);
+    child_process worker({SNAPFLOW_WORKER_BIN, "--coordinator", "tcp://127.0.0.1:1",
+                          "--rocksdb-block-cache-mb", bad});
+    const auto code = worker.wait_exit(patience);
+    REQUIRE(code);
+    CHECK(*code == 2);
+    CHECK_THAT(worker.stderr_text(), Catch::Contains("--rocksdb-block-cache-mb"));
+  }
 }
