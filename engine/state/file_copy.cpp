@@ -14,24 +14,37 @@ namespace {
 
 constexpr std::size_t chunk_bytes = 1 << 20;
 
-// Copies every byte of `from` to `to`, counting and checksumming them; `limit` stops a file
-// longer than expected early (it is refused anyway).
+// Reads `in` (the file `path`) to its end in chunks, handing each to `chunk` and counting and
+// checksumming them; `limit` stops a file longer than expected early (it is refused anyway).
+template <class Chunk>
+result<file_copy::copied> read_chunks(int in, const std::filesystem::path& path,
+                                      std::uint64_t limit, Chunk&& chunk) {
+  std::string buffer(chunk_bytes, '\0');
+  file_copy::copied done;
+  for (;;) {
+    const ssize_t n = ::read(in, buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return posix_io::os_error("read", path, errno);
+    }
+    if (n == 0) break;
+    const std::string_view bytes(buffer.data(), static_cast<std::size_t>(n));
+    if (auto r = chunk(bytes); !r) return r.err();
+    done.checksum = crc32c(bytes, done.checksum);
+    done.size += bytes.size();
+    if (done.size > limit) break;
+  }
+  return done;
+}
+
+// Copies every byte of `from` to `to`, counting and checksumming them.
 result<file_copy::copied> copy(const std::filesystem::path& from, const std::filesystem::path& to,
                                bool sync, std::uint64_t limit) {
   posix_io::fd_guard in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.get() < 0) return posix_io::os_error("open", from, errno);
   posix_io::fd_guard out(::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (out.get() < 0) return posix_io::os_error("create", to, errno);
-  std::string buffer(chunk_bytes, '\0');
-  file_copy::copied done;
-  for (;;) {
-    const ssize_t n = ::read(in.get(), buffer.data(), buffer.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return posix_io::os_error("read", from, errno);
-    }
-    if (n == 0) break;
-    const std::string_view bytes(buffer.data(), static_cast<std::size_t>(n));
+  auto done = read_chunks(in.get(), from, limit, [&](std::string_view bytes) -> result<void> {
     int failed = 0;
     if (auto w = posix_io::write_all(out.get(), bytes, to, &failed); !w) {
       if (posix_io::is_out_of_space(failed))
@@ -39,37 +52,22 @@ result<file_copy::copied> copy(const std::filesystem::path& from, const std::fil
                                       bytes.size());
       return w.err();
     }
-    done.checksum = crc32c(bytes, done.checksum);
-    done.size += bytes.size();
-    if (done.size > limit) break;
-  }
+    return success();
+  });
+  if (!done) return done;
   if (sync && ::fsync(out.get()) != 0) return posix_io::os_error("fsync", to, errno);
   return done;
 }
 
-// The size and checksum of `path`'s bytes, read `limit` bytes at most (and one chunk more);
-// synced first when `sync`.
+// The size and checksum of `path`'s bytes, `limit` bytes at most (and one chunk more); synced
+// first when `sync`.
 result<file_copy::copied> read_back(const std::filesystem::path& path, bool sync,
                                     std::uint64_t limit) {
   posix_io::fd_guard in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.get() < 0) return posix_io::os_error("open", path, errno);
   // A linked file is the writer's: sync it under this name too (nothing to write if it was).
   if (sync && ::fsync(in.get()) != 0) return posix_io::os_error("fsync", path, errno);
-  std::string buffer(chunk_bytes, '\0');
-  file_copy::copied done;
-  for (;;) {
-    const ssize_t n = ::read(in.get(), buffer.data(), buffer.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return posix_io::os_error("read", path, errno);
-    }
-    if (n == 0) break;
-    done.checksum = crc32c(std::string_view(buffer.data(), static_cast<std::size_t>(n)),
-                           done.checksum);
-    done.size += static_cast<std::uint64_t>(n);
-    if (done.size > limit) break;
-  }
-  return done;
+  return read_chunks(in.get(), path, limit, [](std::string_view) { return success(); });
 }
 
 // Makes `to` a hard link to `from` (replacing a file `to`). False when the filesystem cannot
