@@ -890,6 +890,10 @@ result<void> checkpoint_storage::write_file_durably(const fs::path& file, std::s
   return commit_temp_file(fd, file, bytes);
 }
 
+result<void> checkpoint_storage::create_folders_durably(const fs::path& dir) {
+  return create_directories_durably(dir);
+}
+
 result<std::string> checkpoint_storage::read_file(const fs::path& file, std::uint64_t max_bytes) {
   fd_guard fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return os_error("open", file, errno);

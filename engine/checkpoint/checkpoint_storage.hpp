@@ -214,6 +214,9 @@ class checkpoint_storage {
   // write temp, fsync, rename, fsync the folder; missing folders are created (and their parents
   // fsynced). Shared with file_checkpoint_id_counter and the tasks' state files.
   static result<void> write_file_durably(const std::filesystem::path& file, std::string_view bytes);
+  // Creates `dir` and missing ancestors, fsyncing each new folder's parent (a file written
+  // into them by other means, state_file_writer's stream, survives a crash with them).
+  static result<void> create_folders_durably(const std::filesystem::path& dir);
   // The whole file, refusing files larger than max_bytes.
   static result<std::string> read_file(const std::filesystem::path& file, std::uint64_t max_bytes);
 

@@ -6,57 +6,17 @@
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/crc32c.hpp"
+#include "engine/runtime/state_file_encoder.hpp"
+#include "engine/runtime/state_file_writer.hpp"
 #include "engine/state/int64_state_value.hpp"
 
 namespace snapflow {
 
 namespace {
 
-constexpr std::size_t header_bytes = 12 + 4 + 8;
 constexpr std::size_t trailer_bytes = 4;
 // A state file of one subtask; far above anything the in-memory backend holds.
 constexpr std::uint64_t max_state_file_bytes = 4ull << 30;
-
-class writer {
- public:
-  void u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
-  }
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
-  }
-  void i64(std::int64_t v) { u64(static_cast<std::uint64_t>(v)); }
-  void str(std::string_view s) {
-    assert(s.size() <= std::numeric_limits<std::uint32_t>::max());
-    u32(static_cast<std::uint32_t>(s.size()));
-    out_.append(s);
-  }
-  void count(std::size_t n) {
-    assert(n <= std::numeric_limits<std::uint32_t>::max());
-    u32(static_cast<std::uint32_t>(n));
-  }
-  void raw(std::string_view s) { out_.append(s); }
-  void reserve(std::size_t n) { out_.reserve(n); }
-  std::string& bytes() { return out_; }
-
- private:
-  std::string out_;
-};
-
-// The writer's interface, counting instead of writing: encode() sizes its buffer exactly once,
-// so a state of many MiB is copied into it once, with no regrowth.
-class size_counter {
- public:
-  void u32(std::uint32_t) { bytes_ += 4; }
-  void u64(std::uint64_t) { bytes_ += 8; }
-  void i64(std::int64_t) { bytes_ += 8; }
-  void str(std::string_view s) { bytes_ += 4 + s.size(); }
-  void count(std::size_t) { bytes_ += 4; }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  std::size_t bytes_ = 0;
-};
 
 // Reads with bounds checks: any short or inconsistent read sets failed() and yields zeros.
 class reader {
@@ -114,10 +74,6 @@ class reader {
   bool failed_ = false;
 };
 
-void put_u32(std::string& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
-}
-
 // The handle's checksum (CRC-32C of the whole file) of bytes encode() made. Their trailer is
 // already the CRC of everything before it, so continuing it over the trailer's four bytes gives
 // the whole file's CRC without a second pass over a state of many MiB.
@@ -126,61 +82,6 @@ std::uint32_t checksum_of_encoded(std::string_view bytes) {
   const std::string_view trailer = bytes.substr(bytes.size() - trailer_bytes);
   reader r(trailer);
   return crc32c(trailer, r.u32());
-}
-
-template <typename Writer>
-void write_body(Writer& w, const subtask_snapshot& s) {
-  w.str(s.operator_uid);
-  w.u32(s.subtask_index);
-  w.u32(s.parallelism);
-  w.i64(s.checkpoint);
-  w.count(s.operator_state.size());
-  for (const auto& e : s.operator_state) {
-    w.str(e.name);
-    w.str(e.bytes);
-  }
-  w.u32(s.keyed.max_parallelism);
-  w.count(s.keyed.key_groups.size());
-  for (const auto& [group, state] : s.keyed.key_groups) {
-    w.u32(group);
-    w.count(state.values.size());
-    for (const auto& [name, keys] : state.values) {
-      w.str(name);
-      w.count(keys.size());
-      for (const auto& [key, value] : keys) {
-        w.u64(key);
-        w.str(value);
-      }
-    }
-    w.count(state.maps.size());
-    for (const auto& [name, keys] : state.maps) {
-      w.str(name);
-      w.count(keys.size());
-      for (const auto& [key, entries] : keys) {
-        w.u64(key);
-        w.count(entries.size());
-        for (const auto& [map_key, value] : entries) {
-          w.str(map_key);
-          w.str(value);
-        }
-      }
-    }
-  }
-  w.u32(s.keyed_files ? 1 : 0);
-  if (s.keyed_files) {
-    const keyed_state_files& f = *s.keyed_files;
-    w.u32(f.max_parallelism);
-    w.u32(f.first_key_group);
-    w.u32(f.last_key_group);
-    w.count(f.files.size());
-    for (const auto& file : f.files) {
-      w.str(file.local_name);
-      w.str(file.handle_name);
-      w.u64(file.size);
-      w.u32(file.checksum);
-      w.u32(file.shared ? 1 : 0);
-    }
-  }
 }
 
 }  // namespace
@@ -208,45 +109,30 @@ std::string state_file::file_name(std::string_view uid, std::uint32_t subtask_in
 }
 
 std::string state_file::encode(const subtask_snapshot& s) {
-  size_counter body;
-  write_body(body, s);
-  writer w;
-  w.reserve(header_bytes + body.bytes() + trailer_bytes);
-  w.raw(magic);
-  w.u32(version);
-  w.u64(body.bytes());
-  write_body(w, s);
-  std::string out = std::move(w.bytes());
-  assert(out.size() == header_bytes + body.bytes());
-  put_u32(out, crc32c(out));
-  return out;
+  state_file_encoder e;
+  e.head(s);
+  for (const auto& [group, state] : s.keyed.key_groups) e.key_group(group, state);
+  e.tail(s.keyed_files);
+  return std::move(e.buffer());
 }
 
-result<subtask_snapshot> state_file::decode(std::string_view bytes) {
-  if (bytes.size() < header_bytes + trailer_bytes)
-    return error{"state file: " + std::to_string(bytes.size()) +
-                 " bytes is shorter than the header"};
-  if (bytes.substr(0, magic.size()) != magic)
-    return error{"state file: bad magic (not a snapflow state file)"};
-  reader header(bytes.substr(magic.size(), 12));
-  const std::uint32_t file_version = header.u32();
-  const std::uint64_t body_size = header.u64();
-  if (file_version != version && file_version != version_int64 &&
-      file_version != version_int64_with_files)
-    return error{"state file: unsupported format version " + std::to_string(file_version)};
+namespace {
+
+// The body of a version 4 file (between the version word and the trailer), or of versions 1-3
+// (after the body length). Every count is checked against what remains before it drives a loop.
+result<subtask_snapshot> decode_body(std::string_view body, std::uint32_t file_version) {
   // Versions 1 and 2 held int64 values: read as the bytes int64 state is stored as now.
-  const bool int64_values = file_version != version;
+  const bool int64_values =
+      file_version == state_file::version_int64 ||
+      file_version == state_file::version_int64_with_files;
   const auto value = [&](reader& r) {
     return int64_values ? encode_int64_state(r.i64()) : r.str();
   };
   const std::size_t value_min_bytes = int64_values ? 8 : 4;
-  if (body_size != bytes.size() - header_bytes - trailer_bytes)
-    return error{"state file: body length does not match the file (torn write?)"};
-  reader trailer(bytes.substr(bytes.size() - trailer_bytes));
-  if (trailer.u32() != crc32c(bytes.substr(0, bytes.size() - trailer_bytes)))
-    return error{"state file: checksum mismatch"};
+  // Version 4 ends its key groups with a terminator instead of counting them first.
+  const bool terminated = file_version == state_file::version;
 
-  reader r(bytes.substr(header_bytes, body_size));
+  reader r(body);
   subtask_snapshot s;
   s.operator_uid = r.str();
   s.subtask_index = r.u32();
@@ -260,9 +146,18 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
     s.operator_state.push_back(std::move(e));
   }
   s.keyed.max_parallelism = r.u32();
-  const std::uint32_t n_groups = r.count(12);
-  for (std::uint32_t g = 0; g < n_groups && !r.failed(); ++g) {
+  // Counted: at most n_groups rounds. Terminated: each round reads at least 12 bytes, so the
+  // rounds end with the body (r.failed()) if no terminator does.
+  const std::uint32_t n_groups = terminated ? 0 : r.count(12);
+  std::optional<std::uint32_t> previous;
+  for (std::uint32_t g = 0; !r.failed(); ++g) {
+    if (!terminated && g == n_groups) break;
     const std::uint32_t group = r.u32();
+    if (terminated && group == state_file::end_of_key_groups) break;
+    if (terminated && previous && group <= *previous)
+      return error{"state file: key group " + std::to_string(group) + " follows key group " +
+                   std::to_string(*previous) + " (not ascending)"};
+    previous = group;
     key_group_state state;
     const std::uint32_t n_values = r.count(8);
     for (std::uint32_t i = 0; i < n_values && !r.failed(); ++i) {
@@ -286,13 +181,15 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
         }
       }
     }
+    if (r.failed()) break;
     if (!s.keyed.key_groups.emplace(group, std::move(state)).second)
       return error{"state file: key group " + std::to_string(group) + " appears twice"};
   }
-  bool has_files = file_version == version_int64_with_files;
-  if (file_version == version) {
+  bool has_files = file_version == state_file::version_int64_with_files;
+  if (file_version == state_file::version || file_version == state_file::version_bytes_counted) {
     const std::uint32_t flag = r.u32();
-    if (flag > 1) return error{"state file: the keyed state files flag is not 0 or 1"};
+    if (!r.failed() && flag > 1)
+      return error{"state file: the keyed state files flag is not 0 or 1"};
     has_files = flag == 1;
   }
   if (has_files) {
@@ -308,7 +205,8 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
       file.size = r.u64();
       file.checksum = r.u32();
       const std::uint32_t shared = r.u32();
-      if (shared > 1) return error{"state file: a keyed state file's shared flag is not 0 or 1"};
+      if (!r.failed() && shared > 1)
+        return error{"state file: a keyed state file's shared flag is not 0 or 1"};
       file.shared = shared == 1;
       f.files.push_back(std::move(file));
     }
@@ -322,9 +220,47 @@ result<subtask_snapshot> state_file::decode(std::string_view bytes) {
   return s;
 }
 
+}  // namespace
+
+result<subtask_snapshot> state_file::decode(std::string_view bytes) {
+  constexpr std::size_t version_end = 12 + 4;
+  if (bytes.size() < version_end + trailer_bytes)
+    return error{"state file: " + std::to_string(bytes.size()) +
+                 " bytes is shorter than the header"};
+  if (bytes.substr(0, magic.size()) != magic)
+    return error{"state file: bad magic (not a snapflow state file)"};
+  reader header(bytes.substr(magic.size(), 4));
+  const std::uint32_t file_version = header.u32();
+  if (file_version != version && file_version != version_bytes_counted &&
+      file_version != version_int64 && file_version != version_int64_with_files)
+    return error{"state file: unsupported format version " + std::to_string(file_version)};
+  std::size_t body_start = version_end;
+  if (file_version != version) {
+    // Versions 1-3 give the body's length before it.
+    body_start += 8;
+    if (bytes.size() < body_start + trailer_bytes)
+      return error{"state file: " + std::to_string(bytes.size()) +
+                   " bytes is shorter than the header"};
+    reader length(bytes.substr(version_end, 8));
+    if (length.u64() != bytes.size() - body_start - trailer_bytes)
+      return error{"state file: body length does not match the file (torn write?)"};
+  }
+  reader trailer(bytes.substr(bytes.size() - trailer_bytes));
+  if (trailer.u32() != crc32c(bytes.substr(0, bytes.size() - trailer_bytes)))
+    return error{"state file: checksum mismatch"};
+  return decode_body(bytes.substr(body_start, bytes.size() - body_start - trailer_bytes),
+                     file_version);
+}
+
 result<state_handle> state_file::write(const std::filesystem::path& file,
                                        const subtask_snapshot& snapshot) {
-  return write_encoded(file, encode(snapshot));
+  state_file_writer w(file);
+  if (auto r = w.head(snapshot); !r) return r.err();
+  for (const auto& [group, state] : snapshot.keyed.key_groups)
+    if (auto r = w.key_group(group, state); !r) return r.err();
+  auto written = w.finish(snapshot.keyed_files);
+  if (!written) return written.err();
+  return std::move(written->handle);
 }
 
 result<state_handle> state_file::write_encoded(const std::filesystem::path& file,
@@ -345,7 +281,8 @@ state_handle state_file::make_inline(std::string bytes) {
 bool state_file::may_fit(const subtask_snapshot& snapshot, std::size_t limit) {
   // A lower bound of encode()'s size: header, trailer and every length and payload byte of the
   // entries walked so far; stops as soon as it passes the limit.
-  std::size_t size = magic.size() + 4 + 8 + 4 + 4 + snapshot.operator_uid.size() + 4 + 4 + 8;
+  std::size_t size = magic.size() + 4 + 4 + snapshot.operator_uid.size() + 4 + 4 + 8 + 4 + 4 +
+                     4 + 4 + 4;
   for (const auto& entry : snapshot.operator_state) {
     size += 8 + entry.name.size() + entry.bytes.size();
     if (size > limit) return false;

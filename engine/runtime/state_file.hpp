@@ -43,29 +43,39 @@ struct subtask_snapshot {
 };
 
 // The state file of one subtask for one checkpoint, in the checkpoint's folder. Format
-// (integers little-endian, strings as u32 length + bytes):
-//   magic "SNAPFLOW-STA" | u32 version (3) | u64 body length | body | u32 CRC-32C of all before
+// (integers little-endian, strings as u32 length + bytes, n x (...) a u32 count then entries):
+//   magic "SNAPFLOW-STA" | u32 version (4) | body | u32 CRC-32C of all before
 //   body: str uid | u32 subtask | u32 parallelism | i64 checkpoint id |
-//         u32 n, n x (str name, str bytes)                       -- operator state
-//         u32 max parallelism | u32 n, n x key group:            -- keyed state
-//           u32 key group | u32 n, n x (str state, u32 n, n x (u64 key, str value)) |
-//           u32 n, n x (str state, u32 n, n x (u64 key, u32 n, n x (str map key, str value)))
+//         n x (str name, str bytes)                               -- operator state
+//         u32 max parallelism |                                   -- keyed state:
+//         key group records in strictly ascending key group order, each
+//           u32 key group | n x (str state, n x (u64 key, str value)) |
+//           n x (str state, n x (u64 key, n x (str map key, str value)))
+//         u32 0xFFFFFFFF (end of key groups) |
 //         u32 keyed state files 0/1 [| keyed state files:
 //          u32 max parallelism | u32 first key group | u32 last key group |
-//          u32 n, n x (str local name, str handle name, u64 size, u32 CRC-32C, u32 shared 0/1)]
-// Versions 1 and 2, written before state values were bytes, are still read: the same body with
-// i64 where version 3 has a value's str (read as int64_state_value.hpp's 8 bytes), without the
-// 0/1 word, and the keyed state files present exactly in version 2.
+//          n x (str local name, str handle name, u64 size, u32 CRC-32C, u32 shared 0/1)]
+// Nothing in it depends on what follows, so it is written in one pass with a running CRC
+// (state_file_encoder, state_file_writer): a state larger than memory streams to its file.
+// Version 3 is the same body with a u64 body length after the version and a u32 count of key
+// groups before them instead of the terminator. Versions 1 and 2, written before state values
+// were bytes, are version 3 with i64 where a value's str is (read as int64_state_value.hpp's 8
+// bytes), without the 0/1 word, and the keyed state files present exactly in version 2. All
+// four are read; only version 4 is written.
 // The handle's checksum (CRC-32C of the whole file, checkpoint_storage::verify_state) is checked
 // before a byte is decoded; the trailer and every length are checked again while decoding, so a
 // file that passes the handle's check but was produced by a bug still cannot crash a restore.
 class state_file {
  public:
   static constexpr std::string_view magic = "SNAPFLOW-STA";
-  static constexpr std::uint32_t version = 3;
+  static constexpr std::uint32_t version = 4;
+  // Read only: a body length and a key group count up front.
+  static constexpr std::uint32_t version_bytes_counted = 3;
   // Read only (int64 values): without and with keyed state files.
   static constexpr std::uint32_t version_int64 = 1;
   static constexpr std::uint32_t version_int64_with_files = 2;
+  // Ends version 4's key group records; never a key group (they are below max parallelism).
+  static constexpr std::uint32_t end_of_key_groups = 0xFFFFFFFFu;
 
   // "<uid>-<subtask>-<attempt>.state", the uid reduced to file-name-safe characters plus a
   // checksum of the original so two uids never share a name.
@@ -75,8 +85,8 @@ class state_file {
   static std::string encode(const subtask_snapshot& snapshot);
   static result<subtask_snapshot> decode(std::string_view bytes);
 
-  // Writes durably (temp file, fsync, rename, fsync the folder) and returns the handle the
-  // acknowledgement carries.
+  // Writes durably (temp file, fsync, rename, fsync the folder) through state_file_writer, the
+  // bytes never held whole, and returns the handle the acknowledgement carries.
   static result<state_handle> write(const std::filesystem::path& file,
                                     const subtask_snapshot& snapshot);
   // The same for bytes encode() already made.

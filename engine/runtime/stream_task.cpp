@@ -12,6 +12,7 @@
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
+#include "engine/runtime/state_file_writer.hpp"
 #include "engine/runtime/thread_name.hpp"
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
 
@@ -868,8 +869,8 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   snapshot->parallelism = config_.vertex.parallelism;
   snapshot->checkpoint = barrier.id;
   snapshot->operator_state = std::move(op_snapshot->state);
-  // The heap backend's copy goes in now; a deferred view (rocksdb) is materialised by the
-  // writer, off this thread.
+  // The heap backend's copy goes in now; a deferred view (a large heap state, rocksdb) is
+  // streamed to the state file by the writer, off this thread.
   std::shared_ptr<deferred_keyed_snapshot> keyed_later;
   std::shared_ptr<incremental_keyed_snapshot> files_later;
   // Savepoints own every file they name: always full.
@@ -941,7 +942,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   }
   std::filesystem::path file;
   if ((keyed_later || files_later) && !barrier.options.target_location.empty()) {
-    // Whether there is anything to write is known once it is materialised.
+    // Whether there is anything to write is known once it is streamed.
     file = std::filesystem::path(barrier.options.target_location) /
            state_file::file_name(config_.vertex.uid, config_.attempt.subtask.index,
                                  config_.attempt.attempt);
@@ -970,27 +971,34 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
     const auto async_start = std::chrono::steady_clock::now();
     checkpoint_decline decline{
         ack.job, ack.attempt, ack.id, checkpoint_failure_reason::checkpoint_async_exception, {}};
-    if (keyed_later) {
-      auto keyed = keyed_later->materialize();
-      keyed_later.reset();  // releases the backend's snapshot
-      if (!keyed) {
-        decline.message = keyed.err().message;
-        responder->decline(std::move(decline));
-        return;
-      }
-      snapshot->keyed = std::move(keyed).value();
-      // What the task thread decides for a state it has in hand, decided here.
-      if (!snapshot->empty() && inline_max > 0 && state_file::may_fit(*snapshot, inline_max)) {
-        encoded = state_file::encode(*snapshot);
-        state_inline = encoded.size() <= inline_max;
-      }
-      if (!snapshot->empty() && !state_inline && file.empty()) {
+    // A deferred keyed state streams into its state file (or, while it stays within the inline
+    // limit, into memory): it is never held whole.
+    std::unique_ptr<state_file_writer> keyed_writer;
+    const auto decline_write = [&](const state_file_writer& w, const error& e) {
+      if (w.needs_location()) {
         decline.reason = checkpoint_failure_reason::checkpoint_declined;
         decline.message = "the barrier names no location for state files";
-        responder->decline(std::move(decline));
+      } else {
+        decline.message = e.message;
+      }
+      responder->decline(std::move(decline));
+    };
+    if (keyed_later) {
+      snapshot->keyed.max_parallelism = keyed_later->max_parallelism();
+      keyed_writer = std::make_unique<state_file_writer>(
+          file, state_file_writer::default_buffer_bytes, inline_max);
+      auto streamed = keyed_writer->head(*snapshot);
+      if (streamed) streamed = keyed_later->write_to(*keyed_writer);
+      keyed_later.reset();  // releases the backend's snapshot
+      if (!streamed) {
+        decline_write(*keyed_writer, streamed.err());
         return;
       }
-      if (snapshot->empty()) file.clear();
+      // Nothing at all: no file.
+      if (snapshot->operator_state.empty() && keyed_writer->key_groups() == 0) {
+        keyed_writer.reset();
+        file.clear();
+      }
     }
     if (async_part) {
       if (auto r = async_part(); !r) {
@@ -1027,7 +1035,19 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
         state_inline = encoded.size() <= inline_max;
       }
     }
-    if (state_inline) {
+    if (keyed_writer) {
+      auto written = keyed_writer->finish(std::nullopt);
+      if (!written) {
+        decline_write(*keyed_writer, written.err());
+        return;
+      }
+      keyed_writer.reset();
+      state_handle handle = std::move(written->handle);
+      ack.state.state_size = handle.size;
+      // Named relative to the checkpoint's folder, which is all the coordinator accepts.
+      if (!handle.is_inline()) handle.path = file.filename().string();
+      ack.state.handles.push_back(std::move(handle));
+    } else if (state_inline) {
       ack.state.state_size = encoded.size();
       ack.state.handles.push_back(state_file::make_inline(std::move(encoded)));
     } else if (!file.empty()) {

@@ -218,16 +218,21 @@ std::unordered_map<std::uint64_t, std::map<std::string, std::string>> neutral(
   return out;
 }
 
+key_group_state neutral(const group_tables& tables) {
+  key_group_state g;
+  for (const auto& [name, t] : tables.values)
+    if (t->size > 0) g.values.emplace(name, neutral(*t));
+  for (const auto& [name, t] : tables.maps)
+    if (t->size > 0) g.maps.emplace(name, neutral(*t));
+  return g;
+}
+
 keyed_state_snapshot neutral(std::uint32_t max_parallelism, std::uint32_t first,
                              const std::vector<group_tables>& groups) {
   keyed_state_snapshot out;
   out.max_parallelism = max_parallelism;
   for (std::uint32_t i = 0; i < groups.size(); ++i) {
-    key_group_state g;
-    for (const auto& [name, t] : groups[i].values)
-      if (t->size > 0) g.values.emplace(name, neutral(*t));
-    for (const auto& [name, t] : groups[i].maps)
-      if (t->size > 0) g.maps.emplace(name, neutral(*t));
+    key_group_state g = neutral(groups[i]);
     if (!g.empty()) out.key_groups.emplace(first + i, std::move(g));
   }
   return out;
@@ -256,20 +261,31 @@ table_ref<map_value> maps_table(
 }
 
 // The tables as they were at snapshot(): the references keep every table and bucket unchanged
-// (the task copies before writing one they hold) until this is materialised or dropped.
+// (the task copies before writing one they hold) until this is written out or dropped.
 class heap_deferred_snapshot final : public deferred_keyed_snapshot {
  public:
   heap_deferred_snapshot(std::uint32_t max_parallelism, std::uint32_t first,
                          std::vector<group_tables> groups)
       : max_parallelism_(max_parallelism), first_(first), groups_(std::move(groups)) {}
 
-  result<keyed_state_snapshot> materialize() override {
-    if (done_) return error{"a keyed state snapshot was materialised twice"};
+  std::uint32_t max_parallelism() const override { return max_parallelism_; }
+
+  result<void> write_to(keyed_group_sink& sink) override {
+    if (done_) return error{"a keyed state snapshot was written twice"};
     done_ = true;
-    keyed_state_snapshot out = neutral(max_parallelism_, first_, groups_);
-    // Released at once: the task stops copying what only this view held.
+    // One key group in the neutral form at a time; each group's tables are released once it
+    // is handed, so the task stops copying what only this view held.
+    for (std::uint32_t i = 0; i < groups_.size(); ++i) {
+      key_group_state g = neutral(groups_[i]);
+      groups_[i] = {};
+      if (g.empty()) continue;
+      if (auto r = sink.key_group(first_ + i, g); !r) {
+        groups_.clear();
+        return r;
+      }
+    }
     groups_.clear();
-    return out;
+    return success();
   }
 
  private:

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/checkpoint/completed_checkpoint.hpp"
@@ -13,6 +14,28 @@
 
 namespace snapflow {
 
+// Takes a keyed state one key group at a time (a state file being streamed, or a collector).
+class keyed_group_sink {
+ public:
+  virtual ~keyed_group_sink() = default;
+  // Each non-empty key group once, in ascending order. The sink may take the state's contents;
+  // the caller clears it before the next group. An error stops the walk and is returned.
+  virtual result<void> key_group(std::uint32_t group, key_group_state& state) = 0;
+};
+
+// The sink that keeps every key group: the whole state in memory.
+class keyed_snapshot_collector final : public keyed_group_sink {
+ public:
+  explicit keyed_snapshot_collector(keyed_state_snapshot& out) : out_(out) {}
+  result<void> key_group(std::uint32_t group, key_group_state& state) override {
+    out_.key_groups.emplace(group, std::move(state));
+    return success();
+  }
+
+ private:
+  keyed_state_snapshot& out_;
+};
+
 // A consistent view of a backend's keyed state, taken in a checkpoint's synchronous part and
 // turned into the neutral form in its asynchronous part, off the task thread, while the task
 // goes on changing the state. Holds what the view needs (the store, its snapshot) until it is
@@ -20,8 +43,13 @@ namespace snapflow {
 class deferred_keyed_snapshot {
  public:
   virtual ~deferred_keyed_snapshot() = default;
-  // Any thread; at most once.
-  virtual result<keyed_state_snapshot> materialize() = 0;
+  virtual std::uint32_t max_parallelism() const = 0;
+  // Any thread; at most once (either this or materialize()). Hands the key groups to `sink`
+  // one at a time, holding at most one of them in the neutral form, so a state larger than
+  // memory can be written out; releases the view when done.
+  virtual result<void> write_to(keyed_group_sink& sink) = 0;
+  // The whole state at once (tests, and callers that need it in memory), on top of write_to().
+  result<keyed_state_snapshot> materialize();
 };
 
 // The synchronous part of an incremental checkpoint (Flink's RocksIncrementalSnapshotStrategy):

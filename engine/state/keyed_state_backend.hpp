@@ -79,7 +79,7 @@ class keyed_state_backend {
   std::vector<std::pair<std::string, std::int64_t>> map_entries(std::string_view state) const;
 
   // The synchronous part of a checkpoint: the state as it is now, copied or as a consistent
-  // view the asynchronous part materialises. Later updates never change it.
+  // view the asynchronous part streams to the state file. Later updates never change it.
   virtual keyed_snapshot_part snapshot() const = 0;
   // snapshot(), materialised at once.
   result<keyed_state_snapshot> snapshot_now() const { return snapshot().materialize(); }

@@ -350,20 +350,30 @@ typename States::mapped_type& entry(States& states, std::string_view name) {
   return s->second;
 }
 
-// Every entry of `db` (as `r` sees it) in the neutral form.
-result<keyed_state_snapshot> read_neutral(rocksdb::DB& db, rocksdb::ReadOptions r,
-                                          std::uint32_t max_parallelism,
-                                          const std::filesystem::path& folder) {
-  keyed_state_snapshot out;
-  out.max_parallelism = max_parallelism;
+// Every entry of `db` (as `r` sees it) in the neutral form, one key group at a time: keys start
+// with the key group in big-endian, so one pass in key order meets the groups in ascending
+// order, each whole before the next. Holds one group's entries at a time.
+result<void> read_groups(rocksdb::DB& db, rocksdb::ReadOptions r,
+                         const std::filesystem::path& folder, keyed_group_sink& sink) {
   r.fill_cache = false;  // one pass over everything: keep the task's working set cached
   std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(r));
+  key_group_state g;
+  std::optional<std::uint32_t> current;
+  const auto hand = [&]() -> result<void> {
+    if (!current || g.empty()) return success();
+    auto handed = sink.key_group(*current, g);
+    g = key_group_state{};
+    return handed;
+  };
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     auto key = parse_key(view(it->key()));
     if (!key)
       return error{"rocksdb state in " + folder.string() +
                    " holds an entry this backend did not write"};
-    key_group_state& g = out.key_groups[key->group];
+    if (current != key->group) {
+      if (auto r = hand(); !r) return r;
+      current = key->group;
+    }
     std::string value(view(it->value()));
     if (key->kind == value_kind)
       entry(g.values, key->state)[key->key] = std::move(value);
@@ -373,10 +383,21 @@ result<keyed_state_snapshot> read_neutral(rocksdb::DB& db, rocksdb::ReadOptions 
   if (!it->status().ok())
     return error{"reading rocksdb state in " + folder.string() + " failed: " +
                  it->status().ToString()};
+  return hand();
+}
+
+// The whole of `db` in the neutral form (a restore's scratch instance).
+result<keyed_state_snapshot> read_neutral(rocksdb::DB& db, rocksdb::ReadOptions r,
+                                          std::uint32_t max_parallelism,
+                                          const std::filesystem::path& folder) {
+  keyed_state_snapshot out;
+  out.max_parallelism = max_parallelism;
+  keyed_snapshot_collector sink(out);
+  if (auto read = read_groups(db, std::move(r), folder, sink); !read) return read.err();
   return out;
 }
 
-// A RocksDB snapshot of the store, read into the neutral form off the task thread.
+// A RocksDB snapshot of the store, streamed in key order off the task thread.
 class rocksdb_deferred_snapshot final : public deferred_keyed_snapshot {
  public:
   rocksdb_deferred_snapshot(std::shared_ptr<rocksdb_keyed_state_backend::store> s,
@@ -386,20 +407,18 @@ class rocksdb_deferred_snapshot final : public deferred_keyed_snapshot {
         max_parallelism_(max_parallelism) {}
   ~rocksdb_deferred_snapshot() override { release(); }
 
-  result<keyed_state_snapshot> materialize() override {
-    if (snapshot_ == nullptr) return error{"a rocksdb keyed snapshot was materialised twice"};
-    auto out = read();
+  std::uint32_t max_parallelism() const override { return max_parallelism_; }
+
+  result<void> write_to(keyed_group_sink& sink) override {
+    if (snapshot_ == nullptr) return error{"a rocksdb keyed snapshot was written twice"};
+    rocksdb::ReadOptions r;
+    r.snapshot = snapshot_;
+    auto out = read_groups(store_->db(), r, store_->folder(), sink);
     release();
     return out;
   }
 
  private:
-  result<keyed_state_snapshot> read() const {
-    rocksdb::ReadOptions r;
-    r.snapshot = snapshot_;
-    return read_neutral(store_->db(), r, max_parallelism_, store_->folder());
-  }
-
   void release() {
     if (snapshot_ == nullptr) return;
     store_->db().ReleaseSnapshot(snapshot_);

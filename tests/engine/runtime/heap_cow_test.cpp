@@ -10,10 +10,14 @@
 #include <thread>
 
 #include "engine/runtime/key_groups.hpp"
+#include "engine/runtime/state_file.hpp"
+#include "engine/runtime/state_file_writer.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"
 #include "engine/state/int64_state_value.hpp"
+#include "tests/support/temp_folder.hpp"
 
 using namespace snapflow;
+using snapflow::testing::temp_folder;
 
 namespace {
 
@@ -207,6 +211,44 @@ TEST_CASE("heap cow: a snapshot materialised on another thread while the task wr
       REQUIRE(ok);
       CHECK(got == expected);
     }
+  }
+  CHECK(h.now() == h.m.neutral());
+}
+
+TEST_CASE("heap cow: a snapshot streamed to its state file on another thread while the task "
+          "writes holds the state at the snapshot") {
+  temp_folder dir;
+  harness h(4000);
+  h.fill();
+  std::mt19937_64 rng(17);
+  for (int round = 0; round < 4; ++round) {
+    subtask_snapshot expected;
+    expected.operator_uid = "sum";
+    expected.parallelism = 2;
+    expected.checkpoint = round + 1;
+    expected.keyed = h.m.neutral();
+    auto part = h.b.snapshot();
+    REQUIRE(part.deferred);
+    const auto file = dir.path() / ("s" + std::to_string(round) + ".state");
+    // A small buffer: many flushes while the task writes.
+    state_file_writer w(file, 4096);
+    result<state_file_writer::written> written = error{"not run"};
+    std::thread writer([&, deferred = std::move(part.deferred)]() mutable {
+      subtask_snapshot head = expected;
+      head.keyed.key_groups.clear();
+      head.keyed.max_parallelism = deferred->max_parallelism();
+      auto streamed = w.head(head);
+      if (streamed) streamed = deferred->write_to(w);
+      deferred.reset();
+      written = streamed ? w.finish(std::nullopt) : result<state_file_writer::written>(streamed.err());
+    });
+    h.churn(rng, 20000);
+    writer.join();
+    REQUIRE(written);
+    CHECK(written->key_groups == expected.keyed.key_groups.size());
+    auto back = state_file::read(written->handle);
+    REQUIRE(back);
+    CHECK(*back == expected);
   }
   CHECK(h.now() == h.m.neutral());
 }

@@ -557,9 +557,9 @@ TEST_CASE("keyed state: a state file of the int64 format is still read, its valu
   b.set_current_key(key);
   CHECK(b.value("sum") == -5);
   CHECK(b.map_get("m", "a") == 9);
-  // Written again, it is version 3 and decodes to the same.
+  // Written again, it is version 4 and decodes to the same.
   const std::string again = state_file::encode(*decoded);
-  CHECK(again.substr(state_file::magic.size(), 4) == std::string("\x03\0\0\0", 4));
+  CHECK(again.substr(state_file::magic.size(), 4) == std::string("\x04\0\0\0", 4));
   auto back = state_file::decode(again);
   REQUIRE(back);
   CHECK(*back == *decoded);
