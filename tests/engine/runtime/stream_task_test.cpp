@@ -1032,3 +1032,80 @@ TEST_CASE("stream task: rocksdb incremental checkpoints name confirmed files aga
   CHECK_THAT(g.listener->failure(), Catch::Contains("checkpoint 2"));
   CHECK_THAT(g.listener->failure(), Catch::Contains(victim));
 }
+
+TEST_CASE("stream task: a deferred keyed state streams into its state file: nothing when empty, "
+          "inline when small, a file when large, declined without a location") {
+  const auto backend = GENERATE(state_backend_kind::rocksdb, state_backend_kind::hashmap);
+  INFO(to_string(backend));
+  task_fixture f;
+  auto in = std::make_shared<local_channel>(64);
+  auto c = f.config(make_vertex("keyed_sum"), operator_role::keyed);
+  c.inputs = {in};
+  c.state_backend = backend;
+  c.local_state_dir = f.dir.path() / "local";
+  c.inline_state_max_bytes = 4096;
+  stream_task task(std::move(c));
+  task.start();
+  const auto files_in = [&](checkpoint_id id) {
+    std::size_t n = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(f.options(id).target_location, ec)) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  };
+  const auto sums = [&](const checkpoint_ack& ack, checkpoint_id id) {
+    REQUIRE(ack.state.handles.size() == 1);
+    auto s = state_file::read(in_folder(ack.state.handles[0], f.options(id).target_location));
+    REQUIRE(s);
+    std::map<std::uint64_t, std::int64_t> out;
+    for (const auto& [group, state] : s->keyed.key_groups)
+      for (const auto& [key, bytes] : state.values.at("sum")) out[key] = *decode_int64_state(bytes);
+    return out;
+  };
+
+  // Empty: no state, no file.
+  std::filesystem::create_directories(f.options(1).target_location);
+  REQUIRE(in->send({checkpoint_barrier{1, 1, f.options(1)}}));
+  REQUIRE(f.responder->wait_for(1));
+  CHECK(f.responder->acks().at(0).state.handles.empty());
+  CHECK(files_in(1) == 0);
+
+  // Three keys: inline.
+  REQUIRE(in->send({record{1, 0, 10, {}}, record{2, 0, 20, {}}, record{3, 0, 30, {}},
+                    checkpoint_barrier{2, 2, f.options(2)}}));
+  REQUIRE(f.responder->wait_for(2));
+  const checkpoint_ack small = f.responder->acks().at(1);
+  REQUIRE(small.state.handles.size() == 1);
+  CHECK(small.state.handles[0].is_inline());
+  CHECK(sums(small, 2) == std::map<std::uint64_t, std::int64_t>{{1, 10}, {2, 20}, {3, 30}});
+  CHECK(files_in(2) == 0);
+
+  // 3000 keys: far over the inline limit (and deferred on the heap too): a file.
+  std::vector<stream_element> batch;
+  std::map<std::uint64_t, std::int64_t> expected{{1, 10}, {2, 20}, {3, 30}};
+  for (std::uint64_t k = 100; k < 3100; ++k) {
+    batch.push_back(record{k, 0, static_cast<std::int64_t>(k), {}});
+    expected[k] = static_cast<std::int64_t>(k);
+  }
+  batch.push_back(checkpoint_barrier{3, 3, f.options(3)});
+  REQUIRE(in->send(std::move(batch)));
+  REQUIRE(f.responder->wait_for(3));
+  const checkpoint_ack large = f.responder->acks().at(2);
+  REQUIRE(large.state.handles.size() == 1);
+  CHECK_FALSE(large.state.handles[0].is_inline());
+  CHECK(large.state.state_size == large.state.handles[0].size);
+  CHECK(sums(large, 3) == expected);
+  CHECK(files_in(3) == 1);  // the state file, no temporary one left
+
+  // No location for a state that does not go inline: declined, saying so.
+  REQUIRE(in->send({checkpoint_barrier{4, 4, checkpoint_options{}}}));
+  REQUIRE(f.responder->wait_for(3, 1));
+  const checkpoint_decline declined = f.responder->declines().at(0);
+  CHECK(declined.id == 4);
+  CHECK(declined.reason == checkpoint_failure_reason::checkpoint_declined);
+  CHECK(declined.message == "the barrier names no location for state files");
+  task.cancel();
+  task.join();
+}
