@@ -153,7 +153,11 @@ result<subtask_snapshot> decode_body(std::string_view body, std::uint32_t file_v
   for (std::uint32_t g = 0; !r.failed(); ++g) {
     if (!terminated && g == n_groups) break;
     const std::uint32_t group = r.u32();
-    if (terminated && group == state_file::end_of_key_groups) break;
+    if (group == state_file::end_of_key_groups) {
+      if (terminated) break;
+      // Versions 1-3 count their key groups; the terminator is never one.
+      if (!r.failed()) return error{"state file: 4294967295 is not a key group"};
+    }
     if (terminated && previous && group <= *previous)
       return error{"state file: key group " + std::to_string(group) + " follows key group " +
                    std::to_string(*previous) + " (not ascending)"};

@@ -2,13 +2,16 @@
 // whose keyed state is several times its worker's resident memory runs, checkpoints and
 // finishes. The state lives in RocksDB's files under the worker's --local-state-dir; a
 // checkpoint's synchronous part hard-links them and its asynchronous part copies the new ones
-// with a fixed buffer, so nothing holds the state in memory.
+// with a fixed buffer, so nothing holds the state in memory. A savepoint of such a state, a full
+// snapshot in the neutral format, is streamed to its state files one key group at a time, so it
+// is taken within the same memory, and the job restored from it goes on exactly once.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "tests/cluster/cluster_support.hpp"
+#include "tests/cluster/committed_output.hpp"
 
 using namespace snapflow::testing;
 
@@ -117,6 +120,135 @@ TEST_CASE("rocksdb with incremental checkpoints: keyed state four times the work
   INFO("state " << held << " bytes, worker peak resident " << resident << " bytes");
   REQUIRE(resident > 0);
   CHECK(held >= 4 * resident);
+
+  stop_cleanly(coordinator, {worker.get()});
+}
+
+namespace {
+
+// 16,384 keys of 32 KiB (512 MiB), three records per key at 2,000 records per second: every key
+// holds its bytes after about 8 s, and the job runs for about 16 s more, time for a savepoint.
+constexpr std::int64_t savepoint_keys = 16'384;
+constexpr std::int64_t savepoint_records = 3 * savepoint_keys;
+constexpr std::int64_t savepoint_state_bytes = savepoint_keys * value_bytes;
+
+std::string savepoint_job(const std::filesystem::path& out) {
+  std::ostringstream os;
+  os << "[job]\nname = \"larger-than-memory-savepoint\"\nmax_parallelism = 128\n\n"
+     << "[checkpointing]\ninterval_ms = 200\nmode = \"exactly_once\"\n"
+     << "state_backend = \"rocksdb\"\nincremental = true\n\n"
+     << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 1\n"
+     << "params = { count = " << savepoint_records << ", keys = " << savepoint_keys
+     << ", rate = 2000 }\n\n"
+     << "[[operator]]\nuid = \"sum\"\nkind = \"keyed_sum\"\ninput = \"source\"\n"
+     << "partition = \"hash\"\nparallelism = 2\nparams = { value_bytes = " << value_bytes
+     << " }\n\n"
+     << "[[operator]]\nuid = \"sink\"\nkind = \"two_phase_commit_file_sink\"\n"
+     << "input = \"sum\"\nparallelism = 2\nparams = { path = " << json(out.string()).dump()
+     << " }\n";
+  return os.str();
+}
+
+// The bytes of the state files (*.state) in `folder`.
+std::int64_t state_file_bytes(const std::filesystem::path& folder) {
+  std::int64_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(folder))
+    if (e.path().extension() == ".state") n += static_cast<std::int64_t>(e.file_size());
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("rocksdb: a savepoint of keyed state larger than the worker's resident memory is "
+          "streamed to its state files, and the job restored from it goes on exactly once") {
+  temp_dir dir;
+  constexpr int heartbeat_timeout = 10'000;
+  coordinator_process coordinator(dir.path() / "state", {}, "tcp://127.0.0.1:*",
+                                  heartbeat_timeout);
+  std::unique_ptr<child_process> worker;
+  {
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    scoped_env small_quarantine(
+        "ASAN_OPTIONS", std::string(asan ? asan : "") + ":quarantine_size_mb=4");
+    worker = std::make_unique<child_process>(std::vector<std::string>{
+        SNAPFLOW_WORKER_BIN, "--coordinator", coordinator.control(), "--id", "w1", "--slots",
+        "3", "--executor", "runtime", "--heartbeat-interval-ms",
+        std::to_string(heartbeat_interval_ms), "--heartbeat-timeout-ms",
+        std::to_string(heartbeat_timeout), "--data-root", test_data_root(),
+        "--local-state-dir", (dir.path() / "local").string(), "--rocksdb-block-cache-mb", "8"});
+  }
+  REQUIRE(coordinator.wait_for_workers(1));
+  const auto out = dir.path() / "out";
+  const std::string job = coordinator.submit(savepoint_job(out));
+
+  // Every key holds its bytes: a checkpoint of the whole state completed, the job still runs.
+  const bool filled = eventually(
+      [&] {
+        const json c = coordinator.checkpoints(job);
+        const json& latest = c["latest"]["completed"];
+        return latest.is_object() &&
+               latest.value("state_size", std::int64_t{0}) >= savepoint_state_bytes;
+      },
+      240s);
+  INFO("job: " << coordinator.job(job).dump() << "\nworker stderr: " << worker->stderr_text());
+  REQUIRE(filled);
+  REQUIRE(coordinator.job(job).value("state", "") == "RUNNING");
+
+  const http_result trigger = coordinator.rest().post(
+      "/jobs/" + job + "/savepoints",
+      json{{"target-directory", "big"}, {"cancel-job", true}}.dump());
+  INFO("trigger: " << trigger.status << " " << trigger.body.dump());
+  REQUIRE(trigger.status == 202);
+  const std::string status_path =
+      "/jobs/" + job + "/savepoints/" + trigger.body["request-id"].get<std::string>();
+  json operation;
+  const bool completed = eventually(
+      [&] {
+        const http_result r = coordinator.rest().get(status_path);
+        if (r.status != 200 || r.body["status"].value("id", "") != "COMPLETED") return false;
+        operation = r.body["operation"];
+        return true;
+      },
+      240s);
+  INFO("savepoint: " << operation.dump());
+  REQUIRE(completed);
+  REQUIRE(operation.contains("location"));
+  REQUIRE_FALSE(operation.contains("failure-cause"));
+  REQUIRE(eventually([&] { return coordinator.job(job).value("state", "") == "CANCELED"; },
+                     60s));
+
+  // The savepoint holds the whole state in its own state files, several times what the
+  // worker ever held in memory (materialised and encoded whole, it would have held it twice).
+  const std::string savepoint = operation["location"].get<std::string>();
+  const std::int64_t saved = state_file_bytes(savepoint);
+  const std::int64_t resident = peak_resident_bytes(worker->pid());
+  INFO("savepoint " << saved << " bytes, worker peak resident " << resident << " bytes");
+  CHECK(saved >= savepoint_state_bytes);
+  REQUIRE(resident > 0);
+  CHECK(saved >= 2 * resident);
+
+  // Restored from it (the restore reads each state file whole: no memory bound here), the job
+  // finishes, and every record's running sum is the exactly-once one.
+  const http_result restored =
+      coordinator.rest().post("/jobs?fromSavepoint=" + savepoint, savepoint_job(out));
+  INFO("restore: " << restored.status << " " << restored.body.dump());
+  REQUIRE(restored.status == 202);
+  const std::string second = restored.body["jobid"].get<std::string>();
+  const bool finished = eventually(
+      [&] {
+        const std::string state = coordinator.job(second).value("state", "");
+        return state == "FINISHED" || state == "FAILED" || state == "CANCELED";
+      },
+      240s);
+  INFO("restored job: " << coordinator.job(second).dump());
+  REQUIRE(finished);
+  REQUIRE(coordinator.job(second).value("state", "") == "FINISHED");
+  const committed_output o = read_committed_output(out, savepoint_records, savepoint_keys);
+  CHECK(o.lines == static_cast<std::size_t>(savepoint_records));
+  CHECK(o.missing == 0);
+  CHECK(o.duplicated == 0);
+  CHECK(o.bad_lines == 0);
+  CHECK(o.wrong_sums == 0);
 
   stop_cleanly(coordinator, {worker.get()});
 }

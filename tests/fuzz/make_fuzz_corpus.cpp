@@ -16,6 +16,8 @@
 #include <msgpack.hpp>
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
+#include "engine/checkpoint/crc32c.hpp"
+#include "engine/runtime/state_file.hpp"
 #include "graph/job_file.hpp"
 #include "graph/job_graph_codec.hpp"
 #include "transport/data/data_frame.hpp"
@@ -278,6 +280,66 @@ data::data_frame sample_data_frame() {
   return f;
 }
 
+// A subtask snapshot with operator state, value and map states over three key groups (empty
+// values and NUL bytes among them) and, when `with_files`, a keyed state files section.
+subtask_snapshot sample_subtask_snapshot(bool with_files) {
+  subtask_snapshot s;
+  s.operator_uid = "sum";
+  s.subtask_index = 1;
+  s.parallelism = 2;
+  s.checkpoint = 7;
+  s.operator_state.push_back({"splits", std::string("\0\1", 2)});
+  s.keyed.max_parallelism = 128;
+  for (std::uint32_t group : {64u, 65u, 127u}) {
+    s.keyed.key_groups[group].values["sum"][group * 10] = std::string("\0\0\0\0\0\0\0\5", 8);
+    s.keyed.key_groups[group].values["sum"][group * 10 + 1] = "";
+    s.keyed.key_groups[group].maps["words"][group]["w"] = "x";
+  }
+  if (with_files)
+    s.keyed_files = keyed_state_files{128, 64, 127, {{"000012.sst", "x-000012.sst", 10, 7, true}}};
+  return s;
+}
+
+// A version 3 state file (a body length and a key group count up front), as written before
+// version 4: one key group 3 with value state "v" {7 -> "val"}.
+std::string version_3_state_file() {
+  std::string body;
+  const auto u32 = [&](std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) body.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  };
+  const auto str = [&](std::string_view t) {
+    u32(static_cast<std::uint32_t>(t.size()));
+    body.append(t);
+  };
+  str("h");
+  u32(0);
+  u32(1);
+  u32(9);  // checkpoint id, an i64
+  u32(0);
+  u32(0);  // operator state
+  u32(16);
+  u32(1);  // key groups
+  u32(3);
+  u32(1);
+  str("v");
+  u32(1);
+  u32(7);  // key, a u64
+  u32(0);
+  str("val");
+  u32(0);  // map states
+  u32(0);  // no keyed state files
+  std::string out(state_file::magic);
+  const std::string b = std::move(body);
+  body.clear();
+  u32(3);
+  u32(static_cast<std::uint32_t>(b.size()));
+  u32(0);
+  out += body + b;
+  const std::uint32_t crc = crc32c(out);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,6 +403,21 @@ int main(int argc, char** argv) {
   std::string bad_crc = meta;
   bad_crc.back() = static_cast<char>(bad_crc.back() ^ 0x5a);
   write(meta_dir, "bad_checksum.bin", bad_crc);
+
+  const fs::path state_dir = root / "state_file";
+  const std::string state = state_file::encode(sample_subtask_snapshot(false));
+  write(state_dir, "keyed.bin", state);
+  write(state_dir, "keyed_with_files.bin", state_file::encode(sample_subtask_snapshot(true)));
+  subtask_snapshot operator_only;
+  operator_only.operator_uid = "source";
+  operator_only.parallelism = 1;
+  operator_only.operator_state.push_back({"offset", "42"});
+  write(state_dir, "operator_only.bin", state_file::encode(operator_only));
+  write(state_dir, "version_3.bin", version_3_state_file());
+  write(state_dir, "torn.bin", state.substr(0, state.size() - 9));
+  std::string bad_state_crc = state;
+  bad_state_crc.back() = static_cast<char>(bad_state_crc.back() ^ 0x5a);
+  write(state_dir, "bad_checksum.bin", bad_state_crc);
 
   std::cout << "corpus written to " << root.string() << "\n";
   return 0;

@@ -268,6 +268,15 @@ TEST_CASE("state file: version 3 (counted key groups, body length) still reads")
   CHECK(state_file::decode(state_file::encode(*decoded)).value() == *decoded);
   // Version 3 with the version 4 layout (no body length) is refused.
   CHECK_FALSE(state_file::decode(f.file(state_file::version_bytes_counted, false)));
+  // A key group 0xFFFFFFFF, which version 4 could not write again, is refused.
+  hand_file forged;
+  forged.head();
+  forged.u32(1);
+  forged.u32(state_file::end_of_key_groups);
+  forged.u32(0);
+  forged.u32(0);
+  forged.u32(0);
+  CHECK_FALSE(state_file::decode(forged.file(state_file::version_bytes_counted, true)));
 }
 
 TEST_CASE("state file v4: a hand-made file reads; a missing terminator, groups out of order "
