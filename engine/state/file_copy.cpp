@@ -112,6 +112,26 @@ result<file_copy::copied> file_copy::link_or_copy_durably(const std::filesystem:
   return read_back(to, true, UINT64_MAX);
 }
 
+result<file_copy::copied> file_copy::link_or_copy_known(const std::filesystem::path& from,
+                                                        const std::filesystem::path& to,
+                                                        std::uint64_t size,
+                                                        std::uint32_t checksum) {
+  auto linked = try_link(from, to);
+  if (!linked) return linked.err();
+  if (!*linked) {
+    auto done = copy_durably(from, to);
+    if (auto r = verified(from, done, size, checksum); !r) return r.err();
+    return done;
+  }
+  std::error_code ec;
+  const std::uint64_t actual = std::filesystem::file_size(to, ec);
+  if (ec) return error{"cannot read the size of " + to.string() + ": " + ec.message()};
+  if (actual != size)
+    return error{from.string() + " is " + std::to_string(actual) + " bytes long, its writer said " +
+                 std::to_string(size)};
+  return copied{size, checksum};
+}
+
 result<void> file_copy::link_or_copy_verified(const std::filesystem::path& from,
                                               const std::filesystem::path& to, std::uint64_t size,
                                               std::uint32_t checksum) {

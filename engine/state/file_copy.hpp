@@ -34,6 +34,13 @@ class file_copy {
   // to (a RocksDB MANIFEST): the link would carry the appends into the other name.
   static result<copied> link_or_copy_durably(const std::filesystem::path& from,
                                              const std::filesystem::path& to);
+  // link_or_copy_durably() for a file whose writer already synced it and gave its size and
+  // checksum (RocksDB records a CRC-32C of each SST it writes): a link is not read at all, only
+  // its size checked (a file of another size is refused), and the caller's fsync of `to`'s
+  // folder makes the new name durable. A copy is checked against `checksum` as it is written.
+  static result<copied> link_or_copy_known(const std::filesystem::path& from,
+                                           const std::filesystem::path& to, std::uint64_t size,
+                                           std::uint32_t checksum);
   static result<void> link_or_copy_verified(const std::filesystem::path& from,
                                             const std::filesystem::path& to, std::uint64_t size,
                                             std::uint32_t checksum);

@@ -14,6 +14,8 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/file_checksum.h>
+#include <rocksdb/metadata.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
@@ -105,6 +107,9 @@ rocksdb::Options store_options(std::size_t cache_bytes) {
   o.max_log_file_size = 1 << 20;
   // The folder is thrown away when the task ends: nothing is ever recovered from it.
   o.avoid_flush_during_shutdown = true;
+  // A CRC-32C of each SST file as RocksDB writes it, kept in the MANIFEST: an incremental
+  // checkpoint links new files into shared storage without reading them back for their checksum.
+  o.file_checksum_gen_factory = rocksdb::GetFileChecksumGenCrc32cFactory();
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(cache_bytes);
   table.cache_index_and_filter_blocks = true;
@@ -220,6 +225,28 @@ bool is_plain_file_name(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
+// What RocksDB recorded of a live SST file as it wrote (and synced) it.
+struct known_sst {
+  std::uint64_t size = 0;
+  std::uint32_t checksum = 0;  // CRC-32C of the whole file
+};
+
+// The live SST files whose CRC-32C RocksDB recorded (file_checksum_gen_factory), by file name.
+// Files written before it did, or gone since, are absent: the caller reads those itself.
+std::map<std::string, known_sst, std::less<>> known_ssts(rocksdb::DB& db) {
+  std::vector<rocksdb::LiveFileMetaData> live;
+  db.GetLiveFilesMetaData(&live);
+  std::map<std::string, known_sst, std::less<>> out;
+  for (const auto& f : live) {
+    if (f.file_checksum_func_name != rocksdb::kStandardDbFileChecksumFuncName ||
+        f.file_checksum.size() != 4)
+      continue;
+    const auto crc = static_cast<std::uint32_t>(read_be(f.file_checksum, 0, 4));  // big-endian
+    out.emplace(f.relative_filename, known_sst{f.size, crc});
+  }
+  return out;
+}
+
 // Creates `folder` when missing (the coordinator may leave it to the first task writing into
 // it), its parent fsynced so that the folder itself survives a crash.
 result<void> make_folder(const std::filesystem::path& folder) {
@@ -265,6 +292,15 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
   }
 
  private:
+  // SST files never change once written: a link where the filesystem allows it, not even read
+  // when RocksDB gave its checksum.
+  result<file_copy::copied> copy_file(const std::string& name, const std::filesystem::path& to) {
+    if (!is_sst(name)) return file_copy::copy_durably(local_ / name, to);
+    if (auto k = known_.find(name); k != known_.end())
+      return file_copy::link_or_copy_known(local_ / name, to, k->second.size, k->second.checksum);
+    return file_copy::link_or_copy_durably(local_ / name, to);
+  }
+
   result<stored> store_files(const std::filesystem::path& shared_folder,
                              const std::filesystem::path& checkpoint_folder,
                              const std::string& name_prefix,
@@ -278,6 +314,7 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
       return error{"listing the local rocksdb checkpoint " + local_.string() + ": " +
                    ec.message()};
     std::sort(names.begin(), names.end());
+    known_ = known_ssts(store_->db());
     stored out;
     out.manifest = scope_;
     rocksdb_keyed_state_backend::stored_files::files ssts;
@@ -292,9 +329,7 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
         if (auto r = make_folder(folder); !r) return r.err();
       made = true;
       created.push_back(folder / stored_name);
-      // SST files never change once written: a link where the filesystem allows it.
-      auto copied = is_sst(name) ? file_copy::link_or_copy_durably(local_ / name, created.back())
-                                 : file_copy::copy_durably(local_ / name, created.back());
+      auto copied = copy_file(name, created.back());
       if (!copied) return copied.err();
       out.written_size += copied->size;
       return state_handle{stored_name, copied->size, copied->checksum, std::nullopt, sharing};
@@ -338,6 +373,7 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
   std::filesystem::path local_;
   rocksdb_keyed_state_backend::stored_files::files base_;  // as confirmed at the barrier
   keyed_state_files scope_;
+  std::map<std::string, known_sst, std::less<>> known_;
   bool done_ = false;
 };
 

@@ -403,3 +403,66 @@ TEST_CASE("rocksdb incremental: SST files are linked, not copied, within one fil
     CHECK(inode_of(local) != inode_of(copied));
   }
 }
+
+namespace {
+
+std::uint32_t crc_of_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return crc32c(bytes);
+}
+
+}  // namespace
+
+TEST_CASE("rocksdb incremental: the checksum RocksDB recorded for each SST is the stored "
+          "file's CRC-32C, and a restore accepts it") {
+  job_dir job;
+  auto b = job.make(0, 1);
+  fill(*b, 0, 1, 20'000);
+  const auto first = job.store(*b, 1);
+  b->notify_checkpoint_complete(1);
+  for (std::uint64_t key = 0; key < 20'000; key += 50) {
+    b->set_current_key(key);
+    b->set_value("sum", -7);
+  }
+  const auto second = job.store(*b, 2);  // new files beside reused ones
+  std::size_t shared = 0;
+  for (const auto* s : {&first, &second})
+    for (const auto& h : s->handles) {
+      const bool in_shared = h.is_shared();
+      const auto where = in_shared ? job.shared() / h.path
+                                   : job.checkpoint(s == &first ? 1 : 2) / h.path;
+      INFO(where);
+      CHECK(std::filesystem::file_size(where) == h.size);
+      CHECK(crc_of_file(where) == h.checksum);
+      shared += in_shared ? 1 : 0;
+    }
+  CHECK(shared > 0);
+  auto restored = job.make(0, 1);
+  REQUIRE(restored->restore_with_files({job.restore_part(second, 2)}, {}));
+  for (std::uint64_t key = 0; key < 20'000; ++key) {
+    restored->set_current_key(key);
+    CHECK(restored->value("sum") == (key % 50 == 0 ? -7 : static_cast<std::int64_t>(key * 10)));
+  }
+}
+
+TEST_CASE("rocksdb incremental: a file linked with the size and checksum its writer gave is "
+          "not read, and a size that disagrees is refused") {
+  temp_folder dir;
+  const std::string bytes(1 << 20, 'z');
+  const auto from = dir.path() / "000007.sst";
+  std::ofstream(from, std::ios::binary) << bytes;
+  const std::uint32_t checksum = crc32c(bytes);
+  const auto to = dir.path() / "shared-000007.sst";
+  auto done = file_copy::link_or_copy_known(from, to, bytes.size(), checksum);
+  REQUIRE(done);
+  CHECK(done->size == bytes.size());
+  CHECK(done->checksum == checksum);
+  CHECK(inode_of(to) == inode_of(from));
+  auto wrong_size = file_copy::link_or_copy_known(from, to, bytes.size() - 1, checksum);
+  REQUIRE_FALSE(wrong_size);
+  CHECK_THAT(wrong_size.err().message, Catch::Contains(from.string()));
+  auto missing = file_copy::link_or_copy_known(dir.path() / "gone.sst", to, 1, 0);
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.err().message, Catch::Contains("gone.sst"));
+}
