@@ -19,7 +19,6 @@
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
-#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 namespace snapflow {
@@ -148,6 +147,7 @@ class rocksdb_keyed_state_backend::store {
   store& operator=(const store&) = delete;
 
   rocksdb::DB& db() { return *db_; }
+  bool is_open() const { return db_ != nullptr; }
   const std::filesystem::path& folder() const { return folder_; }
   // Where the instance's own files are.
   std::filesystem::path db_folder() const { return folder_ / "db"; }
@@ -225,28 +225,6 @@ bool is_plain_file_name(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
-// What RocksDB recorded of a live SST file as it wrote (and synced) it.
-struct known_sst {
-  std::uint64_t size = 0;
-  std::uint32_t checksum = 0;  // CRC-32C of the whole file
-};
-
-// The live SST files whose CRC-32C RocksDB recorded (file_checksum_gen_factory), by file name.
-// Files written before it did, or gone since, are absent: the caller reads those itself.
-std::map<std::string, known_sst, std::less<>> known_ssts(rocksdb::DB& db) {
-  std::vector<rocksdb::LiveFileMetaData> live;
-  db.GetLiveFilesMetaData(&live);
-  std::map<std::string, known_sst, std::less<>> out;
-  for (const auto& f : live) {
-    if (f.file_checksum_func_name != rocksdb::kStandardDbFileChecksumFuncName ||
-        f.file_checksum.size() != 4)
-      continue;
-    const auto crc = static_cast<std::uint32_t>(read_be(f.file_checksum, 0, 4));  // big-endian
-    out.emplace(f.relative_filename, known_sst{f.size, crc});
-  }
-  return out;
-}
-
 // Creates `folder` when missing (the coordinator may leave it to the first task writing into
 // it), its parent fsynced so that the folder itself survives a crash.
 result<void> make_folder(const std::filesystem::path& folder) {
@@ -257,22 +235,62 @@ result<void> make_folder(const std::filesystem::path& folder) {
   return posix_io::fsync_dir(folder.parent_path());
 }
 
-// A local RocksDB checkpoint of the instance, stored as files off the task thread.
+// The CRC-32C RocksDB recorded for a file as it wrote it (file_checksum_gen_factory), if any:
+// files written before that option, and files other than SSTs, have none.
+std::optional<std::uint32_t> recorded_checksum(const rocksdb::LiveFileStorageInfo& f) {
+  if (f.file_checksum_func_name != rocksdb::kStandardDbFileChecksumFuncName ||
+      f.file_checksum.size() != 4)
+    return std::nullopt;
+  return static_cast<std::uint32_t>(read_be(f.file_checksum, 0, 4));  // big-endian
+}
+
+// Keeps RocksDB from deleting files (obsolete SSTs after a compaction, old MANIFESTs) while a
+// snapshot's files are still to be stored; counted by RocksDB, so snapshots may overlap.
+class file_deletions_hold {
+ public:
+  explicit file_deletions_hold(std::shared_ptr<rocksdb_keyed_state_backend::store> s)
+      : store_(std::move(s)) {}
+  ~file_deletions_hold() { release(); }
+  file_deletions_hold(const file_deletions_hold&) = delete;
+  file_deletions_hold& operator=(const file_deletions_hold&) = delete;
+
+  rocksdb::Status acquire() {
+    rocksdb::Status s = store_->db().DisableFileDeletions();
+    held_ = s.ok();
+    return s;
+  }
+  void release() {
+    if (!held_) return;
+    held_ = false;
+    // Not forced: only this hold's count goes; a failure leaves the files until the instance
+    // closes, which is all it can cost.
+    if (store_->is_open()) (void)store_->db().EnableFileDeletions(/*force=*/false);
+  }
+
+ private:
+  std::shared_ptr<rocksdb_keyed_state_backend::store> store_;
+  bool held_ = false;
+};
+
+// The files of the instance as they were at the barrier (Flink's RocksIncrementalSnapshotStrategy,
+// without its local hard-link step): the task thread flushed the memtables and listed the live
+// files with file deletions held; storing them happens off the task thread.
 class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
  public:
   rocksdb_incremental_snapshot(std::shared_ptr<rocksdb_keyed_state_backend::store> s,
                                std::shared_ptr<rocksdb_keyed_state_backend::stored_files> stored,
-                               checkpoint_id id, std::filesystem::path local,
-                               keyed_state_files scope)
+                               checkpoint_id id, std::vector<rocksdb::LiveFileStorageInfo> files,
+                               std::unique_ptr<file_deletions_hold> hold, keyed_state_files scope)
       : store_(std::move(s)),
         stored_(std::move(stored)),
         id_(id),
-        local_(std::move(local)),
+        files_(std::move(files)),
+        hold_(std::move(hold)),
         base_(stored_->base()),
-        scope_(std::move(scope)) {}
-  ~rocksdb_incremental_snapshot() override {
-    std::error_code ec;
-    std::filesystem::remove_all(local_, ec);
+        scope_(std::move(scope)) {
+    std::sort(files_.begin(), files_.end(), [](const auto& a, const auto& b) {
+      return a.relative_filename < b.relative_filename;
+    });
   }
 
   result<stored> store(const std::filesystem::path& shared_folder,
@@ -286,71 +304,69 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
       std::error_code ec;
       for (const auto& f : created) std::filesystem::remove(f, ec);
     }
-    std::error_code ec;
-    std::filesystem::remove_all(local_, ec);
+    hold_->release();
     return out;
   }
 
  private:
-  // SST files never change once written: a link where the filesystem allows it, not even read
-  // when RocksDB gave its checksum.
-  result<file_copy::copied> copy_file(const std::string& name, const std::filesystem::path& to) {
-    if (!is_sst(name)) return file_copy::copy_durably(local_ / name, to);
-    if (auto k = known_.find(name); k != known_.end())
-      return file_copy::link_or_copy_known(local_ / name, to, k->second.size, k->second.checksum);
-    return file_copy::link_or_copy_durably(local_ / name, to);
+  // One file of the instance into `to`, durably. SST files never change once written: a link
+  // where the filesystem allows it, not even read when RocksDB gave its checksum. A MANIFEST
+  // (and a write-ahead log) may have grown since the barrier: only its size then is copied.
+  // CURRENT may have been replaced: its content then is written.
+  static result<file_copy::copied> store_file(const rocksdb::LiveFileStorageInfo& f,
+                                              const std::filesystem::path& to) {
+    const std::filesystem::path from = std::filesystem::path(f.directory) / f.relative_filename;
+    if (!f.replacement_contents.empty()) return file_copy::write_durably(to, f.replacement_contents);
+    if (f.file_type != rocksdb::kTableFile) return file_copy::copy_durably(from, to, f.size);
+    if (auto crc = recorded_checksum(f)) return file_copy::link_or_copy_known(from, to, f.size, *crc);
+    return file_copy::link_or_copy_durably(from, to);
   }
 
   result<stored> store_files(const std::filesystem::path& shared_folder,
                              const std::filesystem::path& checkpoint_folder,
                              const std::string& name_prefix,
                              std::vector<std::filesystem::path>& created) {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (std::filesystem::directory_iterator it(local_, ec), end; !ec && it != end;
-         it.increment(ec))
-      if (it->is_regular_file()) names.push_back(it->path().filename().string());
-    if (ec)
-      return error{"listing the local rocksdb checkpoint " + local_.string() + ": " +
-                   ec.message()};
-    std::sort(names.begin(), names.end());
-    known_ = known_ssts(store_->db());
     stored out;
     out.manifest = scope_;
     rocksdb_keyed_state_backend::stored_files::files ssts;
     bool wrote_shared = false;
     bool wrote_own = false;
-    // Copies local file `name` durably into `folder` as `stored_name` (the folder made at its
-    // first file), counted as written and as created (removed if the store fails).
-    const auto copy_into = [&](const std::filesystem::path& folder, bool& made,
-                               const std::string& name, const std::string& stored_name,
-                               handle_sharing sharing) -> result<state_handle> {
+    // Stores file `f` into `folder` as `stored_name` (the folder made at its first file),
+    // counted as written and as created (removed if the store fails).
+    const auto store_into = [&](const std::filesystem::path& folder, bool& made,
+                                const rocksdb::LiveFileStorageInfo& f,
+                                const std::string& stored_name,
+                                handle_sharing sharing) -> result<state_handle> {
       if (!made)
         if (auto r = make_folder(folder); !r) return r.err();
       made = true;
       created.push_back(folder / stored_name);
-      auto copied = copy_file(name, created.back());
+      auto copied = store_file(f, created.back());
       if (!copied) return copied.err();
       out.written_size += copied->size;
       return state_handle{stored_name, copied->size, copied->checksum, std::nullopt, sharing};
     };
-    for (const auto& name : names) {
+    for (const auto& f : files_) {
+      const std::string& name = f.relative_filename;
+      if (!is_plain_file_name(name))
+        return error{"rocksdb in " + store_->folder().string() + " listed a live file '" + name +
+                     "' that is no plain file name"};
       state_handle handle;
-      if (is_sst(name)) {
+      if (f.file_type == rocksdb::kTableFile) {
         if (auto reused = base_.find(name); reused != base_.end()) {
           handle = reused->second;
           handle.sharing = handle_sharing::shared_reused;
         } else {
-          auto copied = copy_into(shared_folder, wrote_shared, name,
-                                  name_prefix + "-" + random_hex() + "-" + name,
-                                  handle_sharing::shared_new);
+          auto copied = store_into(shared_folder, wrote_shared, f,
+                                   name_prefix + "-" + random_hex() + "-" + name,
+                                   handle_sharing::shared_new);
           if (!copied) return copied.err();
           handle = std::move(*copied);
         }
         ssts.emplace(name, handle);
       } else {
-        auto copied = copy_into(checkpoint_folder, wrote_own, name,
-                                name_prefix + "-rocksdb-" + name, handle_sharing::exclusive);
+        auto copied = store_into(checkpoint_folder, wrote_own, f, name_prefix + "-rocksdb-" + name,
+                                 handle_sharing::exclusive);
         if (!copied) return copied.err();
         handle = std::move(*copied);
       }
@@ -367,13 +383,13 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
     return out;
   }
 
-  std::shared_ptr<rocksdb_keyed_state_backend::store> store_;  // keeps the folder
+  std::shared_ptr<rocksdb_keyed_state_backend::store> store_;  // keeps the instance open
   std::shared_ptr<rocksdb_keyed_state_backend::stored_files> stored_;
   checkpoint_id id_;
-  std::filesystem::path local_;
+  std::vector<rocksdb::LiveFileStorageInfo> files_;
+  std::unique_ptr<file_deletions_hold> hold_;
   rocksdb_keyed_state_backend::stored_files::files base_;  // as confirmed at the barrier
   keyed_state_files scope_;
-  std::map<std::string, known_sst, std::less<>> known_;
   bool done_ = false;
 };
 
@@ -622,24 +638,26 @@ result<void> rocksdb_keyed_state_backend::write_groups(const std::vector<owned_g
 result<std::shared_ptr<incremental_keyed_snapshot>>
 rocksdb_keyed_state_backend::snapshot_incremental(checkpoint_id id) {
   if (!incremental_) return std::shared_ptr<incremental_keyed_snapshot>();
-  const std::filesystem::path local = store_->folder() / ("chk-" + std::to_string(id));
-  std::error_code ec;
-  std::filesystem::remove_all(local, ec);  // a leftover of a snapshot that never ran
-  rocksdb::Checkpoint* raw = nullptr;
-  rocksdb::Status s = rocksdb::Checkpoint::Create(&store_->db(), &raw);
-  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-  // Flushes the memtables (always: log_size_for_flush 0), then hard-links the files.
-  if (s.ok()) s = checkpoint->CreateCheckpoint(local.string(), 0);
-  if (!s.ok()) {
-    std::filesystem::remove_all(local, ec);
-    return error{"a rocksdb checkpoint of " + folder().string() + " failed: " + s.ToString()};
+  // The task thread's part: flush the memtables and list the files, with deletions held so
+  // that the files listed stay until they are stored. Nothing is copied or synced here.
+  auto hold = std::make_unique<file_deletions_hold>(store_);
+  rocksdb::Status s = hold->acquire();
+  std::vector<rocksdb::LiveFileStorageInfo> files;
+  if (s.ok()) {
+    rocksdb::LiveFilesStorageInfoOptions o;
+    o.include_checksum_info = true;
+    o.wal_size_for_flush = 0;  // always flush: writes skip the write-ahead log
+    s = store_->db().GetLiveFilesStorageInfo(o, &files);
   }
+  if (!s.ok())
+    return error{"a rocksdb checkpoint of " + folder().string() + " failed: " + s.ToString()};
   keyed_state_files scope;
   scope.max_parallelism = max_parallelism_;
   scope.first_key_group = range_.first;
   scope.last_key_group = range_.last;
   return std::shared_ptr<incremental_keyed_snapshot>(
-      std::make_shared<rocksdb_incremental_snapshot>(store_, stored_, id, local, scope));
+      std::make_shared<rocksdb_incremental_snapshot>(store_, stored_, id, std::move(files),
+                                                     std::move(hold), scope));
 }
 
 void rocksdb_keyed_state_backend::notify_checkpoint_complete(checkpoint_id id) {
