@@ -31,11 +31,20 @@ constexpr std::size_t group_bytes = 2;
 // Key groups are encoded in two bytes; one past the last (a range delete's end) must fit too.
 constexpr std::uint32_t max_encodable_parallelism = 0x8000;
 
-// Small on purpose: state beyond these spills to disk, which is the point of this backend. A
-// subtask's memory for state is about write_buffer_bytes * max_write_buffers plus its block
-// cache (default_rocksdb_block_cache_bytes unless the worker sets another).
-constexpr std::size_t write_buffer_bytes = 4 << 20;
+// Memory for state per instance: the block cache (default_rocksdb_block_cache_bytes unless
+// the worker sets another) plus two write buffers of a quarter of it each (1..64 MiB), as
+// Flink splits one managed-memory budget between them; the rest is on disk. Large enough
+// buffers that, at a checkpoint every second or so, most level-0 files come from the
+// checkpoints' own flushes: each extra flush brings a compaction into level 1 closer, and
+// those compactions (rewriting level 1) are most of what an incremental checkpoint stores.
+constexpr std::size_t min_write_buffer_bytes = 1 << 20;
+constexpr std::size_t max_write_buffer_bytes = 64 << 20;
 constexpr int max_write_buffers = 2;
+
+std::size_t write_buffer_bytes(std::size_t cache_bytes) {
+  return std::clamp(cache_bytes / 4, min_write_buffer_bytes, max_write_buffer_bytes);
+}
+
 // An instance opened only to be read through once (a restore's scratch copy) caches little.
 constexpr std::size_t scratch_cache_bytes = 8 << 20;
 
@@ -97,8 +106,11 @@ rocksdb::Options store_options(std::size_t cache_bytes) {
   rocksdb::Options o;
   o.create_if_missing = true;
   o.error_if_exists = true;
-  o.write_buffer_size = write_buffer_bytes;
+  o.write_buffer_size = write_buffer_bytes(cache_bytes);
   o.max_write_buffer_number = max_write_buffers;
+  // Level sizes follow the data (the last level holds most of it): less rewritten per byte
+  // written than fixed sizes, and RocksDB's default from version 8.4 on.
+  o.level_compaction_dynamic_level_bytes = true;
   o.max_background_jobs = 2;
   o.max_open_files = 256;
   o.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
