@@ -11,6 +11,7 @@
 #include "engine/checkpoint/posix_io.hpp"
 #include "engine/state/file_copy.hpp"
 #include "engine/state/int64_state_value.hpp"
+#include "engine/state/rocksdb_sst_ingestion.hpp"
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
@@ -516,7 +517,8 @@ rocksdb_keyed_state_backend::rocksdb_keyed_state_backend(std::uint32_t max_paral
       store_(std::move(db)),
       stored_(std::make_shared<stored_files>()),
       incremental_(incremental),
-      block_cache_bytes_(block_cache_bytes) {}
+      block_cache_bytes_(block_cache_bytes),
+      sst_file_bytes_(rocksdb_sst_ingestion::default_file_bytes) {}
 
 rocksdb_keyed_state_backend::~rocksdb_keyed_state_backend() = default;
 
@@ -615,36 +617,86 @@ result<void> rocksdb_keyed_state_backend::restore(
     const std::vector<keyed_state_snapshot>& parts) {
   auto owned = owned_groups(parts);
   if (!owned) return owned.err();
-  // Replaces: the owned key groups are emptied first, with one range delete.
-  rocksdb::WriteBatch clear;
-  rocksdb::Status s = clear.DeleteRange(group_prefix(range_.first), group_prefix(range_.last + 1));
-  if (s.ok()) s = store_->db().Write(write_options(), &clear);
+  // Replaces: the owned key groups are emptied first, with one range delete. A fresh instance
+  // (the usual restore) holds nothing there and gets none, so that the ingested files can go
+  // straight to the last level, overlapping nothing.
+  const std::string first = group_prefix(range_.first);
+  const std::string end = group_prefix(range_.last + 1);
+  std::unique_ptr<rocksdb::Iterator> it(store_->db().NewIterator(rocksdb::ReadOptions()));
+  it->Seek(first);
+  const bool holds_any = it->Valid() && view(it->key()) < end;
+  rocksdb::Status s = it->status();
+  it.reset();
+  if (s.ok() && holds_any) {
+    rocksdb::WriteBatch clear;
+    s = clear.DeleteRange(first, end);
+    if (s.ok()) s = store_->db().Write(write_options(), &clear);
+  }
   if (!s.ok())
     return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
   return write_groups(*owned);
 }
 
-result<void> rocksdb_keyed_state_backend::write_groups(const std::vector<owned_group>& owned) {
+namespace {
+
+// The entries of `states` in the order of their keys: a key holds the name's length before the
+// name, so shorter names come first, then bytewise.
+template <class States>
+std::vector<const typename States::value_type*> in_key_order(const States& states) {
+  std::vector<const typename States::value_type*> out;
+  out.reserve(states.size());
+  for (const auto& s : states) out.push_back(&s);
+  std::sort(out.begin(), out.end(), [](const auto* a, const auto* b) {
+    return a->first.size() != b->first.size() ? a->first.size() < b->first.size()
+                                              : a->first < b->first;  // bytewise: char_traits
+  });
+  return out;
+}
+
+// The (key, what it holds) pairs of one state's unordered map, by key.
+template <class Keys>
+std::vector<std::pair<std::uint64_t, const typename Keys::mapped_type*>> by_key(const Keys& keys) {
+  std::vector<std::pair<std::uint64_t, const typename Keys::mapped_type*>> out;
+  out.reserve(keys.size());
+  for (const auto& [k, v] : keys) out.emplace_back(k, &v);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+// Adds key group `group`'s records to `sst` in ascending key order: values (kind 1) before
+// maps (kind 2), then by name, key and map key, as the key layout orders them.
+result<void> add_group(rocksdb_sst_ingestion& sst, std::uint32_t group,
+                       const key_group_state& state) {
   std::string key;
-  for (const auto& [group, state] : owned) {
-    rocksdb::WriteBatch batch;
-    for (const auto& [name, keys] : state->values)
-      for (const auto& [k, v] : keys) {
-        build_key(key, group, value_kind, name, k);
-        batch.Put(key, v);
+  for (const auto* named : in_key_order(state.values))
+    for (const auto& [k, v] : by_key(named->second)) {
+      build_key(key, group, value_kind, named->first, k);
+      if (auto r = sst.add(key, *v); !r) return r;
+    }
+  for (const auto* named : in_key_order(state.maps))
+    for (const auto& [k, entries] : by_key(named->second)) {
+      build_key(key, group, map_kind, named->first, k);
+      const std::size_t head = key.size();
+      for (const auto& [map_key, v] : *entries) {  // std::map: bytewise order
+        key.resize(head);
+        key.append(map_key);
+        if (auto r = sst.add(key, v); !r) return r;
       }
-    for (const auto& [name, keys] : state->maps)
-      for (const auto& [k, entries] : keys)
-        for (const auto& [map_key, v] : entries) {
-          build_key(key, group, map_kind, name, k);
-          key.append(map_key);
-          batch.Put(key, v);
-        }
-    const rocksdb::Status s = store_->db().Write(write_options(), &batch);
-    if (!s.ok())
-      return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
-  }
+    }
   return success();
+}
+
+}  // namespace
+
+result<void> rocksdb_keyed_state_backend::write_groups(const std::vector<owned_group>& owned) {
+  std::vector<owned_group> sorted = owned;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const owned_group& a, const owned_group& b) { return a.group < b.group; });
+  rocksdb_sst_ingestion sst(store_->db(), ingest_folder(), sst_file_bytes_);
+  for (const auto& [group, state] : sorted)
+    if (auto r = add_group(sst, group, *state); !r) return r;
+  return sst.ingest();
 }
 
 result<std::shared_ptr<incremental_keyed_snapshot>>
@@ -759,7 +811,7 @@ result<void> rocksdb_keyed_state_backend::restore_with_files(
   for (const auto* part : overlapping) {
     if (part == base) continue;
     const std::filesystem::path scratch = folder() / ("restore-" + std::to_string(n++));
-    auto r = copy_owned_from(*part, scratch);
+    auto r = ingest_owned_from(*part, scratch);
     std::error_code ec;
     std::filesystem::remove_all(scratch, ec);
     if (!r) return r;
@@ -816,8 +868,8 @@ result<void> rocksdb_keyed_state_backend::restore_base(const keyed_files_restore
   return success();
 }
 
-result<void> rocksdb_keyed_state_backend::copy_owned_from(const keyed_files_restore& other,
-                                                          const std::filesystem::path& scratch) {
+result<void> rocksdb_keyed_state_backend::ingest_owned_from(
+    const keyed_files_restore& other, const std::filesystem::path& scratch) {
   if (auto r = rebuild(other, scratch); !r) return r;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s =
@@ -831,24 +883,32 @@ result<void> rocksdb_keyed_state_backend::copy_owned_from(const keyed_files_rest
   const std::string end = group_prefix(last + 1);
   rocksdb::ReadOptions r;
   r.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(r));
-  constexpr std::size_t batch_bytes = 4 << 20;
-  rocksdb::WriteBatch batch;
-  for (it->Seek(group_prefix(first)); it->Valid() && view(it->key()) < end; it->Next()) {
-    batch.Put(it->key(), it->value());
-    if (batch.GetDataSize() >= batch_bytes) {
-      s = store_->db().Write(write_options(), &batch);
-      if (!s.ok()) break;
-      batch.Clear();
-    }
+  result<void> out = success();
+  {
+    // The old instance's iterator gives its keys in the comparator's order: as the files want.
+    rocksdb_sst_ingestion sst(store_->db(), ingest_folder(), sst_file_bytes_);
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(r));
+    for (it->Seek(group_prefix(first)); out && it->Valid() && view(it->key()) < end; it->Next())
+      out = sst.add(view(it->key()), view(it->value()));
+    if (out && !it->status().ok())
+      out = error{"reading restored rocksdb state in " + scratch.string() + ": " +
+                  it->status().ToString()};
+    it.reset();
+    if (out) out = sst.ingest();
   }
-  if (s.ok()) s = it->status();
-  if (s.ok()) s = store_->db().Write(write_options(), &batch);
-  it.reset();
   (void)db->Close();
-  if (!s.ok())
-    return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
-  return success();
+  return out;
+}
+
+std::optional<std::uint64_t> rocksdb_keyed_state_backend::int_property(
+    const std::string& name) const {
+  std::uint64_t v = 0;
+  if (!store_->db().GetIntProperty(name, &v)) return std::nullopt;
+  return v;
+}
+
+std::filesystem::path rocksdb_keyed_state_backend::ingest_folder() const {
+  return store_->folder() / "ingest";
 }
 
 std::size_t rocksdb_keyed_state_backend::num_entries() const {
