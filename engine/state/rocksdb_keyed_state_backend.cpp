@@ -1,6 +1,7 @@
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -903,7 +904,12 @@ result<void> rocksdb_keyed_state_backend::ingest_owned_from(
 std::optional<std::uint64_t> rocksdb_keyed_state_backend::int_property(
     const std::string& name) const {
   std::uint64_t v = 0;
-  if (!store_->db().GetIntProperty(name, &v)) return std::nullopt;
+  if (store_->db().GetIntProperty(name, &v)) return v;
+  // Some are only given as text ("rocksdb.num-files-at-level<n>").
+  std::string text;
+  if (!store_->db().GetProperty(name, &text)) return std::nullopt;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return v;
 }
 
