@@ -1,5 +1,6 @@
 #include "engine/state/rocksdb_sst_ingestion.hpp"
 
+#include <algorithm>
 #include <system_error>
 
 #include <rocksdb/db.h>
@@ -49,6 +50,8 @@ result<void> rocksdb_sst_ingestion::finish_file() {
   writer_.reset();
   if (!s.ok()) return failure("finishing an SST file", s);
   finished_.push_back(info.file_path);
+  checksums_.push_back(info.file_checksum);
+  checksum_names_.push_back(info.file_checksum_func_name);
   return success();
 }
 
@@ -69,7 +72,10 @@ result<void> rocksdb_sst_ingestion::ingest() {
   ingested_ = true;
   if (auto r = finish_file(); !r) return r;
   if (finished_.empty()) return success();
-  rocksdb::IngestExternalFileOptions o;
+  rocksdb::IngestExternalFileArg arg;
+  arg.column_family = db_.DefaultColumnFamily();
+  arg.external_files = finished_;
+  rocksdb::IngestExternalFileOptions& o = arg.options;
   // Linked into the instance (the scratch folder is inside its working folder, one filesystem).
   o.move_files = true;
   // Data already in the instance over the same keys (range deletes of a restore's clear or of a
@@ -84,7 +90,16 @@ result<void> rocksdb_sst_ingestion::ingest() {
   o.ingest_behind = false;
   // A snapshot taken before the restore never sees the restored records.
   o.snapshot_consistency = true;
-  const rocksdb::Status s = db_.IngestExternalFile(finished_, o);
+  // The checksums the writer computed go into the MANIFEST as they are (an incremental
+  // checkpoint takes them from there), so the files are not read once more for them.
+  const auto has = [](const std::string& c) { return !c.empty(); };
+  if (std::all_of(checksums_.begin(), checksums_.end(), has) &&
+      std::all_of(checksum_names_.begin(), checksum_names_.end(), has)) {
+    arg.files_checksums = checksums_;
+    arg.files_checksum_func_names = checksum_names_;
+    o.verify_file_checksum = false;
+  }
+  const rocksdb::Status s = db_.IngestExternalFiles({arg});
   if (!s.ok()) return failure("ingesting " + std::to_string(finished_.size()) + " SST files", s);
   return success();
 }

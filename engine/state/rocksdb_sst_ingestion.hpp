@@ -62,6 +62,10 @@ class rocksdb_sst_ingestion {
   std::unique_ptr<rocksdb::SstFileWriter> writer_;  // the open file, if any
   std::size_t in_file_ = 0;                         // its bytes so far
   std::vector<std::string> finished_;
+  // Per finished file, the checksum RocksDB computed as it wrote it and its function's name
+  // (with the instance's file_checksum_gen_factory; empty without).
+  std::vector<std::string> checksums_;
+  std::vector<std::string> checksum_names_;
   bool ingested_ = false;
 };
 
