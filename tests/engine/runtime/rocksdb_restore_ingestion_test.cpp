@@ -126,7 +126,7 @@ std::vector<keyed_files_restore> restore_all(job_dir& job,
     REQUIRE(now);
     CHECK(*now == expected(i, parallelism, n, rounds));
     // Writes through the memtable would leave every record copied from another old instance
-    // there (hundreds, far below its 4 MiB): only the base's cut (one or two range deletes)
+    // there (hundreds, far below a write buffer): only the base's cut (one or two range deletes)
     // may be.
     CHECK(memtable_entries(*b) <= 2);
     check_no_scratch(*b);
