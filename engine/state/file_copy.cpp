@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <fcntl.h>
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <unistd.h>
 
@@ -37,26 +39,44 @@ result<file_copy::copied> read_chunks(int in, const std::filesystem::path& path,
   return done;
 }
 
-// Copies every byte of `from` to `to`, counting and checksumming them.
+// Writes `bytes` to `out` (the file `to`, a copy of `what`), naming a full disk as such.
+result<void> write_out(int out, std::string_view bytes, const std::filesystem::path& to,
+                       const std::string& what) {
+  int failed = 0;
+  if (auto w = posix_io::write_all(out, bytes, to, &failed); !w) {
+    if (posix_io::is_out_of_space(failed))
+      return posix_io::out_of_space(posix_io::parent_or_dot(to), what, bytes.size());
+    return w.err();
+  }
+  return success();
+}
+
+// Copies the bytes of `from` to `to`, counting and checksumming them: all of them, or exactly
+// the first `prefix` when it has a value (the file must have that many).
 result<file_copy::copied> copy(const std::filesystem::path& from, const std::filesystem::path& to,
-                               bool sync, std::uint64_t limit) {
+                               bool sync, std::uint64_t limit,
+                               std::optional<std::uint64_t> prefix = std::nullopt) {
   posix_io::fd_guard in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.get() < 0) return posix_io::os_error("open", from, errno);
   posix_io::fd_guard out(::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (out.get() < 0) return posix_io::os_error("create", to, errno);
-  auto done = read_chunks(in.get(), from, limit, [&](std::string_view bytes) -> result<void> {
-    int failed = 0;
-    if (auto w = posix_io::write_all(out.get(), bytes, to, &failed); !w) {
-      if (posix_io::is_out_of_space(failed))
-        return posix_io::out_of_space(posix_io::parent_or_dot(to), "a copy of " + from.string(),
-                                      bytes.size());
-      return w.err();
-    }
-    return success();
-  });
+  const std::string what = "a copy of " + from.string();
+  file_copy::copied written;  // what went into `to`: a prefix of what was read
+  auto done = read_chunks(in.get(), from, prefix.value_or(limit),
+                          [&](std::string_view bytes) -> result<void> {
+                            if (prefix)
+                              bytes = bytes.substr(0, static_cast<std::size_t>(std::min<std::uint64_t>(
+                                                          bytes.size(), *prefix - written.size)));
+                            written.checksum = crc32c(bytes, written.checksum);
+                            written.size += bytes.size();
+                            return write_out(out.get(), bytes, to, what);
+                          });
   if (!done) return done;
+  if (prefix && written.size != *prefix)
+    return error{from.string() + " has " + std::to_string(written.size) + " bytes, not the " +
+                 std::to_string(*prefix) + " it had when its copy was asked for"};
   if (sync && ::fsync(out.get()) != 0) return posix_io::os_error("fsync", to, errno);
-  return done;
+  return written;
 }
 
 // The size and checksum of `path`'s bytes, `limit` bytes at most (and one chunk more); synced
@@ -98,6 +118,21 @@ result<file_copy::copied> file_copy::copy_durably(const std::filesystem::path& f
   return copy(from, to, true, UINT64_MAX);
 }
 
+result<file_copy::copied> file_copy::copy_durably(const std::filesystem::path& from,
+                                                  const std::filesystem::path& to,
+                                                  std::uint64_t size) {
+  return copy(from, to, true, UINT64_MAX, size);
+}
+
+result<file_copy::copied> file_copy::write_durably(const std::filesystem::path& to,
+                                                   std::string_view bytes) {
+  posix_io::fd_guard out(::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (out.get() < 0) return posix_io::os_error("create", to, errno);
+  if (auto w = write_out(out.get(), bytes, to, "a new file"); !w) return w.err();
+  if (::fsync(out.get()) != 0) return posix_io::os_error("fsync", to, errno);
+  return copied{bytes.size(), crc32c(bytes)};
+}
+
 result<void> file_copy::copy_verified(const std::filesystem::path& from,
                                       const std::filesystem::path& to, std::uint64_t size,
                                       std::uint32_t checksum) {
@@ -110,6 +145,26 @@ result<file_copy::copied> file_copy::link_or_copy_durably(const std::filesystem:
   if (!linked) return linked.err();
   if (!*linked) return copy_durably(from, to);
   return read_back(to, true, UINT64_MAX);
+}
+
+result<file_copy::copied> file_copy::link_or_copy_known(const std::filesystem::path& from,
+                                                        const std::filesystem::path& to,
+                                                        std::uint64_t size,
+                                                        std::uint32_t checksum) {
+  auto linked = try_link(from, to);
+  if (!linked) return linked.err();
+  if (!*linked) {
+    auto done = copy_durably(from, to);
+    if (auto r = verified(from, done, size, checksum); !r) return r.err();
+    return done;
+  }
+  std::error_code ec;
+  const std::uint64_t actual = std::filesystem::file_size(to, ec);
+  if (ec) return error{"cannot read the size of " + to.string() + ": " + ec.message()};
+  if (actual != size)
+    return error{from.string() + " is " + std::to_string(actual) + " bytes long, its writer said " +
+                 std::to_string(size)};
+  return copied{size, checksum};
 }
 
 result<void> file_copy::link_or_copy_verified(const std::filesystem::path& from,

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
 
 #include "graph/result.hpp"
 
@@ -20,6 +21,12 @@ class file_copy {
   // and checksum are those of the bytes written. The caller fsyncs `to`'s folder.
   static result<copied> copy_durably(const std::filesystem::path& from,
                                      const std::filesystem::path& to);
+  // The same for the first `size` bytes of `from` (a file its writer appends to, as it was at
+  // a point where it had `size` bytes); a shorter file is an error naming it.
+  static result<copied> copy_durably(const std::filesystem::path& from,
+                                     const std::filesystem::path& to, std::uint64_t size);
+  // Writes `bytes` into a new file `to` (an existing one is replaced) and fsyncs it.
+  static result<copied> write_durably(const std::filesystem::path& to, std::string_view bytes);
   // Copies `from` into `to` (not synced: a local working copy) and refuses it, naming `from`,
   // unless it has exactly `size` bytes with CRC-32C `checksum`: a missing, torn or corrupt file
   // is never used.
@@ -34,6 +41,13 @@ class file_copy {
   // to (a RocksDB MANIFEST): the link would carry the appends into the other name.
   static result<copied> link_or_copy_durably(const std::filesystem::path& from,
                                              const std::filesystem::path& to);
+  // link_or_copy_durably() for a file whose writer already synced it and gave its size and
+  // checksum (RocksDB records a CRC-32C of each SST it writes): a link is not read at all, only
+  // its size checked (a file of another size is refused), and the caller's fsync of `to`'s
+  // folder makes the new name durable. A copy is checked against `checksum` as it is written.
+  static result<copied> link_or_copy_known(const std::filesystem::path& from,
+                                           const std::filesystem::path& to, std::uint64_t size,
+                                           std::uint32_t checksum);
   static result<void> link_or_copy_verified(const std::filesystem::path& from,
                                             const std::filesystem::path& to, std::uint64_t size,
                                             std::uint32_t checksum);

@@ -1,6 +1,7 @@
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -11,13 +12,15 @@
 #include "engine/checkpoint/posix_io.hpp"
 #include "engine/state/file_copy.hpp"
 #include "engine/state/int64_state_value.hpp"
+#include "engine/state/rocksdb_sst_ingestion.hpp"
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/file_checksum.h>
+#include <rocksdb/metadata.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
-#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 namespace snapflow {
@@ -30,11 +33,20 @@ constexpr std::size_t group_bytes = 2;
 // Key groups are encoded in two bytes; one past the last (a range delete's end) must fit too.
 constexpr std::uint32_t max_encodable_parallelism = 0x8000;
 
-// Small on purpose: state beyond these spills to disk, which is the point of this backend. A
-// subtask's memory for state is about write_buffer_bytes * max_write_buffers plus its block
-// cache (default_rocksdb_block_cache_bytes unless the worker sets another).
-constexpr std::size_t write_buffer_bytes = 4 << 20;
+// Memory for state per instance: the block cache (default_rocksdb_block_cache_bytes unless
+// the worker sets another) plus two write buffers of a quarter of it each (1..64 MiB), as
+// Flink splits one managed-memory budget between them; the rest is on disk. Large enough
+// buffers that, at a checkpoint every second or so, most level-0 files come from the
+// checkpoints' own flushes: each extra flush brings a compaction into level 1 closer, and
+// those compactions (rewriting level 1) are most of what an incremental checkpoint stores.
+constexpr std::size_t min_write_buffer_bytes = 1 << 20;
+constexpr std::size_t max_write_buffer_bytes = 64 << 20;
 constexpr int max_write_buffers = 2;
+
+std::size_t write_buffer_bytes(std::size_t cache_bytes) {
+  return std::clamp(cache_bytes / 4, min_write_buffer_bytes, max_write_buffer_bytes);
+}
+
 // An instance opened only to be read through once (a restore's scratch copy) caches little.
 constexpr std::size_t scratch_cache_bytes = 8 << 20;
 
@@ -96,8 +108,11 @@ rocksdb::Options store_options(std::size_t cache_bytes) {
   rocksdb::Options o;
   o.create_if_missing = true;
   o.error_if_exists = true;
-  o.write_buffer_size = write_buffer_bytes;
+  o.write_buffer_size = write_buffer_bytes(cache_bytes);
   o.max_write_buffer_number = max_write_buffers;
+  // Level sizes follow the data (the last level holds most of it): less rewritten per byte
+  // written than fixed sizes, and RocksDB's default from version 8.4 on.
+  o.level_compaction_dynamic_level_bytes = true;
   o.max_background_jobs = 2;
   o.max_open_files = 256;
   o.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
@@ -105,6 +120,9 @@ rocksdb::Options store_options(std::size_t cache_bytes) {
   o.max_log_file_size = 1 << 20;
   // The folder is thrown away when the task ends: nothing is ever recovered from it.
   o.avoid_flush_during_shutdown = true;
+  // A CRC-32C of each SST file as RocksDB writes it, kept in the MANIFEST: an incremental
+  // checkpoint links new files into shared storage without reading them back for their checksum.
+  o.file_checksum_gen_factory = rocksdb::GetFileChecksumGenCrc32cFactory();
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(cache_bytes);
   table.cache_index_and_filter_blocks = true;
@@ -143,6 +161,7 @@ class rocksdb_keyed_state_backend::store {
   store& operator=(const store&) = delete;
 
   rocksdb::DB& db() { return *db_; }
+  bool is_open() const { return db_ != nullptr; }
   const std::filesystem::path& folder() const { return folder_; }
   // Where the instance's own files are.
   std::filesystem::path db_folder() const { return folder_ / "db"; }
@@ -230,22 +249,62 @@ result<void> make_folder(const std::filesystem::path& folder) {
   return posix_io::fsync_dir(folder.parent_path());
 }
 
-// A local RocksDB checkpoint of the instance, stored as files off the task thread.
+// The CRC-32C RocksDB recorded for a file as it wrote it (file_checksum_gen_factory), if any:
+// files written before that option, and files other than SSTs, have none.
+std::optional<std::uint32_t> recorded_checksum(const rocksdb::LiveFileStorageInfo& f) {
+  if (f.file_checksum_func_name != rocksdb::kStandardDbFileChecksumFuncName ||
+      f.file_checksum.size() != 4)
+    return std::nullopt;
+  return static_cast<std::uint32_t>(read_be(f.file_checksum, 0, 4));  // big-endian
+}
+
+// Keeps RocksDB from deleting files (obsolete SSTs after a compaction, old MANIFESTs) while a
+// snapshot's files are still to be stored; counted by RocksDB, so snapshots may overlap.
+class file_deletions_hold {
+ public:
+  explicit file_deletions_hold(std::shared_ptr<rocksdb_keyed_state_backend::store> s)
+      : store_(std::move(s)) {}
+  ~file_deletions_hold() { release(); }
+  file_deletions_hold(const file_deletions_hold&) = delete;
+  file_deletions_hold& operator=(const file_deletions_hold&) = delete;
+
+  rocksdb::Status acquire() {
+    rocksdb::Status s = store_->db().DisableFileDeletions();
+    held_ = s.ok();
+    return s;
+  }
+  void release() {
+    if (!held_) return;
+    held_ = false;
+    // Not forced: only this hold's count goes; a failure leaves the files until the instance
+    // closes, which is all it can cost.
+    if (store_->is_open()) (void)store_->db().EnableFileDeletions(/*force=*/false);
+  }
+
+ private:
+  std::shared_ptr<rocksdb_keyed_state_backend::store> store_;
+  bool held_ = false;
+};
+
+// The files of the instance as they were at the barrier (Flink's RocksIncrementalSnapshotStrategy,
+// without its local hard-link step): the task thread flushed the memtables and listed the live
+// files with file deletions held; storing them happens off the task thread.
 class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
  public:
   rocksdb_incremental_snapshot(std::shared_ptr<rocksdb_keyed_state_backend::store> s,
                                std::shared_ptr<rocksdb_keyed_state_backend::stored_files> stored,
-                               checkpoint_id id, std::filesystem::path local,
-                               keyed_state_files scope)
+                               checkpoint_id id, std::vector<rocksdb::LiveFileStorageInfo> files,
+                               std::unique_ptr<file_deletions_hold> hold, keyed_state_files scope)
       : store_(std::move(s)),
         stored_(std::move(stored)),
         id_(id),
-        local_(std::move(local)),
+        files_(std::move(files)),
+        hold_(std::move(hold)),
         base_(stored_->base()),
-        scope_(std::move(scope)) {}
-  ~rocksdb_incremental_snapshot() override {
-    std::error_code ec;
-    std::filesystem::remove_all(local_, ec);
+        scope_(std::move(scope)) {
+    std::sort(files_.begin(), files_.end(), [](const auto& a, const auto& b) {
+      return a.relative_filename < b.relative_filename;
+    });
   }
 
   result<stored> store(const std::filesystem::path& shared_folder,
@@ -259,63 +318,69 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
       std::error_code ec;
       for (const auto& f : created) std::filesystem::remove(f, ec);
     }
-    std::error_code ec;
-    std::filesystem::remove_all(local_, ec);
+    hold_->release();
     return out;
   }
 
  private:
+  // One file of the instance into `to`, durably. SST files never change once written: a link
+  // where the filesystem allows it, not even read when RocksDB gave its checksum. A MANIFEST
+  // (and a write-ahead log) may have grown since the barrier: only its size then is copied.
+  // CURRENT may have been replaced: its content then is written.
+  static result<file_copy::copied> store_file(const rocksdb::LiveFileStorageInfo& f,
+                                              const std::filesystem::path& to) {
+    const std::filesystem::path from = std::filesystem::path(f.directory) / f.relative_filename;
+    if (!f.replacement_contents.empty()) return file_copy::write_durably(to, f.replacement_contents);
+    if (f.file_type != rocksdb::kTableFile) return file_copy::copy_durably(from, to, f.size);
+    if (auto crc = recorded_checksum(f)) return file_copy::link_or_copy_known(from, to, f.size, *crc);
+    return file_copy::link_or_copy_durably(from, to);
+  }
+
   result<stored> store_files(const std::filesystem::path& shared_folder,
                              const std::filesystem::path& checkpoint_folder,
                              const std::string& name_prefix,
                              std::vector<std::filesystem::path>& created) {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (std::filesystem::directory_iterator it(local_, ec), end; !ec && it != end;
-         it.increment(ec))
-      if (it->is_regular_file()) names.push_back(it->path().filename().string());
-    if (ec)
-      return error{"listing the local rocksdb checkpoint " + local_.string() + ": " +
-                   ec.message()};
-    std::sort(names.begin(), names.end());
     stored out;
     out.manifest = scope_;
     rocksdb_keyed_state_backend::stored_files::files ssts;
     bool wrote_shared = false;
     bool wrote_own = false;
-    // Copies local file `name` durably into `folder` as `stored_name` (the folder made at its
-    // first file), counted as written and as created (removed if the store fails).
-    const auto copy_into = [&](const std::filesystem::path& folder, bool& made,
-                               const std::string& name, const std::string& stored_name,
-                               handle_sharing sharing) -> result<state_handle> {
+    // Stores file `f` into `folder` as `stored_name` (the folder made at its first file),
+    // counted as written and as created (removed if the store fails).
+    const auto store_into = [&](const std::filesystem::path& folder, bool& made,
+                                const rocksdb::LiveFileStorageInfo& f,
+                                const std::string& stored_name,
+                                handle_sharing sharing) -> result<state_handle> {
       if (!made)
         if (auto r = make_folder(folder); !r) return r.err();
       made = true;
       created.push_back(folder / stored_name);
-      // SST files never change once written: a link where the filesystem allows it.
-      auto copied = is_sst(name) ? file_copy::link_or_copy_durably(local_ / name, created.back())
-                                 : file_copy::copy_durably(local_ / name, created.back());
+      auto copied = store_file(f, created.back());
       if (!copied) return copied.err();
       out.written_size += copied->size;
       return state_handle{stored_name, copied->size, copied->checksum, std::nullopt, sharing};
     };
-    for (const auto& name : names) {
+    for (const auto& f : files_) {
+      const std::string& name = f.relative_filename;
+      if (!is_plain_file_name(name))
+        return error{"rocksdb in " + store_->folder().string() + " listed a live file '" + name +
+                     "' that is no plain file name"};
       state_handle handle;
-      if (is_sst(name)) {
+      if (f.file_type == rocksdb::kTableFile) {
         if (auto reused = base_.find(name); reused != base_.end()) {
           handle = reused->second;
           handle.sharing = handle_sharing::shared_reused;
         } else {
-          auto copied = copy_into(shared_folder, wrote_shared, name,
-                                  name_prefix + "-" + random_hex() + "-" + name,
-                                  handle_sharing::shared_new);
+          auto copied = store_into(shared_folder, wrote_shared, f,
+                                   name_prefix + "-" + random_hex() + "-" + name,
+                                   handle_sharing::shared_new);
           if (!copied) return copied.err();
           handle = std::move(*copied);
         }
         ssts.emplace(name, handle);
       } else {
-        auto copied = copy_into(checkpoint_folder, wrote_own, name,
-                                name_prefix + "-rocksdb-" + name, handle_sharing::exclusive);
+        auto copied = store_into(checkpoint_folder, wrote_own, f, name_prefix + "-rocksdb-" + name,
+                                 handle_sharing::exclusive);
         if (!copied) return copied.err();
         handle = std::move(*copied);
       }
@@ -332,10 +397,11 @@ class rocksdb_incremental_snapshot final : public incremental_keyed_snapshot {
     return out;
   }
 
-  std::shared_ptr<rocksdb_keyed_state_backend::store> store_;  // keeps the folder
+  std::shared_ptr<rocksdb_keyed_state_backend::store> store_;  // keeps the instance open
   std::shared_ptr<rocksdb_keyed_state_backend::stored_files> stored_;
   checkpoint_id id_;
-  std::filesystem::path local_;
+  std::vector<rocksdb::LiveFileStorageInfo> files_;
+  std::unique_ptr<file_deletions_hold> hold_;
   rocksdb_keyed_state_backend::stored_files::files base_;  // as confirmed at the barrier
   keyed_state_files scope_;
   bool done_ = false;
@@ -471,7 +537,8 @@ rocksdb_keyed_state_backend::rocksdb_keyed_state_backend(std::uint32_t max_paral
       store_(std::move(db)),
       stored_(std::make_shared<stored_files>()),
       incremental_(incremental),
-      block_cache_bytes_(block_cache_bytes) {}
+      block_cache_bytes_(block_cache_bytes),
+      sst_file_bytes_(rocksdb_sst_ingestion::default_file_bytes) {}
 
 rocksdb_keyed_state_backend::~rocksdb_keyed_state_backend() = default;
 
@@ -570,59 +637,111 @@ result<void> rocksdb_keyed_state_backend::restore(
     const std::vector<keyed_state_snapshot>& parts) {
   auto owned = owned_groups(parts);
   if (!owned) return owned.err();
-  // Replaces: the owned key groups are emptied first, with one range delete.
-  rocksdb::WriteBatch clear;
-  rocksdb::Status s = clear.DeleteRange(group_prefix(range_.first), group_prefix(range_.last + 1));
-  if (s.ok()) s = store_->db().Write(write_options(), &clear);
+  // Replaces: the owned key groups are emptied first, with one range delete. A fresh instance
+  // (the usual restore) holds nothing there and gets none, so that the ingested files can go
+  // straight to the last level, overlapping nothing.
+  const std::string first = group_prefix(range_.first);
+  const std::string end = group_prefix(range_.last + 1);
+  std::unique_ptr<rocksdb::Iterator> it(store_->db().NewIterator(rocksdb::ReadOptions()));
+  it->Seek(first);
+  const bool holds_any = it->Valid() && view(it->key()) < end;
+  rocksdb::Status s = it->status();
+  it.reset();
+  if (s.ok() && holds_any) {
+    rocksdb::WriteBatch clear;
+    s = clear.DeleteRange(first, end);
+    if (s.ok()) s = store_->db().Write(write_options(), &clear);
+  }
   if (!s.ok())
     return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
   return write_groups(*owned);
 }
 
-result<void> rocksdb_keyed_state_backend::write_groups(const std::vector<owned_group>& owned) {
+namespace {
+
+// The entries of `states` in the order of their keys: a key holds the name's length before the
+// name, so shorter names come first, then bytewise.
+template <class States>
+std::vector<const typename States::value_type*> in_key_order(const States& states) {
+  std::vector<const typename States::value_type*> out;
+  out.reserve(states.size());
+  for (const auto& s : states) out.push_back(&s);
+  std::sort(out.begin(), out.end(), [](const auto* a, const auto* b) {
+    return a->first.size() != b->first.size() ? a->first.size() < b->first.size()
+                                              : a->first < b->first;  // bytewise: char_traits
+  });
+  return out;
+}
+
+// The (key, what it holds) pairs of one state's unordered map, by key.
+template <class Keys>
+std::vector<std::pair<std::uint64_t, const typename Keys::mapped_type*>> by_key(const Keys& keys) {
+  std::vector<std::pair<std::uint64_t, const typename Keys::mapped_type*>> out;
+  out.reserve(keys.size());
+  for (const auto& [k, v] : keys) out.emplace_back(k, &v);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+// Adds key group `group`'s records to `sst` in ascending key order: values (kind 1) before
+// maps (kind 2), then by name, key and map key, as the key layout orders them.
+result<void> add_group(rocksdb_sst_ingestion& sst, std::uint32_t group,
+                       const key_group_state& state) {
   std::string key;
-  for (const auto& [group, state] : owned) {
-    rocksdb::WriteBatch batch;
-    for (const auto& [name, keys] : state->values)
-      for (const auto& [k, v] : keys) {
-        build_key(key, group, value_kind, name, k);
-        batch.Put(key, v);
+  for (const auto* named : in_key_order(state.values))
+    for (const auto& [k, v] : by_key(named->second)) {
+      build_key(key, group, value_kind, named->first, k);
+      if (auto r = sst.add(key, *v); !r) return r;
+    }
+  for (const auto* named : in_key_order(state.maps))
+    for (const auto& [k, entries] : by_key(named->second)) {
+      build_key(key, group, map_kind, named->first, k);
+      const std::size_t head = key.size();
+      for (const auto& [map_key, v] : *entries) {  // std::map: bytewise order
+        key.resize(head);
+        key.append(map_key);
+        if (auto r = sst.add(key, v); !r) return r;
       }
-    for (const auto& [name, keys] : state->maps)
-      for (const auto& [k, entries] : keys)
-        for (const auto& [map_key, v] : entries) {
-          build_key(key, group, map_kind, name, k);
-          key.append(map_key);
-          batch.Put(key, v);
-        }
-    const rocksdb::Status s = store_->db().Write(write_options(), &batch);
-    if (!s.ok())
-      return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
-  }
+    }
   return success();
+}
+
+}  // namespace
+
+result<void> rocksdb_keyed_state_backend::write_groups(const std::vector<owned_group>& owned) {
+  std::vector<owned_group> sorted = owned;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const owned_group& a, const owned_group& b) { return a.group < b.group; });
+  rocksdb_sst_ingestion sst(store_->db(), ingest_folder(), sst_file_bytes_);
+  for (const auto& [group, state] : sorted)
+    if (auto r = add_group(sst, group, *state); !r) return r;
+  return sst.ingest();
 }
 
 result<std::shared_ptr<incremental_keyed_snapshot>>
 rocksdb_keyed_state_backend::snapshot_incremental(checkpoint_id id) {
   if (!incremental_) return std::shared_ptr<incremental_keyed_snapshot>();
-  const std::filesystem::path local = store_->folder() / ("chk-" + std::to_string(id));
-  std::error_code ec;
-  std::filesystem::remove_all(local, ec);  // a leftover of a snapshot that never ran
-  rocksdb::Checkpoint* raw = nullptr;
-  rocksdb::Status s = rocksdb::Checkpoint::Create(&store_->db(), &raw);
-  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-  // Flushes the memtables (always: log_size_for_flush 0), then hard-links the files.
-  if (s.ok()) s = checkpoint->CreateCheckpoint(local.string(), 0);
-  if (!s.ok()) {
-    std::filesystem::remove_all(local, ec);
-    return error{"a rocksdb checkpoint of " + folder().string() + " failed: " + s.ToString()};
+  // The task thread's part: flush the memtables and list the files, with deletions held so
+  // that the files listed stay until they are stored. Nothing is copied or synced here.
+  auto hold = std::make_unique<file_deletions_hold>(store_);
+  rocksdb::Status s = hold->acquire();
+  std::vector<rocksdb::LiveFileStorageInfo> files;
+  if (s.ok()) {
+    rocksdb::LiveFilesStorageInfoOptions o;
+    o.include_checksum_info = true;
+    o.wal_size_for_flush = 0;  // always flush: writes skip the write-ahead log
+    s = store_->db().GetLiveFilesStorageInfo(o, &files);
   }
+  if (!s.ok())
+    return error{"a rocksdb checkpoint of " + folder().string() + " failed: " + s.ToString()};
   keyed_state_files scope;
   scope.max_parallelism = max_parallelism_;
   scope.first_key_group = range_.first;
   scope.last_key_group = range_.last;
   return std::shared_ptr<incremental_keyed_snapshot>(
-      std::make_shared<rocksdb_incremental_snapshot>(store_, stored_, id, local, scope));
+      std::make_shared<rocksdb_incremental_snapshot>(store_, stored_, id, std::move(files),
+                                                     std::move(hold), scope));
 }
 
 void rocksdb_keyed_state_backend::notify_checkpoint_complete(checkpoint_id id) {
@@ -712,7 +831,7 @@ result<void> rocksdb_keyed_state_backend::restore_with_files(
   for (const auto* part : overlapping) {
     if (part == base) continue;
     const std::filesystem::path scratch = folder() / ("restore-" + std::to_string(n++));
-    auto r = copy_owned_from(*part, scratch);
+    auto r = ingest_owned_from(*part, scratch);
     std::error_code ec;
     std::filesystem::remove_all(scratch, ec);
     if (!r) return r;
@@ -769,8 +888,8 @@ result<void> rocksdb_keyed_state_backend::restore_base(const keyed_files_restore
   return success();
 }
 
-result<void> rocksdb_keyed_state_backend::copy_owned_from(const keyed_files_restore& other,
-                                                          const std::filesystem::path& scratch) {
+result<void> rocksdb_keyed_state_backend::ingest_owned_from(
+    const keyed_files_restore& other, const std::filesystem::path& scratch) {
   if (auto r = rebuild(other, scratch); !r) return r;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s =
@@ -784,24 +903,37 @@ result<void> rocksdb_keyed_state_backend::copy_owned_from(const keyed_files_rest
   const std::string end = group_prefix(last + 1);
   rocksdb::ReadOptions r;
   r.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(r));
-  constexpr std::size_t batch_bytes = 4 << 20;
-  rocksdb::WriteBatch batch;
-  for (it->Seek(group_prefix(first)); it->Valid() && view(it->key()) < end; it->Next()) {
-    batch.Put(it->key(), it->value());
-    if (batch.GetDataSize() >= batch_bytes) {
-      s = store_->db().Write(write_options(), &batch);
-      if (!s.ok()) break;
-      batch.Clear();
-    }
+  result<void> out = success();
+  {
+    // The old instance's iterator gives its keys in the comparator's order: as the files want.
+    rocksdb_sst_ingestion sst(store_->db(), ingest_folder(), sst_file_bytes_);
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(r));
+    for (it->Seek(group_prefix(first)); out && it->Valid() && view(it->key()) < end; it->Next())
+      out = sst.add(view(it->key()), view(it->value()));
+    if (out && !it->status().ok())
+      out = error{"reading restored rocksdb state in " + scratch.string() + ": " +
+                  it->status().ToString()};
+    it.reset();
+    if (out) out = sst.ingest();
   }
-  if (s.ok()) s = it->status();
-  if (s.ok()) s = store_->db().Write(write_options(), &batch);
-  it.reset();
   (void)db->Close();
-  if (!s.ok())
-    return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
-  return success();
+  return out;
+}
+
+std::optional<std::uint64_t> rocksdb_keyed_state_backend::int_property(
+    const std::string& name) const {
+  std::uint64_t v = 0;
+  if (store_->db().GetIntProperty(name, &v)) return v;
+  // Some are only given as text ("rocksdb.num-files-at-level<n>").
+  std::string text;
+  if (!store_->db().GetProperty(name, &text)) return std::nullopt;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+std::filesystem::path rocksdb_keyed_state_backend::ingest_folder() const {
+  return store_->folder() / "ingest";
 }
 
 std::size_t rocksdb_keyed_state_backend::num_entries() const {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -23,8 +24,9 @@ namespace snapflow {
 // The key group comes first so that a range of key groups is one contiguous key range (a
 // rescale can cut it out or drop it with one range delete).
 //
-// The working folder holds the instance in db/ and, for a moment, local checkpoints in chk-<id>/
-// and old instances being rebuilt in restore-<n>/.
+// The working folder holds the instance in db/ and, for a moment, local checkpoints in chk-<id>/,
+// old instances being rebuilt in restore-<n>/ and SST files being written for a restore in
+// ingest/.
 //
 // Full checkpoints (and every savepoint): the synchronous part takes a RocksDB snapshot (no
 // copy); the asynchronous part reads it into the backend-neutral keyed_state_snapshot, the same
@@ -40,7 +42,9 @@ namespace snapflow {
 // full: it never names files a checkpoint of another attempt stored (Flink's NO_CLAIM).
 // A restore rebuilds instances from such files: the one overlapping this subtask's key groups
 // most becomes the instance, cut to them with range deletes; the owned key groups of the
-// others are copied in.
+// others are read out in key order into SST files, which are ingested (rocksdb_sst_ingestion).
+// A restore from the neutral form (savepoints, full checkpoints, another backend's state) is
+// ingested the same way: no restore writes a record through the memtable.
 //
 // RocksDB failing a read or a write (a full disk, a corrupt file) throws std::runtime_error
 // naming the folder: the task fails, and restarts from its latest checkpoint.
@@ -88,6 +92,12 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
   bool incremental() const { return incremental_; }
 
   const std::filesystem::path& folder() const;
+  // A RocksDB integer property of the instance ("rocksdb.num-entries-active-mem-table"...), or
+  // nothing when RocksDB does not know it (tests, metrics).
+  std::optional<std::uint64_t> int_property(const std::string& name) const;
+  // How much a restore writes into one SST file before it starts the next (tests: several
+  // files out of little state).
+  void set_restore_file_bytes(std::size_t bytes) { sst_file_bytes_ = bytes; }
 
   class store;  // the open instance and its folder, shared with deferred snapshots
   // The SST files this backend's incremental checkpoints stored, per checkpoint, and the set
@@ -100,13 +110,16 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
                               std::shared_ptr<store> db, bool incremental,
                               std::size_t block_cache_bytes);
 
-  // Writes the key groups of `owned` into the instance (no clearing first).
+  // Ingests the key groups of `owned` into the instance as SST files (no clearing first: the
+  // files are newer than whatever they cover).
   result<void> write_groups(const std::vector<owned_group>& owned);
   // Replaces the instance by `base`'s files, cut to this subtask's key groups.
   result<void> restore_base(const keyed_files_restore& base);
-  // Copies this subtask's key groups out of `other`'s files, rebuilt in `scratch`.
-  result<void> copy_owned_from(const keyed_files_restore& other,
-                               const std::filesystem::path& scratch);
+  // Ingests this subtask's key groups out of `other`'s files, rebuilt in `scratch`.
+  result<void> ingest_owned_from(const keyed_files_restore& other,
+                                 const std::filesystem::path& scratch);
+  // Where a restore writes its SST files before they are ingested.
+  std::filesystem::path ingest_folder() const;
 
   // The current key's key for `state` of `kind`, in key_ (reused: no allocation per access).
   const std::string& key_of(char kind, std::string_view state) const;
@@ -119,6 +132,7 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
   std::shared_ptr<stored_files> stored_;
   bool incremental_;
   std::size_t block_cache_bytes_;
+  std::size_t sst_file_bytes_;
   mutable std::string key_;
 };
 
