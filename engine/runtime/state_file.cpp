@@ -2,7 +2,6 @@
 
 #include <cassert>
 #include <cstdio>
-#include <limits>
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/crc32c.hpp"

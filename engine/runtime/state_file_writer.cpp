@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/posix_io.hpp"
