@@ -1,6 +1,7 @@
 // The worker's data plane: channels between subtasks of one worker are joined in memory with
 // the same bound as network channels; channels to another worker still go over ZeroMQ, and a
-// connection that closes breaks the channels it carried at both ends.
+// connection that closes breaks the channels it carried at both ends. Priority barriers overtake
+// the batches a consumer has not taken, on both paths.
 #include <catch2/catch.hpp>
 
 #include <atomic>

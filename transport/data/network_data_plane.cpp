@@ -202,8 +202,9 @@ class network_input_channel final : public input_channel {
     element_batch batch;
     bool priority = false;  // took no credit: neither counted against capacity_ nor consumed_
   };
-  // Takes the batch at `at` out of the queue and the gauge; counts it as consumed when it took
-  // credit, and then returns the new count (else 0). Under mutex_.
+  // Takes the batch at `at` out of the queue and the gauge. A batch that took credit counts as
+  // consumed: `consumed` gets the new count (for note_consumed); else it is left as it was.
+  // Under mutex_.
   element_batch extract(std::deque<queued>::iterator at, std::uint64_t& consumed);
 
   std::shared_ptr<network_data_plane::core> core_;
@@ -272,7 +273,8 @@ class network_data_plane::core {
       r.pending_priority = 0;
       r.next_seq = 0;
     }
-    for (auto& p : r.pending) input->deliver(std::move(p.batch), p.priority, false);  // under mutex_
+    for (auto& p : r.pending)
+      input->deliver(std::move(p.batch), p.priority, false);  // under mutex_
     if (r.broken) input->break_with(*r.broken);
     r.pending.clear();
     r.pending_priority = 0;

@@ -1,7 +1,9 @@
-// local_channel and output_gate: order, batching, backpressure, cancellation.
+// local_channel and output_gate: order, batching, backpressure, cancellation, and priority
+// barriers (send_priority, take_first_barrier).
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "engine/runtime/local_channel.hpp"
@@ -167,10 +169,19 @@ TEST_CASE("local channel: a priority barrier gets into a full channel and is fou
   CHECK_FALSE(c.has_priority_barrier());
   CHECK_FALSE(c.take_first_barrier().has_value());
 
+  // On another thread, so that a send_priority that waited for room would fail the test (the
+  // channel is cancelled after a bounded wait) rather than hang it.
   const auto before = wakeup->generation();
-  REQUIRE(c.send_priority(barrier_batch(7)));  // returns at once, full as the channel is
+  std::atomic<bool> sent{false};
+  std::thread producer([&] { sent = c.send_priority(barrier_batch(7)); });
+  for (int i = 0; i < 10'000 && !c.has_priority_barrier(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool arrived = c.has_priority_barrier();
+  if (!arrived) c.cancel();
+  producer.join();
+  REQUIRE(arrived);
+  CHECK(sent.load());
   CHECK(wakeup->generation() == before + 1);
-  CHECK(c.has_priority_barrier());
   CHECK(c.queued_batches() == capacity + 1);
   CHECK(c.high_water_mark() == capacity);  // priority batches stay out of the bound
   CHECK_FALSE(c.can_send_now());           // and do not take the room of a record batch
