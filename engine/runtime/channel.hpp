@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/runtime/stream_element.hpp"
 #include "engine/runtime/task_wakeup.hpp"
@@ -33,6 +34,14 @@ class output_channel {
   // (dropping the batch) once the channel was cancelled; throws channel_failure once the
   // consumer is known to be gone.
   virtual bool send(element_batch batch) = 0;
+  // Hands a batch of exactly one checkpoint_barrier to the consumer ahead of its capacity: for
+  // unaligned checkpoints, where a barrier overtakes the records buffered in the channel. Never
+  // waits for room or credit, and does not take any: the consumer queues it behind what it has
+  // already received (so it overtakes only what the consumer has not taken yet) and finds it
+  // with input_channel::take_first_barrier. Returns false once the channel was cancelled;
+  // throws channel_failure once the consumer is known to be gone. Anything but a single
+  // barrier is a programming error. A channel that cannot do this throws std::logic_error.
+  virtual bool send_priority(element_batch batch);
   // Whether send() would take one batch now without waiting: room in the consumer's buffer (or
   // credit) and nothing else in the way. Asked by whichever thread sends, as send() is. A
   // channel that cannot tell says false, which only costs a thread hand-off
@@ -41,6 +50,16 @@ class output_channel {
   // Ends the channel for good: wakes a blocked send() and makes every later one fail. Any
   // thread. Used when a job is torn down (a failed or cancelled task).
   virtual void cancel() = 0;
+};
+
+// What input_channel::take_first_barrier found: the first barrier queued on its own in a
+// batch, and copies of the batches queued ahead of it (the records a snapshot persists as the
+// channel's state), oldest first.
+struct queued_barrier {
+  checkpoint_barrier barrier;
+  // Sent by send_priority (it did not count against the capacity), rather than by send.
+  bool priority = false;
+  std::vector<element_batch> ahead;
 };
 
 class input_channel {
@@ -58,6 +77,26 @@ class input_channel {
   // every batch before the loss was taken; nothing while it is whole. The consuming task fails
   // with it: going on would lose records without a trace, a failover restores them.
   virtual std::optional<std::string> broken() const { return std::nullopt; }
+
+  // For unaligned checkpoints. Removes the first queued batch that is exactly one
+  // checkpoint_barrier (sent by send_priority or by send) and returns it with copies of the
+  // batches queued ahead of it; those stay queued, and try_take returns them, then the batches
+  // that came after the barrier, in order. Nothing when no such batch is queued. Never blocks.
+  // Taking a barrier sent by send frees its room (returns its credit) as try_take would; one
+  // sent by send_priority took none. A channel without the support finds nothing.
+  virtual std::optional<queued_barrier> take_first_barrier() { return std::nullopt; }
+  // Whether a batch sent by send_priority is queued and not taken yet: cheap (no lock), for a
+  // task to poll between records. Its arrival notifies the wakeup as any batch does.
+  virtual bool has_priority_barrier() const { return false; }
 };
+
+// Whether `batch` is what send_priority carries: exactly one checkpoint_barrier.
+inline bool is_single_barrier(const element_batch& batch) {
+  return batch.size() == 1 && std::holds_alternative<checkpoint_barrier>(batch.front());
+}
+
+inline bool output_channel::send_priority(element_batch) {
+  throw std::logic_error("this channel cannot send a barrier ahead of its records");
+}
 
 }  // namespace snapflow

@@ -1,5 +1,6 @@
 #include "engine/runtime/local_channel.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <variant>
 
@@ -15,16 +16,17 @@ bool local_channel::send(element_batch batch) {
   std::shared_ptr<task_wakeup> wakeup;
   {
     std::unique_lock lock(mutex_);
-    not_full_.wait(lock, [&] { return cancelled_ || queue_.size() < capacity_; });
+    not_full_.wait(lock, [&] { return cancelled_ || has_room(); });
     if (cancelled_) return false;
     if (gauge_) {
       const std::uint64_t bytes = approximate_bytes(batch);
       queued_bytes_ += bytes;
       gauge_->add(bytes);
     }
-    queue_.push_back(std::move(batch));
-    assert(queue_.size() <= capacity_);
-    if (queue_.size() > high_water_mark_) high_water_mark_ = queue_.size();
+    queue_.push_back(queued{std::move(batch), false});
+    const std::size_t counted = queue_.size() - priority_queued_.load();
+    assert(counted <= capacity_);
+    if (counted > high_water_mark_) high_water_mark_ = counted;
     wakeup = wakeup_;
   }
   if (wakeup) {
@@ -36,26 +38,73 @@ bool local_channel::send(element_batch batch) {
   return true;
 }
 
+bool local_channel::send_priority(element_batch batch) {
+  assert(is_single_barrier(batch));
+  std::shared_ptr<task_wakeup> wakeup;
+  {
+    std::lock_guard lock(mutex_);
+    if (cancelled_) return false;
+    if (gauge_) {
+      const std::uint64_t bytes = approximate_bytes(batch);
+      queued_bytes_ += bytes;
+      gauge_->add(bytes);
+    }
+    queue_.push_back(queued{std::move(batch), true});
+    priority_queued_.fetch_add(1);
+    wakeup = wakeup_;
+  }
+  // A plain wake-up, not notify_barrier: a barrier runner takes the barrier at the front of
+  // the queue, and this one is behind the batches it overtakes; the task thread finds it.
+  if (wakeup) wakeup->notify();
+  return true;
+}
+
 bool local_channel::can_send_now() {
   // One producer: room seen here is still there at its next send.
   std::lock_guard lock(mutex_);
-  return !cancelled_ && queue_.size() < capacity_;
+  return !cancelled_ && has_room();
+}
+
+element_batch local_channel::extract(std::deque<queued>::iterator at, bool& freed) {
+  if (gauge_) {
+    const std::uint64_t bytes = approximate_bytes(at->batch);
+    queued_bytes_ -= bytes;
+    gauge_->subtract(bytes);
+  }
+  freed = !at->priority;
+  if (at->priority) priority_queued_.fetch_sub(1);
+  element_batch batch = std::move(at->batch);
+  queue_.erase(at);
+  return batch;
 }
 
 std::optional<element_batch> local_channel::try_take() {
   std::optional<element_batch> out;
+  bool freed = false;
   {
     std::lock_guard lock(mutex_);
     if (queue_.empty()) return std::nullopt;
-    out = std::move(queue_.front());
-    queue_.pop_front();
-    if (gauge_) {
-      const std::uint64_t bytes = approximate_bytes(*out);
-      queued_bytes_ -= bytes;
-      gauge_->subtract(bytes);
-    }
+    out = extract(queue_.begin(), freed);
   }
-  not_full_.notify_one();
+  if (freed) not_full_.notify_one();
+  return out;
+}
+
+std::optional<queued_barrier> local_channel::take_first_barrier() {
+  std::optional<queued_barrier> out;
+  bool freed = false;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(queue_.begin(), queue_.end(),
+                           [](const queued& q) { return is_single_barrier(q.batch); });
+    if (it == queue_.end()) return std::nullopt;
+    out.emplace();
+    out->priority = it->priority;
+    out->ahead.reserve(static_cast<std::size_t>(it - queue_.begin()));
+    for (auto ahead = queue_.begin(); ahead != it; ++ahead) out->ahead.push_back(ahead->batch);
+    out->barrier = std::get<checkpoint_barrier>(extract(it, freed).front());
+  }
+  if (freed) not_full_.notify_one();
   return out;
 }
 
@@ -80,6 +129,7 @@ void local_channel::cancel() {
     std::lock_guard lock(mutex_);
     cancelled_ = true;
     queue_.clear();
+    priority_queued_ = 0;
     if (gauge_) gauge_->subtract(queued_bytes_);
     queued_bytes_ = 0;
     wakeup = wakeup_;

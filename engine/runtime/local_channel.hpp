@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -13,6 +14,8 @@ namespace snapflow {
 
 // A data channel between two subtasks of one process: a bounded queue of batches shared by both
 // ends. Thread-safe: one producer thread and one consumer thread (any thread may cancel).
+// Batches sent by send_priority join the back of the queue beyond the capacity: they do not
+// count against it, so they neither wait for room nor hold a later send back.
 class local_channel final : public output_channel, public input_channel {
  public:
   // At most `capacity_batches` batches wait for the consumer.
@@ -22,8 +25,11 @@ class local_channel final : public output_channel, public input_channel {
   local_channel& operator=(const local_channel&) = delete;
 
   bool send(element_batch batch) override;
+  bool send_priority(element_batch batch) override;
   bool can_send_now() override;
   std::optional<element_batch> try_take() override;
+  std::optional<queued_barrier> take_first_barrier() override;
+  bool has_priority_barrier() const override { return priority_queued_.load() > 0; }
   void set_wakeup(std::shared_ptr<task_wakeup> wakeup) override;
   void cancel() override;
 
@@ -32,8 +38,9 @@ class local_channel final : public output_channel, public input_channel {
   void set_gauge(std::shared_ptr<byte_gauge> gauge);
 
   std::size_t capacity() const { return capacity_; }
+  // Batches queued, priority ones included.
   std::size_t queued_batches() const;
-  // The most batches ever queued at once (tests check the bound).
+  // The most batches ever queued at once, priority ones left out (tests check the bound).
   std::size_t high_water_mark() const;
   bool cancelled() const;
 
@@ -41,7 +48,18 @@ class local_channel final : public output_channel, public input_channel {
   const std::size_t capacity_;
   mutable std::mutex mutex_;
   std::condition_variable not_full_;
-  std::deque<element_batch> queue_;
+  struct queued {
+    element_batch batch;
+    bool priority = false;  // by send_priority: not counted against capacity_
+  };
+  // Whether one more batch of send() fits. Under mutex_.
+  bool has_room() const { return queue_.size() - priority_queued_.load() < capacity_; }
+  // Takes the queued batch at `at` out of the queue and the gauge. Under mutex_; `freed` says
+  // whether it held room (a blocked send() may go now).
+  element_batch extract(std::deque<queued>::iterator at, bool& freed);
+
+  std::deque<queued> queue_;
+  std::atomic<std::size_t> priority_queued_{0};  // written under mutex_
   std::shared_ptr<task_wakeup> wakeup_;
   std::shared_ptr<byte_gauge> gauge_;
   std::uint64_t queued_bytes_ = 0;  // counted in gauge_

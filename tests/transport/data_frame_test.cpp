@@ -317,3 +317,80 @@ TEST_CASE("a data frame carries at most max_elements_per_frame elements") {
   const auto declared = hand_data_frame([](auto&) {}, 0xffffffffu);
   CHECK_FALSE(decode_data_frame(declared).ok());
 }
+
+TEST_CASE("a priority data frame round-trips; a frame without \"pri\" is not one") {
+  data_frame f;
+  f.key = sample_key();
+  f.seq = 3;
+  checkpoint_barrier b;
+  b.id = 8;
+  b.options.unaligned = true;
+  f.elements.push_back(b);
+  f.priority = true;
+  auto decoded = decode_data_frame(encode(f));
+  REQUIRE(decoded.ok());
+  CHECK(std::get<data_frame>(decoded.value()) == f);
+
+  // Without priority the frame is written as before the flag existed: no "pri" key.
+  f.priority = false;
+  const std::string plain = encode(f);
+  CHECK(plain.find("pri") == std::string::npos);
+  auto back = decode_data_frame(plain);
+  REQUIRE(back.ok());
+  CHECK_FALSE(std::get<data_frame>(back.value()).priority);
+
+  // "pri": false and "pri": nil read as no priority.
+  for (int variant = 0; variant < 2; ++variant) {
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> pk(buf);
+    pk.pack_map(11);
+    pack_header_fields(pk, "data");
+    pk.pack(std::string("el"));
+    pk.pack_array(0);
+    pk.pack(std::string("pri"));
+    if (variant == 0)
+      pk.pack_false();
+    else
+      pk.pack_nil();
+    auto d = decode_data_frame(std::string(buf.data(), buf.size()));
+    REQUIRE(d.ok());
+    CHECK_FALSE(std::get<data_frame>(d.value()).priority);
+  }
+}
+
+TEST_CASE("a priority frame must carry exactly one barrier, and \"pri\" must be a bool") {
+  auto frame_with = [](const element_batch& elements, bool priority) {
+    return encode(data_frame{sample_key(), 0, elements, priority});
+  };
+  checkpoint_barrier b;
+  b.id = 1;
+  const element_batch cases[] = {
+      {},
+      {record{}},
+      {end_of_input{}},
+      {b, b},
+      {record{}, b},
+      {b, end_of_input{}},
+  };
+  for (const auto& elements : cases) {
+    CAPTURE(elements.size());
+    CHECK(decode_data_frame(frame_with(elements, false)).ok());
+    auto d = decode_data_frame(frame_with(elements, true));
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().code == wire::decode_errc::invalid_value);
+    CHECK_THAT(d.error().detail, Catch::Contains("exactly one checkpoint barrier"));
+  }
+
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(11);
+  pack_header_fields(pk, "data");
+  pk.pack(std::string("el"));
+  pk.pack_array(0);
+  pk.pack(std::string("pri"));
+  pk.pack(1);
+  auto d = decode_data_frame(std::string(buf.data(), buf.size()));
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().code == wire::decode_errc::wrong_type);
+  CHECK_THAT(d.error().detail, Catch::Contains("pri"));
+}

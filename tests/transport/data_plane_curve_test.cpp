@@ -84,8 +84,8 @@ struct raw_client {
     if (keys) REQUIRE_FALSE(transport::apply_curve_client(socket, {*keys, server_key}));
     socket.connect(endpoint);
   }
-  void send(const channel_key& k, std::uint64_t seq, element_batch batch) {
-    REQUIRE(socket.send(zmq::buffer(encode(data_frame{k, seq, std::move(batch)})),
+  void send(const channel_key& k, std::uint64_t seq, element_batch batch, bool priority = false) {
+    REQUIRE(socket.send(zmq::buffer(encode(data_frame{k, seq, std::move(batch), priority})),
                         zmq::send_flags::dontwait));
   }
   zmq::socket_t socket;
@@ -248,4 +248,39 @@ TEST_CASE("the data ZAP handler holds an unknown key's handshake until a deploym
   strict.stop();
   server.close();
   zap.stop();
+}
+
+TEST_CASE("with CURVE, a priority barrier crosses from the channel's producer, and one from "
+          "another vouched key is dropped") {
+  REQUIRE(transport::curve_available());
+  const auto keys_a = new_keys();
+  const auto keys_b = new_keys();
+  const auto keys_c = new_keys();
+  auto a = curve_plane(keys_a);
+  auto b = curve_plane(keys_b);
+  auto from_c = b->open_input(key(1, 0), {"tcp://127.0.0.1:1", keys_c.public_key});
+  auto from_a = b->open_input(key(0, 0), {a->data_endpoint(), keys_a.public_key});
+  auto wakeup = std::make_shared<task_wakeup>();
+  from_a->set_wakeup(wakeup);
+
+  checkpoint_barrier barrier;
+  barrier.id = 3;
+  barrier.options.unaligned = true;
+  zmq::context_t context(1);
+  raw_client c(context, b->data_endpoint(), keys_c, keys_b.public_key);
+  c.send(key(0, 0), 0, element_batch{barrier}, true);
+  REQUIRE(eventually([&] { return b->counters().wrong_key_frames == 1; }));
+  CHECK_FALSE(from_a->has_priority_barrier());
+
+  auto out = a->open_output(key(0, 0), {b->data_endpoint(), keys_b.public_key});
+  REQUIRE(out->send(batch_of(0, 1)));
+  REQUIRE(out->send_priority(element_batch{barrier}));
+  REQUIRE(eventually([&] { return from_a->has_priority_barrier(); }));
+  auto found = from_a->take_first_barrier();
+  REQUIRE(found.has_value());
+  CHECK(found->barrier == barrier);
+  REQUIRE(found->ahead.size() == 1);
+  CHECK(found->ahead[0] == batch_of(0, 1));
+  CHECK(is(take(*from_a, *wakeup), batch_of(0, 1)));
+  CHECK(b->counters().wrong_key_frames == 1);
 }

@@ -1,6 +1,7 @@
 // The worker's data plane: channels between subtasks of one worker are joined in memory with
 // the same bound as network channels; channels to another worker still go over ZeroMQ, and a
-// connection that closes breaks the channels it carried at both ends.
+// connection that closes breaks the channels it carried at both ends. Priority barriers overtake
+// the batches a consumer has not taken, on both paths.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -9,6 +10,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <zmq.hpp>
 
 #include "engine/runtime/local_channel.hpp"
 #include "transport/data/data_frame.hpp"
@@ -497,4 +500,316 @@ TEST_CASE("a producer waiting for credit from a consumer whose worker died fails
   REQUIRE(failure.has_value());
   CHECK_THAT(*failure, Catch::Contains("the connection to its consumer's worker"));
   CHECK_THAT(*failure, Catch::Contains("closed"));
+}
+
+// Priority batches (output_channel::send_priority): barriers that overtake what the consumer
+// has not taken, without credit.
+
+namespace {
+
+element_batch barrier_batch(checkpoint_id id) {
+  checkpoint_barrier b;
+  b.id = id;
+  b.options.unaligned = true;
+  return element_batch{b};
+}
+
+// Polls `condition` (bounded); the pause only paces the polling.
+template <typename Condition>
+bool eventually(Condition condition, std::chrono::milliseconds within = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// A DEALER that writes the data plane's frames by hand, as a producer in another process could.
+struct raw_producer {
+  explicit raw_producer(const std::string& endpoint) : socket(context, zmq::socket_type::dealer) {
+    socket.set(zmq::sockopt::linger, 0);
+    socket.connect(endpoint);
+  }
+  void send_bytes(const std::string& frame) {
+    REQUIRE(socket.send(zmq::buffer(frame), zmq::send_flags::dontwait));
+  }
+  void send(const channel_key& k, std::uint64_t seq, element_batch batch, bool priority = false) {
+    send_bytes(encode(data_frame{k, seq, std::move(batch), priority}));
+  }
+  zmq::context_t context{1};
+  zmq::socket_t socket;
+};
+
+}  // namespace
+
+TEST_CASE("a priority barrier reaches a consumer that takes nothing from a producer out of "
+          "credit, and overtakes exactly the batches queued") {
+  const std::size_t capacity = GENERATE(1, 2, 4);
+  CAPTURE(capacity);
+  network_channel c(capacity);
+  for (std::size_t i = 0; i < capacity; ++i) REQUIRE(c.out->send(batch_of(10 * i, 3)));
+  REQUIRE(eventually([&] { return c.consumer_plane->counters().frames_received == capacity; }));
+  CHECK_FALSE(c.out->can_send_now());  // the window is used up: send() would wait
+  CHECK_FALSE(c.in->has_priority_barrier());
+
+  REQUIRE(c.out->send_priority(barrier_batch(7)));  // returns without any credit
+  REQUIRE(eventually([&] { return c.in->has_priority_barrier(); }));
+  auto found = c.in->take_first_barrier();
+  REQUIRE(found.has_value());
+  CHECK(found->priority);
+  CHECK(found->barrier == std::get<checkpoint_barrier>(barrier_batch(7).front()));
+  REQUIRE(found->ahead.size() == capacity);
+  for (std::size_t i = 0; i < capacity; ++i) CHECK(found->ahead[i] == batch_of(10 * i, 3));
+  CHECK_FALSE(c.in->has_priority_barrier());
+  CHECK_FALSE(c.in->take_first_barrier().has_value());
+
+  // The batches it overtook are still there, in order.
+  for (std::size_t i = 0; i < capacity; ++i) CHECK(is(c.in->try_take(), batch_of(10 * i, 3)));
+  CHECK_FALSE(c.in->try_take().has_value());
+
+  // The credit for them comes back (part of it may be held back a moment); the priority batch
+  // neither took nor returned any: the producer has exactly one window again, no more.
+  for (std::size_t i = 0; i < capacity; ++i) {
+    REQUIRE(eventually([&] { return c.out->can_send_now(); }));
+    REQUIRE(c.out->send(batch_of(100 + 10 * i, 1)));
+  }
+  CHECK_FALSE(c.out->can_send_now());
+  for (std::size_t i = 0; i < capacity; ++i)
+    CHECK(is(take(*c.in, *c.wakeup), batch_of(100 + 10 * i, 1)));
+  const auto counters = c.consumer_plane->counters();
+  CHECK(counters.overflow_batches == 0);
+  CHECK(counters.priority_refused == 0);
+  CHECK(counters.sequence_gaps == 0);
+  CHECK(counters.bad_frames == 0);
+}
+
+TEST_CASE("a priority barrier the consumer does not look for comes out of try_take in its "
+          "place, and the batches after it follow") {
+  network_channel c(4);
+  REQUIRE(c.out->send(batch_of(0, 1)));
+  REQUIRE(c.out->send_priority(barrier_batch(1)));
+  REQUIRE(c.out->send(batch_of(1, 1)));
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(0, 1)));
+  CHECK(is(take(*c.in, *c.wakeup), barrier_batch(1)));
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(1, 1)));
+  CHECK_FALSE(c.in->has_priority_barrier());
+  CHECK(c.consumer_plane->counters().sequence_gaps == 0);
+}
+
+TEST_CASE("a barrier sent by send is found by take_first_barrier, and taking it returns its "
+          "credit") {
+  network_channel c(2);
+  REQUIRE(c.out->send(batch_of(0, 2)));
+  REQUIRE(c.out->send(barrier_batch(4)));
+  CHECK_FALSE(c.out->can_send_now());
+  REQUIRE(eventually([&] { return c.consumer_plane->counters().frames_received == 2; }));
+  CHECK_FALSE(c.in->has_priority_barrier());
+  auto found = c.in->take_first_barrier();
+  REQUIRE(found.has_value());
+  CHECK_FALSE(found->priority);
+  CHECK(found->barrier.id == 4);
+  REQUIRE(found->ahead.size() == 1);
+  CHECK(found->ahead[0] == batch_of(0, 2));
+  CHECK(is(c.in->try_take(), batch_of(0, 2)));
+  CHECK_FALSE(c.in->try_take().has_value());
+  // Both batches were taken, the barrier too: a whole window of credit.
+  REQUIRE(eventually([&] { return c.out->can_send_now(); }));
+  REQUIRE(c.out->send(batch_of(2, 1)));
+  REQUIRE(eventually([&] { return c.out->can_send_now(); }));
+  REQUIRE(c.out->send(batch_of(3, 1)));
+  CHECK_FALSE(c.out->can_send_now());
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(2, 1)));
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(3, 1)));
+}
+
+TEST_CASE("a consumer keeps at most max_priority_batches priority batches per channel and "
+          "refuses more, counted") {
+  auto consumer_plane = make_plane(2);
+  raw_producer producer(consumer_plane->data_endpoint());
+  const auto n = static_cast<checkpoint_id>(max_priority_batches);
+
+  SECTION("deployed consumer") {
+    auto in = consumer_plane->open_input(key(0, 0), {"tcp://127.0.0.1:1"});
+    producer.send(key(0, 0), 0, batch_of(0, 1));
+    producer.send(key(0, 0), 1, batch_of(1, 1));
+    for (checkpoint_id id = 1; id <= n + 1; ++id)
+      producer.send(key(0, 0), 2, barrier_batch(id), true);
+    REQUIRE(eventually([&] {
+      return consumer_plane->counters().frames_received == static_cast<std::uint64_t>(n) + 3;
+    }));
+    CHECK(consumer_plane->counters().priority_refused == 1);
+    CHECK(consumer_plane->counters().overflow_batches == 0);
+    for (checkpoint_id id = 1; id <= n; ++id) {
+      auto found = in->take_first_barrier();
+      REQUIRE(found.has_value());
+      CHECK(found->barrier.id == id);
+      CHECK(found->ahead.size() == 2);
+    }
+    CHECK_FALSE(in->has_priority_barrier());
+    CHECK_FALSE(in->take_first_barrier().has_value());
+    // Room again: the next one is kept.
+    producer.send(key(0, 0), 2, barrier_batch(n + 2), true);
+    REQUIRE(eventually([&] { return in->has_priority_barrier(); }));
+    CHECK(in->take_first_barrier()->barrier.id == n + 2);
+  }
+  SECTION("before the consumer is deployed") {
+    producer.send(key(0, 0), 0, batch_of(0, 1));
+    for (checkpoint_id id = 1; id <= n + 1; ++id)
+      producer.send(key(0, 0), 1, barrier_batch(id), true);
+    REQUIRE(eventually([&] {
+      return consumer_plane->counters().frames_received == static_cast<std::uint64_t>(n) + 2;
+    }));
+    CHECK(consumer_plane->counters().priority_refused == 1);
+    auto in = consumer_plane->open_input(key(0, 0), {"tcp://127.0.0.1:1"});
+    CHECK(in->has_priority_barrier());
+    auto found = in->take_first_barrier();
+    REQUIRE(found.has_value());
+    CHECK(found->barrier.id == 1);
+    REQUIRE(found->ahead.size() == 1);
+    CHECK(found->ahead[0] == batch_of(0, 1));
+    CHECK(is(in->try_take(), batch_of(0, 1)));
+    for (checkpoint_id id = 2; id <= n; ++id) CHECK(is(in->try_take(), barrier_batch(id)));
+    CHECK_FALSE(in->try_take().has_value());
+  }
+  CHECK(consumer_plane->counters().sequence_gaps == 0);
+}
+
+TEST_CASE("a priority frame that is not a single barrier is refused as a bad frame, and breaks "
+          "nothing") {
+  auto consumer_plane = make_plane(4);
+  auto in = consumer_plane->open_input(key(0, 0), {"tcp://127.0.0.1:1"});
+  raw_producer producer(consumer_plane->data_endpoint());
+  element_batch two_barriers = barrier_batch(1);
+  two_barriers.push_back(barrier_batch(2).front());
+  element_batch barrier_and_record = barrier_batch(3);
+  barrier_and_record.push_back(record{1, 2, 3, {}});
+  producer.send(key(0, 0), 0, two_barriers, true);
+  producer.send(key(0, 0), 0, barrier_and_record, true);
+  producer.send(key(0, 0), 0, batch_of(0, 1), true);
+  producer.send(key(0, 0), 0, element_batch{end_of_input{}}, true);
+  producer.send(key(0, 0), 0, element_batch{}, true);
+  // Then the channel's first batch: priority frames take no sequence number, so no gap.
+  producer.send(key(0, 0), 0, batch_of(5, 2));
+  REQUIRE(eventually([&] { return consumer_plane->counters().frames_received == 6; }));
+  auto wakeup = std::make_shared<task_wakeup>();
+  in->set_wakeup(wakeup);
+  CHECK(is(take(*in, *wakeup), batch_of(5, 2)));
+  CHECK_FALSE(in->has_priority_barrier());
+  CHECK_FALSE(in->broken().has_value());
+  const auto counters = consumer_plane->counters();
+  CHECK(counters.bad_frames == 5);
+  CHECK(counters.sequence_gaps == 0);
+  CHECK(counters.priority_refused == 0);
+}
+
+TEST_CASE("priority frames take no sequence number: a batch lost before one still shows as a "
+          "gap") {
+  auto consumer_plane = make_plane(4);
+  auto in = consumer_plane->open_input(key(0, 0), {"tcp://127.0.0.1:1"});
+  auto wakeup = std::make_shared<task_wakeup>();
+  in->set_wakeup(wakeup);
+  raw_producer producer(consumer_plane->data_endpoint());
+
+  SECTION("in order: the priority batch carries the next batch's number") {
+    producer.send(key(0, 0), 0, batch_of(0, 1));
+    producer.send(key(0, 0), 1, barrier_batch(1), true);
+    producer.send(key(0, 0), 1, batch_of(1, 1));
+    producer.send(key(0, 0), 2, barrier_batch(2), true);
+    producer.send(key(0, 0), 2, batch_of(2, 1));
+    REQUIRE(eventually([&] { return consumer_plane->counters().frames_received == 5; }));
+    auto found = in->take_first_barrier();
+    REQUIRE(found.has_value());
+    CHECK(found->barrier.id == 1);
+    CHECK(found->ahead.size() == 1);
+    CHECK(is(in->try_take(), batch_of(0, 1)));
+    CHECK(is(in->try_take(), batch_of(1, 1)));
+    CHECK(is(in->try_take(), barrier_batch(2)));
+    CHECK(is(in->try_take(), batch_of(2, 1)));
+    CHECK(consumer_plane->counters().sequence_gaps == 0);
+    CHECK_FALSE(in->broken().has_value());
+  }
+  SECTION("batch 1 lost before a priority batch") {
+    producer.send(key(0, 0), 0, batch_of(0, 1));
+    producer.send(key(0, 0), 2, barrier_batch(1), true);
+    const auto why = wait_until_broken(*in, *wakeup);
+    REQUIRE(why.has_value());
+    CHECK_THAT(*why, Catch::Contains("batch 2 arrived where 1 was due"));
+    CHECK(consumer_plane->counters().sequence_gaps == 1);
+    CHECK_FALSE(in->has_priority_barrier());
+  }
+}
+
+TEST_CASE("a priority batch of an earlier attempt is dropped as stale") {
+  auto consumer_plane = make_plane(4);
+  auto in = consumer_plane->open_input(key(0, 0, 1), {"tcp://127.0.0.1:1"});
+  raw_producer producer(consumer_plane->data_endpoint());
+  producer.send(key(0, 0, 0), 0, barrier_batch(1), true);
+  producer.send(key(0, 0, 1), 0, barrier_batch(2), true);
+  REQUIRE(eventually([&] { return consumer_plane->counters().frames_received == 2; }));
+  CHECK(consumer_plane->counters().stale_batches == 1);
+  auto found = in->take_first_barrier();
+  REQUIRE(found.has_value());
+  CHECK(found->barrier.id == 2);
+  CHECK_FALSE(in->take_first_barrier().has_value());
+}
+
+TEST_CASE("in memory, a priority barrier overtakes a full channel as over the network") {
+  constexpr std::size_t capacity = 2;
+  auto plane = make_plane(capacity);
+  const std::string self = plane->data_endpoint();
+  auto out = plane->open_output(key(0, 0), self);
+  auto in = plane->open_input(key(0, 0), self);
+  REQUIRE(dynamic_cast<local_channel*>(in.get()) != nullptr);
+  auto wakeup = std::make_shared<task_wakeup>();
+  in->set_wakeup(wakeup);
+  REQUIRE(out->send(batch_of(0, 2)));
+  REQUIRE(out->send(batch_of(2, 2)));
+  CHECK_FALSE(out->can_send_now());
+  const auto seen = wakeup->generation();
+  REQUIRE(out->send_priority(barrier_batch(3)));
+  CHECK(wakeup->generation() != seen);
+  CHECK(in->has_priority_barrier());
+  auto found = in->take_first_barrier();
+  REQUIRE(found.has_value());
+  CHECK(found->priority);
+  CHECK(found->barrier.id == 3);
+  REQUIRE(found->ahead.size() == 2);
+  CHECK(found->ahead[0] == batch_of(0, 2));
+  CHECK(found->ahead[1] == batch_of(2, 2));
+  CHECK_FALSE(out->can_send_now());  // the barrier freed no room
+  CHECK(is(in->try_take(), batch_of(0, 2)));
+  CHECK(is(in->try_take(), batch_of(2, 2)));
+  CHECK(out->can_send_now());
+  in->cancel();
+  CHECK_FALSE(out->send_priority(barrier_batch(4)));
+  CHECK(plane->counters().frames_received == 0);
+}
+
+TEST_CASE("send_priority on a cancelled network channel returns false; after its consumer's "
+          "connection closed it fails with the reason") {
+  network_channel c(2);
+  REQUIRE(c.out->send(batch_of(0, 1)));
+  REQUIRE(eventually([&] { return c.consumer_plane->counters().frames_received == 1; }));
+
+  SECTION("cancelled") {
+    c.out->cancel();
+    CHECK_FALSE(c.out->send_priority(barrier_batch(1)));
+  }
+  SECTION("consumer gone") {
+    c.in.reset();
+    c.consumer_plane.reset();
+    // The closure reaches the producer's monitor soon; send_priority then throws.
+    bool failed = false;
+    for (int i = 0; i < 10'000 && !failed; ++i) {
+      try {
+        (void)c.out->send_priority(barrier_batch(i + 1));
+        std::this_thread::sleep_for(1ms);
+      } catch (const channel_failure& e) {
+        failed = true;
+        CHECK_THAT(e.what(), Catch::Contains("the connection to its consumer's worker"));
+      }
+    }
+    CHECK(failed);
+  }
 }

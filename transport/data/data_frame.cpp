@@ -111,6 +111,15 @@ class reader {
 
   // The first non-nil value of `key` in map `m`; a missing one is a fault (and reads as nil).
   value find(const value& m, std::string_view key) {
+    value v = find_optional(m, key);
+    if (v.type == kind::nil && !error)
+      error = wire::decode_error{wire::decode_errc::missing_field,
+                                 "field '" + std::string(key) + "': required", 0};
+    return v;
+  }
+
+  // The first non-nil value of `key` in map `m`; nil when there is none.
+  value find_optional(const value& m, std::string_view key) {
     wire::msgpack_cursor pair(m.data);
     for (std::uint32_t i = 0; i < m.size; ++i) {
       std::string_view k;
@@ -119,9 +128,6 @@ class reader {
       pair.skip_elements(v);
       if (named && v.type != kind::nil) return v;
     }
-    if (!error)
-      error = wire::decode_error{wire::decode_errc::missing_field,
-                                 "field '" + std::string(key) + "': required", 0};
     return {};
   }
 
@@ -260,6 +266,9 @@ data_decode_result read_frame(const wire::msgpack_value& root) {
   data_frame f;
   f.key = r.key(root);
   f.seq = r.u64(r.find(root, "seq"), {"seq"});
+  // Optional: frames from before priority batches existed have no "pri".
+  const wire::msgpack_value pri = r.find_optional(root, "pri");
+  if (pri.type != kind::nil) f.priority = r.boolean(pri, {"pri"});
   const wire::msgpack_value el = r.find(root, "el");
   if (r.error) return std::move(*r.error);
   if (el.type != kind::array)
@@ -273,6 +282,10 @@ data_decode_result read_frame(const wire::msgpack_value& root) {
   wire::msgpack_cursor elements(el.data);
   for (std::uint32_t i = 0; i < el.size && !r.error; ++i) r.element(elements, i, f.elements);
   if (r.error) return std::move(*r.error);
+  if (f.priority && !is_single_barrier(f.elements))
+    return wire::decode_error{wire::decode_errc::invalid_value,
+                              "pri: a priority frame carries exactly one checkpoint barrier",
+                              version};
   return data_message{std::move(f)};
 }
 
@@ -281,21 +294,27 @@ data_decode_result read_frame(const wire::msgpack_value& root) {
 
 std::ostream& operator<<(std::ostream& os, const data_frame& f) {
   return os << "data_frame{" << f.key << ", seq=" << f.seq << ", elements=" << f.elements.size()
-            << "}";
+            << (f.priority ? ", priority" : "") << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const credit_frame& f) {
   return os << "credit_frame{" << f.key << ", consumed=" << f.consumed << "}";
 }
 
-std::string encode(const data_frame& f) { return encode_data_frame(f.key, f.seq, f.elements); }
+std::string encode(const data_frame& f) {
+  return encode_data_frame(f.key, f.seq, f.elements, f.priority);
+}
 
 std::string encode_data_frame(const channel_key& key, std::uint64_t seq,
-                              const element_batch& elements) {
+                              const element_batch& elements, bool priority) {
   std::string out;
   string_sink sink{&out};
   packer pk(sink);
-  pack_header(pk, "data", key, 2);
+  pack_header(pk, "data", key, priority ? 3 : 2);
+  if (priority) {
+    pack_str(pk, "pri");
+    pk.pack_true();
+  }
   pack_str(pk, "seq");
   pk.pack_uint64(seq);
   pack_str(pk, "el");

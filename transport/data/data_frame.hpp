@@ -25,12 +25,22 @@ inline constexpr std::uint32_t data_protocol_version = 1;
 // about 1 MiB beyond its own bytes. Senders split longer batches (workers batch 256).
 inline constexpr std::size_t max_elements_per_frame = 16'384;
 
+// The most priority batches (data_frame::priority) a consumer keeps per channel, waiting for
+// its task (docs/protocol.md, "Data plane"): more than the checkpoints that can be in flight,
+// and a bound on what a producer can queue without credit. Beyond it they are refused.
+inline constexpr std::size_t max_priority_batches = 16;
+
 // One batch of elements on one channel. `seq` counts the channel's batches from 0, so the
 // consumer notices a batch that went missing.
+//
+// `priority` (output_channel::send_priority): the batch is exactly one checkpoint barrier that
+// goes ahead of the credit: it takes none and returns none, and it takes no sequence number of
+// its own: its `seq` is that of the next batch without priority, which it does not advance.
 struct data_frame {
   channel_key key;
   std::uint64_t seq = 0;
   element_batch elements;
+  bool priority = false;
 
   bool operator==(const data_frame&) const = default;
 };
@@ -66,13 +76,15 @@ class [[nodiscard]] data_decode_result {
 };
 
 std::string encode(const data_frame& f);
-// The same bytes as encode(data_frame{key, seq, elements}), without moving the elements in.
+// The same bytes as encode(data_frame{key, seq, elements, priority}), without moving the
+// elements in. A frame without priority is written without the "pri" key.
 std::string encode_data_frame(const channel_key& key, std::uint64_t seq,
-                              const element_batch& elements);
+                              const element_batch& elements, bool priority = false);
 std::string encode(const credit_frame& f);
 
 // Reads one frame from an untrusted peer: never throws, refuses declared lengths above
-// `max_frame_bytes` before allocating, and checks every field's type and range.
+// `max_frame_bytes` before allocating, and checks every field's type and range (a priority
+// frame must hold exactly one barrier).
 data_decode_result decode_data_frame(
     std::string_view frame,
     std::size_t max_frame_bytes = transport::default_max_frame_bytes) noexcept;

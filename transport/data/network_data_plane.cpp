@@ -130,6 +130,8 @@ class network_input_channel final : public input_channel {
   }
 
   std::optional<element_batch> try_take() override;
+  std::optional<queued_barrier> take_first_barrier() override;
+  bool has_priority_barrier() const override { return priority_queued_.load() > 0; }
   void set_wakeup(std::shared_ptr<task_wakeup> wakeup) override {
     std::lock_guard lock(mutex_);
     wakeup_ = std::move(wakeup);
@@ -164,20 +166,26 @@ class network_input_channel final : public input_channel {
   }
 
   // I/O thread (or the control thread when it adopts pending batches). False when the buffer
-  // is full: the producer ignored its credit. `lock_free`: the caller holds no lock of the
-  // plane, so a batch ending in a barrier may be taken on this thread by an idle consumer
-  // (task_wakeup::notify_barrier), whose work takes the plane's locks.
-  bool deliver(element_batch batch, bool lock_free) {
-    const bool barrier_here = lock_free && carries_barrier(batch);
+  // is full: the producer ignored its credit (or, for a priority batch, sent more than
+  // max_priority_batches the consumer has not taken). `lock_free`: the caller holds no lock of
+  // the plane, so a batch ending in a barrier may be taken on this thread by an idle consumer
+  // (task_wakeup::notify_barrier), whose work takes the plane's locks. A priority batch only
+  // wakes the task: such a runner takes the barrier at the front, and this one is not there.
+  bool deliver(element_batch batch, bool priority, bool lock_free) {
+    const bool barrier_here = lock_free && !priority && carries_barrier(batch);
     std::shared_ptr<task_wakeup> w;
     {
       std::lock_guard lock(mutex_);
       if (cancelled_ || broken_) return true;
-      if (queue_.size() >= capacity_) return false;
+      const std::size_t prioritized = priority_queued_.load();
+      if (priority ? prioritized >= max_priority_batches
+                   : queue_.size() - prioritized >= capacity_)
+        return false;
       const std::uint64_t bytes = approximate_bytes(batch);
       queued_bytes_ += bytes;
       gauge_->add(bytes);
-      queue_.push_back(std::move(batch));
+      queue_.push_back(queued{std::move(batch), priority});
+      if (priority) priority_queued_.fetch_add(1);
       w = wakeup_;
     }
     if (w) {
@@ -190,11 +198,21 @@ class network_input_channel final : public input_channel {
   }
 
  private:
+  struct queued {
+    element_batch batch;
+    bool priority = false;  // took no credit: neither counted against capacity_ nor consumed_
+  };
+  // Takes the batch at `at` out of the queue and the gauge. A batch that took credit counts as
+  // consumed: `consumed` gets the new count (for note_consumed); else it is left as it was.
+  // Under mutex_.
+  element_batch extract(std::deque<queued>::iterator at, std::uint64_t& consumed);
+
   std::shared_ptr<network_data_plane::core> core_;
   const channel_key key_;
   const std::size_t capacity_;
   mutable std::mutex mutex_;
-  std::deque<element_batch> queue_;
+  std::deque<queued> queue_;
+  std::atomic<std::size_t> priority_queued_{0};  // written under mutex_
   std::optional<std::string> broken_;
   std::shared_ptr<task_wakeup> wakeup_;
   const std::shared_ptr<byte_gauge> gauge_;  // the worker's buffered bytes
@@ -252,11 +270,14 @@ class network_data_plane::core {
       // these before the consumer was deployed.
       note_wrong_key(key, r.pending_key, r.pending.size());
       r.pending.clear();
+      r.pending_priority = 0;
       r.next_seq = 0;
     }
-    for (auto& batch : r.pending) input->deliver(std::move(batch), false);  // under mutex_
+    for (auto& p : r.pending)
+      input->deliver(std::move(p.batch), p.priority, false);  // under mutex_
     if (r.broken) input->break_with(*r.broken);
     r.pending.clear();
+    r.pending_priority = 0;
     return input;
   }
 
@@ -368,6 +389,9 @@ class network_data_plane::core {
           return;
         }
       }
+      // A priority batch carries the number of the next batch without priority and does not
+      // advance it: a batch lost before it shows as a gap here, and its own loss as none (it
+      // carries no records; its checkpoint does not complete).
       if (f.seq != r.next_seq && !r.broken) {
         ++counters_.sequence_gaps;
         r.broken = "data plane: " + describe(f.key) + ": batch " + std::to_string(f.seq) +
@@ -375,22 +399,25 @@ class network_data_plane::core {
                    " was due: batches were lost on the way";
         spdlog::error("{}", *r.broken);
       }
-      r.next_seq = f.seq + 1;
+      if (!f.priority) r.next_seq = f.seq + 1;
       if (r.broken) {
         // Nothing after a loss is delivered: the consumer fails once it took what came before.
         r.pending.clear();
+        r.pending_priority = 0;
         if (auto input = r.opened ? r.input.lock() : nullptr) input->break_with(*r.broken);
         return;
       }
       r.peer = peer;
       r.fd = fd;
-      r.ended = ends_input(f.elements);
+      if (!f.priority) r.ended = ends_input(f.elements);
       if (!r.opened) {
-        if (r.pending.size() >= capacity_) {
-          ++counters_.overflow_batches;
+        const std::size_t regular = r.pending.size() - r.pending_priority;
+        if (f.priority ? r.pending_priority >= max_priority_batches : regular >= capacity_) {
+          ++(f.priority ? counters_.priority_refused : counters_.overflow_batches);
           return;
         }
-        r.pending.push_back(std::move(f.elements));
+        if (f.priority) ++r.pending_priority;
+        r.pending.push_back(pending_batch{std::move(f.elements), f.priority});
         return;
       }
       input = r.input.lock();
@@ -400,9 +427,9 @@ class network_data_plane::core {
       }
     }
     if (hop_trace::enabled() && carries_barrier(f.elements)) hop_trace::record("d.recv", 1);
-    if (!input->deliver(std::move(f.elements), true)) {
+    if (!input->deliver(std::move(f.elements), f.priority, true)) {
       std::lock_guard lock(mutex_);
-      ++counters_.overflow_batches;
+      ++(f.priority ? counters_.priority_refused : counters_.overflow_batches);
     }
   }
 
@@ -428,6 +455,7 @@ class network_data_plane::core {
                           "failed";
         spdlog::warn("{}", why);
         r.pending.clear();
+        r.pending_priority = 0;
         r.fd = -1;
         if (auto input = r.opened ? r.input.lock() : nullptr)
           broken.emplace_back(std::move(input), why);
@@ -515,11 +543,17 @@ class network_data_plane::core {
   }
 
  private:
+  struct pending_batch {
+    element_batch batch;
+    bool priority = false;
+  };
+
   struct route {
     std::uint32_t attempt = 0;
     bool opened = false;  // the consumer of `attempt` is deployed here
     std::weak_ptr<network_input_channel> input;
-    std::deque<element_batch> pending;  // until it is
+    std::deque<pending_batch> pending;  // until it is
+    std::size_t pending_priority = 0;   // of them, priority batches
     std::string peer;                   // the producer's routing id, for credits
     std::string producer_key;           // with CURVE: the key of `attempt`'s producer, once opened
     std::string pending_key;            // with CURVE: who sent `pending`
@@ -578,20 +612,47 @@ class network_data_plane::core {
   data_plane_counters counters_;
 };
 
+element_batch network_input_channel::extract(std::deque<queued>::iterator at,
+                                             std::uint64_t& consumed) {
+  const std::uint64_t bytes = approximate_bytes(at->batch);
+  queued_bytes_ -= bytes;
+  gauge_->subtract(bytes);
+  if (at->priority)
+    priority_queued_.fetch_sub(1);
+  else
+    consumed = ++consumed_;
+  element_batch batch = std::move(at->batch);
+  queue_.erase(at);
+  return batch;
+}
+
 std::optional<element_batch> network_input_channel::try_take() {
   std::uint64_t consumed = 0;
   std::optional<element_batch> out;
   {
     std::lock_guard lock(mutex_);
     if (queue_.empty()) return std::nullopt;
-    out = std::move(queue_.front());
-    queue_.pop_front();
-    consumed = ++consumed_;
-    const std::uint64_t bytes = approximate_bytes(*out);
-    queued_bytes_ -= bytes;
-    gauge_->subtract(bytes);
+    out = extract(queue_.begin(), consumed);
   }
-  core_->note_consumed(key_, consumed);
+  if (consumed != 0) core_->note_consumed(key_, consumed);
+  return out;
+}
+
+std::optional<queued_barrier> network_input_channel::take_first_barrier() {
+  std::uint64_t consumed = 0;
+  std::optional<queued_barrier> out;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(queue_.begin(), queue_.end(),
+                           [](const queued& q) { return is_single_barrier(q.batch); });
+    if (it == queue_.end()) return std::nullopt;
+    out.emplace();
+    out->priority = it->priority;
+    out->ahead.reserve(static_cast<std::size_t>(it - queue_.begin()));
+    for (auto ahead = queue_.begin(); ahead != it; ++ahead) out->ahead.push_back(ahead->batch);
+    out->barrier = std::get<checkpoint_barrier>(extract(it, consumed).front());
+  }
+  if (consumed != 0) core_->note_consumed(key_, consumed);
   return out;
 }
 
@@ -637,6 +698,34 @@ class network_output_channel final : public output_channel {
 
   bool send(element_batch batch) override { return send_frame(std::move(batch)); }
 
+  // Without credit and without taking any: the consumer keeps a priority batch beyond its
+  // capacity. It carries the sequence number of the next batch and does not advance it.
+  bool send_priority(element_batch batch) override {
+    assert(is_single_barrier(batch));
+    if (cancelled_.load()) return false;
+    if (connection_closed()) throw lost_consumer();
+    const std::string frame = encode_data_frame(key_, seq_, batch, true);
+    for (;;) {
+      try {
+        if (socket_.send(zmq::buffer(frame), zmq::send_flags::dontwait)) {
+          if (hop_trace::enabled()) hop_trace::record("d.send", 1);
+          return true;
+        }
+      } catch (const zmq::error_t& e) {
+        spdlog::error("data plane: sending on {} failed: {}", describe(), e.what());
+        return false;
+      }
+      // ZeroMQ's own queue is full: credits keep the frames of a channel far below its
+      // high-water mark while the consumer's worker reads, so this is a connection that does
+      // not carry anything right now. Wait for it like send() does, until cancelled or closed.
+      if (cancelled_.load()) return false;
+      if (connection_closed()) throw lost_consumer();
+      zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLOUT, 0},
+                                  {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, std::chrono::milliseconds(poll_timeout_ms));
+    }
+  }
+
   bool can_send_now() override {
     if (cancelled_.load()) return false;
     if (!has_credit()) return false;
@@ -678,11 +767,7 @@ class network_output_channel final : public output_channel {
         wanted |= ZMQ_POLLOUT;  // ZeroMQ's own queue is full (the peer is not reading)
         take_credits();  // so that POLLIN below means new credit, not credit left unread
       }
-      if (connection_closed())
-        throw channel_failure("data plane: " + describe() +
-                              ": the connection to its consumer's worker at " +
-                              consumer_endpoint_ +
-                              " closed: that worker stopped or the network failed");
+      if (connection_closed()) throw lost_consumer();
       zmq::pollitem_t items[2] = {{socket_.handle(), 0, wanted, 0},
                                   {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 2, std::chrono::milliseconds(poll_timeout_ms));
@@ -735,6 +820,12 @@ class network_output_channel final : public output_channel {
     std::ostringstream os;
     os << key_;
     return os.str();
+  }
+
+  channel_failure lost_consumer() const {
+    return channel_failure("data plane: " + describe() +
+                           ": the connection to its consumer's worker at " + consumer_endpoint_ +
+                           " closed: that worker stopped or the network failed");
   }
 
   std::shared_ptr<zmq::context_t> context_;  // outlives the socket

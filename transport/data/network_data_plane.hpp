@@ -44,6 +44,8 @@ struct data_plane_counters {
   std::uint64_t bad_frames = 0;
   std::uint64_t stale_batches = 0;     // from an earlier attempt of a channel, dropped
   std::uint64_t overflow_batches = 0;  // beyond a channel's credit, dropped
+  // Priority batches (well-formed) beyond max_priority_batches waiting on a channel, refused.
+  std::uint64_t priority_refused = 0;
   std::uint64_t sequence_gaps = 0;     // a batch went missing on a channel
   // Connections to this endpoint that closed, and channels that broke because the connection
   // feeding them closed before their end of input (the producer's worker stopped).
@@ -76,6 +78,12 @@ struct data_plane_counters {
 // capacity in batches: no encoding, no socket, no I/O thread, and the same backpressure.
 //
 // CURVE (data_plane_options::curve): see there; data_zap_handler decides who may connect.
+//
+// Priority batches (output_channel::send_priority, for unaligned checkpoints): a barrier the
+// producer sends without credit, which the I/O thread queues behind what already arrived on its
+// channel (the connection keeps the order) beyond the channel's capacity, at most
+// max_priority_batches of them per channel, returning no credit for them. They take no
+// sequence number (data_frame::priority), and the same attempt and key checks as any batch.
 //
 // Attempts: a frame names the consumer's attempt; a frame for an earlier attempt than the
 // channel's current one is dropped, so a failed-over deployment never sees the old one's data.

@@ -1,7 +1,9 @@
-// local_channel and output_gate: order, batching, backpressure, cancellation.
+// local_channel and output_gate: order, batching, backpressure, cancellation, and priority
+// barriers (send_priority, take_first_barrier).
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "engine/runtime/local_channel.hpp"
@@ -138,4 +140,183 @@ TEST_CASE("output gate: broadcast partitioning copies every record to every chan
     REQUIRE(b->size() == 1);
     CHECK(std::get<record>(b->front()) == record{1, 2, 3, "x"});
   }
+}
+
+namespace {
+
+// Compares a taken batch with the one expected (Catch cannot decompose optional<vector<variant>>).
+bool is(const std::optional<element_batch>& got, const element_batch& want) {
+  return got.has_value() && *got == want;
+}
+
+element_batch barrier_batch(checkpoint_id id) {
+  checkpoint_barrier b;
+  b.id = id;
+  b.options.unaligned = true;
+  return element_batch{b};
+}
+
+}  // namespace
+
+TEST_CASE("local channel: a priority barrier gets into a full channel and is found behind the "
+          "batches it overtakes") {
+  constexpr std::size_t capacity = 3;
+  local_channel c(capacity);
+  auto wakeup = std::make_shared<task_wakeup>();
+  c.set_wakeup(wakeup);
+  for (std::size_t i = 0; i < capacity; ++i) REQUIRE(c.send(batch_of(10 * i, 2)));
+  CHECK_FALSE(c.can_send_now());  // a producer would block
+  CHECK_FALSE(c.has_priority_barrier());
+  CHECK_FALSE(c.take_first_barrier().has_value());
+
+  // On another thread, so that a send_priority that waited for room would fail the test (the
+  // channel is cancelled after a bounded wait) rather than hang it.
+  const auto before = wakeup->generation();
+  std::atomic<bool> sent{false};
+  std::thread producer([&] { sent = c.send_priority(barrier_batch(7)); });
+  for (int i = 0; i < 10'000 && !c.has_priority_barrier(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool arrived = c.has_priority_barrier();
+  if (!arrived) c.cancel();
+  producer.join();
+  REQUIRE(arrived);
+  CHECK(sent.load());
+  CHECK(wakeup->generation() == before + 1);
+  CHECK(c.queued_batches() == capacity + 1);
+  CHECK(c.high_water_mark() == capacity);  // priority batches stay out of the bound
+  CHECK_FALSE(c.can_send_now());           // and do not take the room of a record batch
+
+  auto found = c.take_first_barrier();
+  REQUIRE(found.has_value());
+  CHECK(found->barrier.id == 7);
+  CHECK(found->priority);
+  REQUIRE(found->ahead.size() == capacity);
+  for (std::size_t i = 0; i < capacity; ++i) CHECK(found->ahead[i] == batch_of(10 * i, 2));
+  CHECK_FALSE(c.has_priority_barrier());
+  CHECK_FALSE(c.take_first_barrier().has_value());
+  // The copies are copies: the batches are still queued, in order.
+  CHECK(c.queued_batches() == capacity);
+  CHECK_FALSE(c.can_send_now());  // taking the priority barrier freed nothing
+  for (std::size_t i = 0; i < capacity; ++i) {
+    auto b = c.try_take();
+    REQUIRE(b.has_value());
+    CHECK(*b == batch_of(10 * i, 2));
+  }
+  CHECK_FALSE(c.try_take().has_value());
+}
+
+TEST_CASE("local channel: the batches after a priority barrier follow those before it") {
+  local_channel c(4);
+  REQUIRE(c.send(batch_of(0, 1)));
+  REQUIRE(c.send(batch_of(1, 1)));
+  REQUIRE(c.send_priority(barrier_batch(3)));
+  REQUIRE(c.send(batch_of(2, 1)));
+  REQUIRE(c.send(batch_of(3, 1)));
+  CHECK_FALSE(c.can_send_now());  // 4 record batches: full, the barrier aside
+
+  auto found = c.take_first_barrier();
+  REQUIRE(found.has_value());
+  REQUIRE(found->ahead.size() == 2);
+  CHECK(found->ahead[0] == batch_of(0, 1));
+  CHECK(found->ahead[1] == batch_of(1, 1));
+  for (std::int64_t i = 0; i < 4; ++i) {
+    auto b = c.try_take();
+    REQUIRE(b.has_value());
+    CHECK(*b == batch_of(i, 1));
+  }
+  CHECK_FALSE(c.try_take().has_value());
+}
+
+TEST_CASE("local channel: a priority barrier not taken by take_first_barrier comes out of "
+          "try_take in its place") {
+  local_channel c(1);
+  REQUIRE(c.send(batch_of(0, 1)));
+  REQUIRE(c.send_priority(barrier_batch(1)));
+  REQUIRE(c.send_priority(barrier_batch(2)));
+  CHECK(c.has_priority_barrier());
+  CHECK(is(c.try_take(), batch_of(0, 1)));
+  CHECK(c.can_send_now());  // the record batch freed its room; the barriers hold none
+  CHECK(is(c.try_take(), barrier_batch(1)));
+  CHECK(c.has_priority_barrier());
+  // take_first_barrier finds the first one left, with nothing ahead of it.
+  auto found = c.take_first_barrier();
+  REQUIRE(found.has_value());
+  CHECK(found->barrier.id == 2);
+  CHECK(found->ahead.empty());
+  CHECK_FALSE(c.has_priority_barrier());
+}
+
+TEST_CASE("local channel: a blocked producer goes on when a record batch is taken, not when a "
+          "priority barrier is") {
+  local_channel c(1);
+  REQUIRE(c.send(batch_of(0, 1)));  // full
+  REQUIRE(c.send_priority(barrier_batch(5)));
+  std::atomic<bool> sent{false};
+  std::thread producer([&] { sent = c.send(batch_of(1, 1)); });
+  auto found = c.take_first_barrier();
+  REQUIRE(found.has_value());
+  CHECK(found->ahead.size() == 1);
+  // Still full: the producer cannot have queued its batch (one record batch is queued, the
+  // capacity is one).
+  CHECK(c.queued_batches() == 1);
+  CHECK_FALSE(c.can_send_now());
+  CHECK(is(c.try_take(), batch_of(0, 1)));
+  producer.join();  // released by that take
+  CHECK(sent.load());
+  CHECK(is(c.try_take(), batch_of(1, 1)));
+  CHECK(c.high_water_mark() == 1);
+}
+
+TEST_CASE("local channel: take_first_barrier finds a barrier sent by send, and taking it frees "
+          "its room") {
+  local_channel c(2);
+  REQUIRE(c.send(batch_of(0, 2)));
+  REQUIRE(c.send(barrier_batch(9)));
+  CHECK_FALSE(c.can_send_now());
+  CHECK_FALSE(c.has_priority_barrier());  // sent by send: not a priority one
+  auto found = c.take_first_barrier();
+  REQUIRE(found.has_value());
+  CHECK(found->barrier.id == 9);
+  CHECK_FALSE(found->priority);
+  REQUIRE(found->ahead.size() == 1);
+  CHECK(found->ahead[0] == batch_of(0, 2));
+  CHECK(c.can_send_now());
+  REQUIRE(c.send(batch_of(2, 1)));
+  CHECK(is(c.try_take(), batch_of(0, 2)));
+  CHECK(is(c.try_take(), batch_of(2, 1)));
+
+  // A barrier at the end of a batch of records is not a batch of its own: not found.
+  element_batch mixed = batch_of(3, 1);
+  mixed.push_back(barrier_batch(10).front());
+  REQUIRE(c.send(mixed));
+  CHECK_FALSE(c.take_first_barrier().has_value());
+  CHECK(is(c.try_take(), mixed));
+}
+
+TEST_CASE("local channel: a cancelled channel refuses priority barriers and forgets queued "
+          "ones") {
+  local_channel c(2);
+  REQUIRE(c.send_priority(barrier_batch(1)));
+  CHECK(c.has_priority_barrier());
+  c.cancel();
+  CHECK_FALSE(c.has_priority_barrier());
+  CHECK_FALSE(c.send_priority(barrier_batch(2)));
+  CHECK_FALSE(c.take_first_barrier().has_value());
+}
+
+TEST_CASE("local channel: priority barriers are counted in the buffered bytes while queued") {
+  auto gauge = std::make_shared<byte_gauge>();
+  {
+    local_channel c(1);
+    c.set_gauge(gauge);
+    REQUIRE(c.send(batch_of(0, 4)));
+    const auto records = gauge->current();
+    REQUIRE(c.send_priority(barrier_batch(1)));
+    REQUIRE(c.send_priority(barrier_batch(2)));
+    CHECK(gauge->current() > records);
+    REQUIRE(c.take_first_barrier().has_value());
+    REQUIRE(c.try_take().has_value());
+    CHECK(gauge->current() == approximate_bytes(barrier_batch(2)));
+  }
+  CHECK(gauge->current() == 0);  // what was left leaves with the channel
 }
