@@ -157,3 +157,69 @@ TEST_CASE("streamed restore: groups out of order, twice, not owned or outside a 
     CHECK_THAT(refused.err().message, Catch::Contains("max parallelism"));
   }
 }
+
+TEST_CASE("streamed restore: rocksdb from a mix of stored files and streamed state files") {
+  // Old subtasks 0 and 2 of 3 stored their state as files (an incremental checkpoint), old
+  // subtask 1 as a state file: the files are the base, the streamed groups go on top.
+  temp_folder dir;
+  const auto shared = dir.path() / "shared";
+  const auto chk = dir.path() / "chk-1";
+  std::filesystem::create_directories(chk);
+  std::vector<keyed_state_snapshot> parts;
+  std::vector<keyed_files_restore> stored;
+  std::optional<state_handle> streamed;
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    auto old = rocksdb_keyed_state_backend::open(max_parallelism, range(i, 3),
+                                                 dir.path() / ("old-" + std::to_string(i)), true);
+    REQUIRE(old);
+    apply(**old, i, 3, 2);
+    auto snap = (*old)->snapshot_now();
+    REQUIRE(snap);
+    parts.push_back(*snap);
+    if (i == 1) {
+      subtask_snapshot s;
+      s.operator_uid = "op";
+      s.subtask_index = i;
+      s.parallelism = 3;
+      s.keyed = *snap;
+      auto h = state_file::write(dir.path() / "old-1.state", s);
+      REQUIRE(h);
+      streamed = *h;
+      continue;
+    }
+    auto inc = (*old)->snapshot_incremental(1);
+    REQUIRE(inc);
+    REQUIRE(*inc);
+    auto files = (*inc)->store(shared, chk, "old-" + std::to_string(i));
+    if (!files) FAIL(files.err().message);
+    keyed_files_restore part;
+    part.manifest = files->manifest;
+    for (const auto& f : part.manifest.files)
+      part.paths.push_back(f.shared ? shared / f.handle_name : chk / f.handle_name);
+    stored.push_back(std::move(part));
+  }
+  for (std::uint32_t to : {1u, 2u}) {
+    for (std::uint32_t i = 0; i < to; ++i) {
+      INFO(to << " subtasks, subtask " << i);
+      heap_keyed_state_backend whole(max_parallelism, range(i, to));
+      REQUIRE(whole.restore(parts));
+      auto b = rocksdb_keyed_state_backend::open(
+          max_parallelism, range(i, to),
+          dir.path() / ("new-" + std::to_string(to) + "-" + std::to_string(i)), true);
+      REQUIRE(b);
+      if (auto r = (*b)->begin_restore(stored); !r) FAIL(r.err().message);
+      keyed_state_backend::restore_sink sink(**b, max_parallelism);
+      auto s = state_file_reader::read(*streamed, sink, {}, 512);
+      if (!s) FAIL(s.err().message);
+      REQUIRE((*b)->end_restore());
+      CHECK((*b)->snapshot_now().value() == whole.snapshot_now().value());
+      // The same through restore_with_files.
+      auto again = rocksdb_keyed_state_backend::open(
+          max_parallelism, range(i, to),
+          dir.path() / ("again-" + std::to_string(to) + "-" + std::to_string(i)), true);
+      REQUIRE(again);
+      REQUIRE((*again)->restore_with_files(stored, {parts[1]}));
+      CHECK((*again)->snapshot_now().value() == whole.snapshot_now().value());
+    }
+  }
+}
