@@ -7,6 +7,7 @@
 // is taken within the same memory; the job restored from it on a fresh worker, which streams the
 // state files back a key group at a time, goes on exactly once within the same memory too.
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
