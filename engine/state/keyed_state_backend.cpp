@@ -70,7 +70,8 @@ result<void> keyed_state_backend::begin_restore(const std::vector<keyed_files_re
 
 result<void> keyed_state_backend::restore_group(std::uint32_t group,
                                                 const key_group_state& state) {
-  if (!restoring_) return error{"key group " + std::to_string(group) + " restored outside a restore"};
+  if (!restoring_)
+    return error{"key group " + std::to_string(group) + " restored outside a restore"};
   if (group >= max_parallelism_)
     return error{"keyed state names key group " + std::to_string(group) +
                  " beyond max parallelism " + std::to_string(max_parallelism_)};

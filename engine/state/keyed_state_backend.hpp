@@ -154,7 +154,6 @@ class keyed_state_backend {
   virtual result<void> finish_restore() = 0;
   static error cannot_read_files();
 
-
   // The int64 `bytes` of `state` hold, or state_type_error.
   static std::int64_t int64_of(std::string_view state, std::string_view bytes);
 

@@ -96,8 +96,8 @@ std::string versioned_file(std::uint32_t version, std::vector<std::uint32_t> gro
 }
 
 state_handle write_file(const std::filesystem::path& path, std::string_view bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(),
-                                                                static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return state_handle{path.string(), bytes.size(), crc32c(bytes), std::nullopt};
 }
 
@@ -196,7 +196,8 @@ TEST_CASE("state file reader: key groups out of order or twice are refused in ev
   temp_folder dir;
   for (std::uint32_t version : {state_file::version_int64, state_file::version_int64_with_files,
                                 state_file::version_bytes_counted, state_file::version}) {
-    for (const auto& groups : {std::vector<std::uint32_t>{5, 3}, std::vector<std::uint32_t>{3, 3}}) {
+    for (const auto& groups :
+         {std::vector<std::uint32_t>{5, 3}, std::vector<std::uint32_t>{3, 3}}) {
       INFO("version " << version << ", groups " << groups[0] << ", " << groups[1]);
       const std::string bytes = versioned_file(version, groups);
       auto r = stream(write_file(dir.path() / "o.state", bytes));
