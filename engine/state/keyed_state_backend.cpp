@@ -102,6 +102,10 @@ result<void> keyed_state_backend::restore_with_files(
   // Every check on the parts first, so a refused restore changes nothing.
   auto owned = owned_groups(parts);
   if (!owned) return owned.err();
+  for (const auto& [group, _] : *owned)
+    for (const auto& part : files)
+      if (group >= part.manifest.first_key_group && group <= part.manifest.last_key_group)
+        return error{"key group " + std::to_string(group) + " appears in two state files"};
   std::sort(owned->begin(), owned->end(),
             [](const owned_group& a, const owned_group& b) { return a.group < b.group; });
   if (auto r = begin_restore(files); !r) return r;
