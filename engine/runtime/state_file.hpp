@@ -65,6 +65,8 @@ struct subtask_snapshot {
 // The handle's checksum (CRC-32C of the whole file, checkpoint_storage::verify_state) is checked
 // before a byte is decoded; the trailer and every length are checked again while decoding, so a
 // file that passes the handle's check but was produced by a bug still cannot crash a restore.
+// The decoding is state_file_reader's, a stream of key groups; decode() and read() collect them,
+// a restore hands them to the backend one at a time.
 class state_file {
  public:
   static constexpr std::string_view magic = "SNAPFLOW-STA";
@@ -98,7 +100,8 @@ class state_file {
   // bytes' worth of entries, so it is cheap on the task thread whatever the state's size.
   static bool may_fit(const subtask_snapshot& snapshot, std::size_t limit);
   // Verifies the handle's size and checksum first: a corrupt or torn file (or inline state) is
-  // refused with an error naming it, never loaded.
+  // refused with an error naming it, never loaded. The whole state in memory (tests, tools): a
+  // restore streams instead (state_file_reader::read).
   static result<subtask_snapshot> read(const state_handle& handle);
 };
 

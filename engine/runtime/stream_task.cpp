@@ -12,6 +12,7 @@
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/runtime/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
+#include "engine/runtime/state_file_reader.hpp"
 #include "engine/runtime/state_file_writer.hpp"
 #include "engine/runtime/thread_name.hpp"
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
@@ -84,6 +85,45 @@ result<keyed_files_restore> match_files(keyed_state_files manifest, split_state&
   out.manifest = std::move(manifest);
   return out;
 }
+
+// The checks every state file an old subtask lists passes, on its head: it is that subtask's,
+// of this operator, at the parallelism of the others.
+result<void> check_state_head(const state_handle& handle, std::uint32_t old_index,
+                              const subtask_snapshot& s, const std::string& uid,
+                              std::optional<std::uint32_t>& old_parallelism) {
+  if (s.subtask_index != old_index)
+    return error{handle.path + " was written by subtask " + std::to_string(s.subtask_index) +
+                 ", listed for subtask " + std::to_string(old_index)};
+  if (s.operator_uid != uid)
+    return error{handle.path + " holds state of operator '" + s.operator_uid + "', not '" + uid +
+                 "'"};
+  if (old_parallelism && *old_parallelism != s.parallelism)
+    return error{handle.path + " was written at parallelism " + std::to_string(s.parallelism) +
+                 ", other states of the operator at " + std::to_string(*old_parallelism)};
+  old_parallelism = s.parallelism;
+  return success();
+}
+
+// Where the key groups of one state file go while it is read: the backend's streamed restore,
+// or, for an operator without keyed state, nowhere (an error).
+class restore_target final : public keyed_group_sink {
+ public:
+  restore_target(keyed_state_backend* backend, std::string uid)
+      : backend_(backend), uid_(std::move(uid)) {}
+  // The next file's key groups were cut at `max_parallelism`.
+  void begin_file(std::uint32_t max_parallelism) {
+    if (backend_) sink_.emplace(*backend_, max_parallelism);
+  }
+  result<void> key_group(std::uint32_t group, key_group_state& state) override {
+    if (!backend_ || !sink_) return error{"keyed state for non-keyed operator '" + uid_ + "'"};
+    return sink_->key_group(group, state);
+  }
+
+ private:
+  keyed_state_backend* backend_;
+  std::string uid_;
+  std::optional<keyed_state_backend::restore_sink> sink_;
+};
 
 // Removes files a snapshot stored for a checkpoint it could not acknowledge (those it wrote:
 // shared_new and exclusive ones). Best effort: the coordinator's sweep of the shared folder
@@ -377,65 +417,7 @@ result<void> stream_task::initialize() {
   checkpoint_id restored_id = 0;
   if (config_.restore_checkpoint) {
     restored_id = *config_.restore_checkpoint;
-    std::vector<keyed_state_snapshot> keyed_parts;
-    std::optional<std::uint32_t> old_parallelism;
-    if (auto r = check_restore_scopes(); !r) return r;
-    std::vector<keyed_files_restore> keyed_files;
-    for (const auto& [old_index, state] : config_.restore_states) {
-      const std::string where = "restoring checkpoint " + std::to_string(restored_id) + ": ";
-      auto split = split_handles(state);
-      if (!split) return error{where + split.err().message};
-      for (const state_handle* state_handle_ptr : split->state_files) {
-        const state_handle& handle = *state_handle_ptr;
-        auto snapshot = state_file::read(handle);
-        if (!snapshot) return error{where + snapshot.err().message};
-        if (snapshot->subtask_index != old_index)
-          return error{where + handle.path + " was written by subtask " +
-                       std::to_string(snapshot->subtask_index) + ", listed for subtask " +
-                       std::to_string(old_index)};
-        if (snapshot->operator_uid != config_.vertex.uid)
-          return error{where + handle.path + " holds state of operator '" +
-                       snapshot->operator_uid + "', not '" + config_.vertex.uid + "'"};
-        if (old_parallelism && *old_parallelism != snapshot->parallelism)
-          return error{where + handle.path + " was written at parallelism " +
-                       std::to_string(snapshot->parallelism) +
-                       ", other states of the operator at " + std::to_string(*old_parallelism)};
-        old_parallelism = snapshot->parallelism;
-        if (!snapshot->keyed.key_groups.empty() || snapshot->keyed_files) {
-          if (!keyed_)
-            return error{where + "keyed state for non-keyed operator '" + config_.vertex.uid +
-                         "'"};
-          if (!snapshot->keyed.key_groups.empty())
-            keyed_parts.push_back(std::move(snapshot->keyed));
-        }
-        if (snapshot->keyed_files) {
-          auto files = match_files(std::move(*snapshot->keyed_files), *split);
-          if (!files) return error{where + "the state of old subtask " +
-                                   std::to_string(old_index) + ": " + files.err().message};
-          keyed_files.push_back(std::move(files).value());
-        }
-        restored.push_back(
-            {snapshot->subtask_index, snapshot->parallelism, std::move(snapshot->operator_state)});
-      }
-      for (const auto& [name, file] : split->files)
-        if (!file.used)
-          return error{where + "the state of old subtask " + std::to_string(old_index) +
-                       " names " + file.handle->path + ", which no manifest of it lists"};
-    }
-    if (keyed_ && old_parallelism) {
-      if (auto r = check_keyed_restore_complete(*old_parallelism); !r) return r;
-    }
-    if (keyed_ && !keyed_files.empty() && config_.state_backend == state_backend_kind::hashmap) {
-      if (auto r = read_keyed_files(keyed_files, keyed_parts); !r)
-        return error{"restoring checkpoint " + std::to_string(restored_id) + ": " +
-                     r.err().message};
-      keyed_files.clear();
-    }
-    if (keyed_) {
-      if (auto r = keyed_->restore_with_files(keyed_files, keyed_parts); !r)
-        return error{"restoring checkpoint " + std::to_string(restored_id) + ": " +
-                     r.err().message};
-    }
+    if (auto r = restore_state(restored); !r) return r;
     last_barrier_ = restored_id;
   }
 
@@ -473,8 +455,110 @@ result<void> stream_task::create_keyed_state() {
   return success();
 }
 
-result<void> stream_task::read_keyed_files(const std::vector<keyed_files_restore>& files,
-                                           std::vector<keyed_state_snapshot>& parts) const {
+result<void> stream_task::restore_state(std::vector<restored_operator_state>& restored) {
+  // The states the job master selected for this subtask (state_assignment.hpp), read with their
+  // checksums checked first. Keyed state keeps the key groups this subtask owns, streamed into
+  // the backend one key group at a time; operator state goes to the operator to choose from.
+  // Old subtasks whose keyed state is stored as backend files (an incremental checkpoint: a
+  // small state file with a manifest) are read first: their files are the base the streamed
+  // key groups of the others go on top of. Then every old subtask in index order, which is the
+  // order of their key groups, so the stream stays ascending.
+  const checkpoint_id restored_id = *config_.restore_checkpoint;
+  const std::string where = "restoring checkpoint " + std::to_string(restored_id) + ": ";
+  if (auto r = check_restore_scopes(); !r) return r;
+  std::optional<std::uint32_t> old_parallelism;
+  std::map<std::uint32_t, read_whole> whole;
+  std::vector<keyed_files_restore> keyed_files;
+  std::vector<std::uint32_t> keyed_files_of;
+  for (const auto& [old_index, state] : config_.restore_states) {
+    auto split = split_handles(state);
+    if (!split) return error{where + split.err().message};
+    if (split->files.empty()) continue;  // streamed below
+    auto& read = whole[old_index];
+    for (const state_handle* handle : split->state_files) {
+      auto snapshot = state_file::read(*handle);
+      if (!snapshot) return error{where + snapshot.err().message};
+      if (auto r = check_state_head(*handle, old_index, *snapshot, config_.vertex.uid,
+                                    old_parallelism);
+          !r)
+        return error{where + r.err().message};
+      if ((!snapshot->keyed.key_groups.empty() || snapshot->keyed_files) && !keyed_)
+        return error{where + "keyed state for non-keyed operator '" + config_.vertex.uid + "'"};
+      if (!snapshot->keyed.key_groups.empty()) read.keyed.push_back(std::move(snapshot->keyed));
+      if (snapshot->keyed_files) {
+        auto files = match_files(std::move(*snapshot->keyed_files), *split);
+        if (!files) return error{where + "the state of old subtask " +
+                                 std::to_string(old_index) + ": " + files.err().message};
+        keyed_files.push_back(std::move(files).value());
+        keyed_files_of.push_back(old_index);
+      }
+      read.operator_state.push_back(
+          {snapshot->subtask_index, snapshot->parallelism, std::move(snapshot->operator_state)});
+    }
+    for (const auto& [name, file] : split->files)
+      if (!file.used)
+        return error{where + "the state of old subtask " + std::to_string(old_index) + " names " +
+                     file.handle->path + ", which no manifest of it lists"};
+  }
+  if (keyed_ && !keyed_files.empty() && config_.state_backend == state_backend_kind::hashmap) {
+    if (auto r = read_keyed_files(keyed_files, keyed_files_of, whole); !r)
+      return error{where + r.err().message};
+    keyed_files.clear();
+  }
+  if (keyed_) {
+    if (auto r = keyed_->begin_restore(keyed_files); !r) return error{where + r.err().message};
+  }
+  restore_target target(keyed_.get(), config_.vertex.uid);
+  for (const auto& [old_index, state] : config_.restore_states) {
+    if (auto it = whole.find(old_index); it != whole.end()) {
+      for (auto& part : it->second.keyed) {
+        target.begin_file(part.max_parallelism);
+        for (auto& [group, groups_state] : part.key_groups)
+          if (auto r = target.key_group(group, groups_state); !r)
+            return error{where + r.err().message};
+      }
+      for (auto& s : it->second.operator_state) restored.push_back(std::move(s));
+      continue;
+    }
+    auto split = split_handles(state);
+    if (!split) return error{where + split.err().message};
+    for (const state_handle* handle : split->state_files) {
+      auto on_head = [&, old_index = old_index](const subtask_snapshot& head) -> result<void> {
+        if (auto r = check_state_head(*handle, old_index, head, config_.vertex.uid,
+                                      old_parallelism);
+            !r)
+          return r;
+        target.begin_file(head.keyed.max_parallelism);
+        return success();
+      };
+      auto snapshot = state_file_reader::read(*handle, target, on_head);
+      if (!snapshot) return error{where + snapshot.err().message};
+      if (snapshot->keyed_files) {
+        if (!keyed_)
+          return error{where + "keyed state for non-keyed operator '" + config_.vertex.uid + "'"};
+        // Its handles carry no files (else it was read above): the manifest names missing ones.
+        auto files = match_files(std::move(*snapshot->keyed_files), *split);
+        if (!files) return error{where + "the state of old subtask " +
+                                 std::to_string(old_index) + ": " + files.err().message};
+        return error{where + "the state of old subtask " + std::to_string(old_index) +
+                     " holds a keyed state files manifest that lists no files"};
+      }
+      restored.push_back(
+          {snapshot->subtask_index, snapshot->parallelism, std::move(snapshot->operator_state)});
+    }
+  }
+  if (keyed_ && old_parallelism) {
+    if (auto r = check_keyed_restore_complete(*old_parallelism); !r) return r;
+  }
+  if (keyed_) {
+    if (auto r = keyed_->end_restore(); !r) return error{where + r.err().message};
+  }
+  return success();
+}
+
+result<void> stream_task::read_keyed_files(
+    const std::vector<keyed_files_restore>& files, const std::vector<std::uint32_t>& old_indexes,
+    std::map<std::uint32_t, read_whole>& parts) const {
   if (config_.local_state_dir.empty())
     return error{"keyed state stored as rocksdb files needs a local folder to be read in, and "
                  "this task was given none"};
@@ -489,7 +573,7 @@ result<void> stream_task::read_keyed_files(const std::vector<keyed_files_restore
          std::to_string(config_.attempt.attempt) + "-" + std::to_string(i));
     auto part = rocksdb_keyed_state_backend::read_files(files[i], scratch);
     if (!part) return part.err();
-    if (!part->key_groups.empty()) parts.push_back(std::move(part).value());
+    if (!part->key_groups.empty()) parts[old_indexes[i]].keyed.push_back(std::move(part).value());
   }
   return success();
 }

@@ -164,10 +164,21 @@ class stream_task {
   result<void> initialize();
   // The keyed state backend the config asks for, in this attempt's working folder.
   result<void> create_keyed_state();
+  // What an old subtask whose state was read whole left: its keyed state in the neutral form
+  // (rocksdb files read for a backend that cannot take them), its operator state.
+  struct read_whole {
+    std::vector<keyed_state_snapshot> keyed;
+    std::vector<restored_operator_state> operator_state;
+  };
+  // Reads the states the job master selected for this subtask: operator state into `restored`,
+  // keyed state into the backend a key group at a time (stream_task.cpp says in which order).
+  result<void> restore_state(std::vector<restored_operator_state>& restored);
   // A backend that cannot read keyed state stored as rocksdb files (hashmap) restores it in the
-  // neutral form: each old subtask's files overlapping this subtask, read in a scratch folder.
+  // neutral form: each old subtask's files overlapping this subtask, read in a scratch folder,
+  // kept under the old subtask's index (`old_indexes`, one per entry of `files`).
   result<void> read_keyed_files(const std::vector<keyed_files_restore>& files,
-                                std::vector<keyed_state_snapshot>& parts) const;
+                                const std::vector<std::uint32_t>& old_indexes,
+                                std::map<std::uint32_t, read_whole>& parts) const;
   // Every handed-over keyed state was cut at this vertex's max parallelism, in a valid range.
   result<void> check_restore_scopes() const;
   // A keyed subtask must have received every old subtask whose key groups overlap its own.

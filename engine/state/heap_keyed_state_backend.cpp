@@ -394,20 +394,28 @@ keyed_snapshot_part heap_keyed_state_backend::snapshot() const {
   return out;
 }
 
-result<void> heap_keyed_state_backend::restore(const std::vector<keyed_state_snapshot>& parts) {
-  auto owned = owned_groups(parts);
-  if (!owned) return owned.err();
-  std::vector<group_tables> restored(groups_.size());
-  for (const auto& [group, state] : *owned) {
-    auto& g = restored[group - range_.first];
-    for (const auto& [name, entries] : state->values)
-      if (!entries.empty()) g.values.emplace(name, values_table(entries));
-    for (const auto& [name, entries] : state->maps) {
-      auto t = maps_table(entries);
-      if (t->size > 0) g.maps.emplace(name, std::move(t));
-    }
+result<void> heap_keyed_state_backend::start_restore(
+    const std::vector<keyed_files_restore>& files) {
+  if (!files.empty()) return cannot_read_files();
+  restoring_.assign(groups_.size(), heap_cow::group_tables{});
+  return success();
+}
+
+result<void> heap_keyed_state_backend::add_restored_group(std::uint32_t group,
+                                                          const key_group_state& state) {
+  auto& g = restoring_[group - range_.first];
+  for (const auto& [name, entries] : state.values)
+    if (!entries.empty()) g.values.emplace(name, values_table(entries));
+  for (const auto& [name, entries] : state.maps) {
+    auto t = maps_table(entries);
+    if (t->size > 0) g.maps.emplace(name, std::move(t));
   }
-  groups_ = std::move(restored);
+  return success();
+}
+
+result<void> heap_keyed_state_backend::finish_restore() {
+  groups_ = std::move(restoring_);
+  restoring_.clear();
   return success();
 }
 

@@ -143,13 +143,18 @@ class heap_keyed_state_backend final : public keyed_state_backend {
       std::string_view state) const override;
 
   keyed_snapshot_part snapshot() const override;
-  result<void> restore(const std::vector<keyed_state_snapshot>& parts) override;
 
   std::size_t num_entries() const override;
   // The table references a snapshot copies, or the entries when it copies them (small state).
   std::size_t synchronous_snapshot_entries() const override;
 
   const heap_cow::copy_stats& copies() const { return copies_; }
+
+ protected:
+  // A restore builds the tables group by group aside and swaps them in at the end.
+  result<void> start_restore(const std::vector<keyed_files_restore>& files) override;
+  result<void> add_restored_group(std::uint32_t group, const key_group_state& state) override;
+  result<void> finish_restore() override;
 
  private:
   heap_cow::group_tables& group() { return groups_[current_group() - range_.first]; }
@@ -159,6 +164,7 @@ class heap_keyed_state_backend final : public keyed_state_backend {
   std::size_t num_tables() const;
 
   std::vector<heap_cow::group_tables> groups_;  // index: key group - range.first
+  std::vector<heap_cow::group_tables> restoring_;  // the same, while a restore builds them
   heap_cow::copy_stats copies_;
 };
 

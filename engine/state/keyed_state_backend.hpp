@@ -86,7 +86,39 @@ class keyed_state_backend {
   // Replaces the state with the key groups this subtask owns out of `parts` (the snapshots of
   // every old subtask); others are skipped. Fails, changing nothing, when a snapshot was taken
   // with another max parallelism (key groups would not line up) or a key group appears twice.
-  virtual result<void> restore(const std::vector<keyed_state_snapshot>& parts) = 0;
+  // The streamed restore below, fed from memory.
+  result<void> restore(const std::vector<keyed_state_snapshot>& parts) {
+    return restore_with_files({}, parts);
+  }
+
+  // A restore as a stream (a restore from state files read one key group at a time, so a state
+  // larger than memory can be restored): begin_restore(), restore_group() for each key group
+  // this subtask owns in strictly ascending order, end_restore(). The state is replaced: what
+  // was there is gone once end_restore() succeeds. `files`: old subtasks whose state is stored
+  // as the backend's own files (an incremental rocksdb checkpoint), rebuilt first; the groups
+  // streamed afterwards are those of the old subtasks without (they must not be in `files`).
+  // A failed step leaves the state undefined until the next begin_restore(): the task fails.
+  result<void> begin_restore(const std::vector<keyed_files_restore>& files = {});
+  // A key group outside this subtask's range, beyond max parallelism, not above the previous
+  // one, or one `files` already hold, is refused.
+  result<void> restore_group(std::uint32_t group, const key_group_state& state);
+  result<void> end_restore();
+
+  // Hands the key groups of one old subtask's state file to restore_group(): checks that the
+  // file was cut at this max parallelism and skips the key groups other subtasks own. Feed it
+  // the files in the order of their key groups (old subtasks' ranges are disjoint).
+  class restore_sink final : public keyed_group_sink {
+   public:
+    restore_sink(keyed_state_backend& backend, std::uint32_t file_max_parallelism)
+        : backend_(backend), max_parallelism_(file_max_parallelism) {}
+    result<void> key_group(std::uint32_t group, key_group_state& state) override;
+    std::uint64_t restored_groups() const { return restored_; }
+
+   private:
+    keyed_state_backend& backend_;
+    std::uint32_t max_parallelism_;
+    std::uint64_t restored_ = 0;
+  };
 
   // Incremental checkpoints, for a backend that keeps its state as files and was asked to.
   // The synchronous part of checkpoint `id` as files, or null when this backend takes full
@@ -101,13 +133,8 @@ class keyed_state_backend {
   // restore() for old subtasks of which some stored their state as files (`files`), the others
   // in the neutral form (`parts`). Only a backend that writes such files can read them (the
   // task turns them into the neutral form for the others: rocksdb_keyed_state_backend::read_files).
-  virtual result<void> restore_with_files(const std::vector<keyed_files_restore>& files,
-                                          const std::vector<keyed_state_snapshot>& parts) {
-    if (files.empty()) return restore(parts);
-    (void)parts;
-    return error{"this state backend cannot read state stored as rocksdb files (an "
-                 "incremental checkpoint) itself: read it into the neutral form first"};
-  }
+  result<void> restore_with_files(const std::vector<keyed_files_restore>& files,
+                                  const std::vector<keyed_state_snapshot>& parts);
 
   std::uint32_t max_parallelism() const { return max_parallelism_; }
   const key_group_range& range() const { return range_; }
@@ -119,6 +146,13 @@ class keyed_state_backend {
 
  protected:
   keyed_state_backend(std::uint32_t max_parallelism, key_group_range range);
+
+  // The backend's part of the streamed restore, after the checks begin_restore(),
+  // restore_group() and end_restore() share. A backend without files of its own refuses them.
+  virtual result<void> start_restore(const std::vector<keyed_files_restore>& files) = 0;
+  virtual result<void> add_restored_group(std::uint32_t group, const key_group_state& state) = 0;
+  virtual result<void> finish_restore() = 0;
+  static error cannot_read_files();
 
   // The int64 `bytes` of `state` hold, or state_type_error.
   static std::int64_t int64_of(std::string_view state, std::string_view bytes);
@@ -143,6 +177,13 @@ class keyed_state_backend {
   std::uint64_t current_key_ = 0;
   std::uint32_t current_group_;
   bool has_key_ = false;
+
+ private:
+  // The streamed restore under way: the last key group restored, and the key groups `files`
+  // hold (a neutral group among them appears twice).
+  bool restoring_ = false;
+  std::optional<std::uint32_t> last_restored_;
+  std::vector<key_group_range> restored_from_files_;
 };
 
 }  // namespace snapflow

@@ -633,13 +633,10 @@ keyed_snapshot_part rocksdb_keyed_state_backend::snapshot() const {
   return out;
 }
 
-result<void> rocksdb_keyed_state_backend::restore(
-    const std::vector<keyed_state_snapshot>& parts) {
-  auto owned = owned_groups(parts);
-  if (!owned) return owned.err();
-  // Replaces: the owned key groups are emptied first, with one range delete. A fresh instance
-  // (the usual restore) holds nothing there and gets none, so that the ingested files can go
-  // straight to the last level, overlapping nothing.
+result<void> rocksdb_keyed_state_backend::clear_owned() {
+  // A restore replaces: the owned key groups are emptied first, with one range delete. A fresh
+  // instance (the usual restore) holds nothing there and gets none, so that the ingested files
+  // can go straight to the last level, overlapping nothing.
   const std::string first = group_prefix(range_.first);
   const std::string end = group_prefix(range_.last + 1);
   std::unique_ptr<rocksdb::Iterator> it(store_->db().NewIterator(rocksdb::ReadOptions()));
@@ -654,7 +651,7 @@ result<void> rocksdb_keyed_state_backend::restore(
   }
   if (!s.ok())
     return error{"restoring rocksdb state in " + folder().string() + ": " + s.ToString()};
-  return write_groups(*owned);
+  return success();
 }
 
 namespace {
@@ -709,14 +706,17 @@ result<void> add_group(rocksdb_sst_ingestion& sst, std::uint32_t group,
 
 }  // namespace
 
-result<void> rocksdb_keyed_state_backend::write_groups(const std::vector<owned_group>& owned) {
-  std::vector<owned_group> sorted = owned;
-  std::sort(sorted.begin(), sorted.end(),
-            [](const owned_group& a, const owned_group& b) { return a.group < b.group; });
-  rocksdb_sst_ingestion sst(store_->db(), ingest_folder(), sst_file_bytes_);
-  for (const auto& [group, state] : sorted)
-    if (auto r = add_group(sst, group, *state); !r) return r;
-  return sst.ingest();
+result<void> rocksdb_keyed_state_backend::add_restored_group(std::uint32_t group,
+                                                             const key_group_state& state) {
+  assert(restore_sst_);
+  return add_group(*restore_sst_, group, state);
+}
+
+result<void> rocksdb_keyed_state_backend::finish_restore() {
+  assert(restore_sst_);
+  auto r = restore_sst_->ingest();
+  restore_sst_.reset();
+  return r;
 }
 
 result<std::shared_ptr<incremental_keyed_snapshot>>
@@ -777,10 +777,20 @@ result<void> rebuild(const keyed_files_restore& part, const std::filesystem::pat
 
 }  // namespace
 
-result<void> rocksdb_keyed_state_backend::restore_with_files(
-    const std::vector<keyed_files_restore>& files,
-    const std::vector<keyed_state_snapshot>& parts) {
-  if (files.empty()) return restore(parts);
+result<void> rocksdb_keyed_state_backend::start_restore(
+    const std::vector<keyed_files_restore>& files) {
+  restore_sst_.reset();
+  if (auto r = restore_files(files); !r) return r;
+  // The neutral key groups go into SST files after the instance's own files are in place (the
+  // base replaces the instance), and are ingested at the end: newer than all of them.
+  restore_sst_ =
+      std::make_unique<rocksdb_sst_ingestion>(store_->db(), ingest_folder(), sst_file_bytes_);
+  return success();
+}
+
+result<void> rocksdb_keyed_state_backend::restore_files(
+    const std::vector<keyed_files_restore>& files) {
+  if (files.empty()) return clear_owned();
   // Everything a hostile or inconsistent manifest could get wrong, before a file is touched.
   std::vector<const keyed_files_restore*> overlapping;
   for (const auto& part : files) {
@@ -813,13 +823,7 @@ result<void> rocksdb_keyed_state_backend::restore_with_files(
                                              other->manifest.first_key_group)) + ".."};
     overlapping.push_back(&part);
   }
-  auto owned = owned_groups(parts);
-  if (!owned) return owned.err();
-  for (const auto& [group, _] : *owned)
-    for (const auto* part : overlapping)
-      if (group >= part->manifest.first_key_group && group <= part->manifest.last_key_group)
-        return error{"key group " + std::to_string(group) + " appears in two state files"};
-  if (overlapping.empty()) return restore(parts);
+  if (overlapping.empty()) return clear_owned();
 
   // The old instance overlapping most becomes this one: its records are never re-inserted.
   const keyed_files_restore* base = *std::max_element(
@@ -836,7 +840,7 @@ result<void> rocksdb_keyed_state_backend::restore_with_files(
     std::filesystem::remove_all(scratch, ec);
     if (!r) return r;
   }
-  return write_groups(*owned);
+  return success();
 }
 
 result<keyed_state_snapshot> rocksdb_keyed_state_backend::read_files(

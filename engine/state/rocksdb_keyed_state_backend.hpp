@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/state/keyed_state_backend.hpp"
+#include "engine/state/rocksdb_sst_ingestion.hpp"
 #include "engine/state/state_backend_kind.hpp"
 
 namespace snapflow {
@@ -71,13 +72,10 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
       std::string_view state) const override;
 
   keyed_snapshot_part snapshot() const override;
-  result<void> restore(const std::vector<keyed_state_snapshot>& parts) override;
 
   result<std::shared_ptr<incremental_keyed_snapshot>> snapshot_incremental(
       checkpoint_id id) override;
   void notify_checkpoint_complete(checkpoint_id id) override;
-  result<void> restore_with_files(const std::vector<keyed_files_restore>& files,
-                                  const std::vector<keyed_state_snapshot>& parts) override;
 
   // The neutral form of one old subtask's stored files, rebuilt in `scratch` (removed again):
   // how another backend restores an incremental checkpoint.
@@ -110,9 +108,15 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
                               std::shared_ptr<store> db, bool incremental,
                               std::size_t block_cache_bytes);
 
-  // Ingests the key groups of `owned` into the instance as SST files (no clearing first: the
-  // files are newer than whatever they cover).
-  result<void> write_groups(const std::vector<owned_group>& owned);
+  // A restore: the instance rebuilt from `files` (or its owned key groups cleared), then the
+  // streamed key groups written into SST files in key order and ingested at the end.
+  result<void> start_restore(const std::vector<keyed_files_restore>& files) override;
+  result<void> add_restored_group(std::uint32_t group, const key_group_state& state) override;
+  result<void> finish_restore() override;
+  // The files' part: checks them all, then rebuilds the instance out of those overlapping this
+  // subtask's key groups; without any, clears the owned key groups.
+  result<void> restore_files(const std::vector<keyed_files_restore>& files);
+  result<void> clear_owned();
   // Replaces the instance by `base`'s files, cut to this subtask's key groups.
   result<void> restore_base(const keyed_files_restore& base);
   // Ingests this subtask's key groups out of `other`'s files, rebuilt in `scratch`.
@@ -133,6 +137,7 @@ class rocksdb_keyed_state_backend final : public keyed_state_backend {
   bool incremental_;
   std::size_t block_cache_bytes_;
   std::size_t sst_file_bytes_;
+  std::unique_ptr<rocksdb_sst_ingestion> restore_sst_;  // the streamed restore under way
   mutable std::string key_;
 };
 

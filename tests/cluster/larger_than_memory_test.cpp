@@ -4,8 +4,10 @@
 // checkpoint's synchronous part hard-links them and its asynchronous part copies the new ones
 // with a fixed buffer, so nothing holds the state in memory. A savepoint of such a state, a full
 // snapshot in the neutral format, is streamed to its state files one key group at a time, so it
-// is taken within the same memory, and the job restored from it goes on exactly once.
+// is taken within the same memory; the job restored from it on a fresh worker, which streams the
+// state files back a key group at a time, goes on exactly once within the same memory too.
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -165,18 +167,20 @@ TEST_CASE("rocksdb: a savepoint of keyed state larger than the worker's resident
   constexpr int heartbeat_timeout = 10'000;
   coordinator_process coordinator(dir.path() / "state", {}, "tcp://127.0.0.1:*",
                                   heartbeat_timeout);
-  std::unique_ptr<child_process> worker;
-  {
+  // A worker with 8 MiB of block cache per instance and a small ASan quarantine, so that its
+  // resident memory is what it really holds.
+  const auto start_worker = [&](const std::string& id) {
     const char* asan = std::getenv("ASAN_OPTIONS");
     scoped_env small_quarantine(
         "ASAN_OPTIONS", std::string(asan ? asan : "") + ":quarantine_size_mb=4");
-    worker = std::make_unique<child_process>(std::vector<std::string>{
-        SNAPFLOW_WORKER_BIN, "--coordinator", coordinator.control(), "--id", "w1", "--slots",
-        "3", "--executor", "runtime", "--heartbeat-interval-ms",
-        std::to_string(heartbeat_interval_ms), "--heartbeat-timeout-ms",
-        std::to_string(heartbeat_timeout), "--data-root", test_data_root(),
-        "--local-state-dir", (dir.path() / "local").string(), "--rocksdb-block-cache-mb", "8"});
-  }
+    return std::make_unique<child_process>(std::vector<std::string>{
+        SNAPFLOW_WORKER_BIN, "--coordinator", coordinator.control(), "--id", id, "--slots", "3",
+        "--executor", "runtime", "--heartbeat-interval-ms", std::to_string(heartbeat_interval_ms),
+        "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout), "--data-root",
+        test_data_root(), "--local-state-dir", (dir.path() / ("local-" + id)).string(),
+        "--rocksdb-block-cache-mb", "8"});
+  };
+  std::unique_ptr<child_process> worker = start_worker("w1");
   REQUIRE(coordinator.wait_for_workers(1));
   const auto out = dir.path() / "out";
   const std::string job = coordinator.submit(savepoint_job(out));
@@ -227,8 +231,16 @@ TEST_CASE("rocksdb: a savepoint of keyed state larger than the worker's resident
   REQUIRE(resident > 0);
   CHECK(saved >= 2 * resident);
 
-  // Restored from it (the restore reads each state file whole: no memory bound here), the job
-  // finishes, and every record's running sum is the exactly-once one.
+  // Restored from it on a fresh worker (its peak resident memory is the restore's and the rest
+  // of the run's alone), the job finishes, and every record's running sum is the exactly-once
+  // one. The restore streams each state file a key group at a time into SST files, so the
+  // fresh worker too holds a small part of the state: the state files are at least twice its
+  // peak resident memory (read whole, each subtask's file would have been held at once).
+  worker->send_signal(SIGTERM);
+  REQUIRE(worker->wait_exit(patience) == 0);
+  REQUIRE(coordinator.wait_for_workers(0));
+  std::unique_ptr<child_process> restorer = start_worker("w2");
+  REQUIRE(coordinator.wait_for_workers(1));
   const http_result restored =
       coordinator.rest().post("/jobs?fromSavepoint=" + savepoint, savepoint_job(out));
   INFO("restore: " << restored.status << " " << restored.body.dump());
@@ -240,9 +252,14 @@ TEST_CASE("rocksdb: a savepoint of keyed state larger than the worker's resident
         return state == "FINISHED" || state == "FAILED" || state == "CANCELED";
       },
       240s);
-  INFO("restored job: " << coordinator.job(second).dump());
+  INFO("restored job: " << coordinator.job(second).dump()
+                        << "\nrestoring worker stderr: " << restorer->stderr_text());
   REQUIRE(finished);
   REQUIRE(coordinator.job(second).value("state", "") == "FINISHED");
+  const std::int64_t restore_resident = peak_resident_bytes(restorer->pid());
+  INFO("restoring worker peak resident " << restore_resident << " bytes");
+  REQUIRE(restore_resident > 0);
+  CHECK(saved >= 2 * restore_resident);
   const committed_output o = read_committed_output(out, savepoint_records, savepoint_keys);
   CHECK(o.lines == static_cast<std::size_t>(savepoint_records));
   CHECK(o.missing == 0);
@@ -250,7 +267,7 @@ TEST_CASE("rocksdb: a savepoint of keyed state larger than the worker's resident
   CHECK(o.bad_lines == 0);
   CHECK(o.wrong_sums == 0);
 
-  stop_cleanly(coordinator, {worker.get()});
+  stop_cleanly(coordinator, {restorer.get()});
 }
 
 TEST_CASE("a worker refuses a --rocksdb-block-cache-mb of 0, beyond 1 TiB or not a number with "
