@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -93,6 +94,21 @@ class input_channel {
 // Whether `batch` is what send_priority carries: exactly one checkpoint_barrier.
 inline bool is_single_barrier(const element_batch& batch) {
   return batch.size() == 1 && std::holds_alternative<checkpoint_barrier>(batch.front());
+}
+
+// take_first_barrier() over a channel's queue of entries with `batch` and `priority`: `take`
+// removes the entry an iterator names and returns its batch (freeing what it held).
+template <class Queue, class Take>
+std::optional<queued_barrier> take_first_barrier_of(Queue& queue, Take&& take) {
+  auto it = std::find_if(queue.begin(), queue.end(),
+                         [](const auto& q) { return is_single_barrier(q.batch); });
+  if (it == queue.end()) return std::nullopt;
+  queued_barrier out;
+  out.priority = it->priority;
+  out.ahead.reserve(static_cast<std::size_t>(it - queue.begin()));
+  for (auto ahead = queue.begin(); ahead != it; ++ahead) out.ahead.push_back(ahead->batch);
+  out.barrier = std::get<checkpoint_barrier>(take(it).front());
+  return out;
 }
 
 inline bool output_channel::send_priority(element_batch) {

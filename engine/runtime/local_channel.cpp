@@ -95,14 +95,7 @@ std::optional<queued_barrier> local_channel::take_first_barrier() {
   bool freed = false;
   {
     std::lock_guard lock(mutex_);
-    auto it = std::find_if(queue_.begin(), queue_.end(),
-                           [](const queued& q) { return is_single_barrier(q.batch); });
-    if (it == queue_.end()) return std::nullopt;
-    out.emplace();
-    out->priority = it->priority;
-    out->ahead.reserve(static_cast<std::size_t>(it - queue_.begin()));
-    for (auto ahead = queue_.begin(); ahead != it; ++ahead) out->ahead.push_back(ahead->batch);
-    out->barrier = std::get<checkpoint_barrier>(extract(it, freed).front());
+    out = take_first_barrier_of(queue_, [&](auto it) { return extract(it, freed); });
   }
   if (freed) not_full_.notify_one();
   return out;

@@ -643,14 +643,7 @@ std::optional<queued_barrier> network_input_channel::take_first_barrier() {
   std::optional<queued_barrier> out;
   {
     std::lock_guard lock(mutex_);
-    auto it = std::find_if(queue_.begin(), queue_.end(),
-                           [](const queued& q) { return is_single_barrier(q.batch); });
-    if (it == queue_.end()) return std::nullopt;
-    out.emplace();
-    out->priority = it->priority;
-    out->ahead.reserve(static_cast<std::size_t>(it - queue_.begin()));
-    for (auto ahead = queue_.begin(); ahead != it; ++ahead) out->ahead.push_back(ahead->batch);
-    out->barrier = std::get<checkpoint_barrier>(extract(it, consumed).front());
+    out = take_first_barrier_of(queue_, [&](auto it) { return extract(it, consumed); });
   }
   if (consumed != 0) core_->note_consumed(key_, consumed);
   return out;

@@ -12,6 +12,7 @@
 #include "engine/checkpoint/crc32c.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
+#include "tests/engine/runtime/rocksdb_test_support.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
 using namespace snapflow;
@@ -21,41 +22,7 @@ namespace {
 
 constexpr std::uint32_t max_parallelism = 128;
 
-// A job's checkpoint folders and backends' working folders in one place.
-struct job_dir {
-  temp_folder dir;
-  int made = 0;
-
-  std::filesystem::path shared() const { return dir.path() / "job" / "shared"; }
-  std::filesystem::path checkpoint(checkpoint_id id) const {
-    return dir.path() / "job" / ("chk-" + std::to_string(id));
-  }
-
-  std::unique_ptr<rocksdb_keyed_state_backend> make(std::uint32_t index,
-                                                    std::uint32_t parallelism) {
-    auto b = rocksdb_keyed_state_backend::open(
-        max_parallelism, key_groups::range_for_subtask(index, parallelism, max_parallelism),
-        dir.path() / "local" / ("backend-" + std::to_string(made++)), /*incremental=*/true);
-    REQUIRE(b);
-    return std::move(b).value();
-  }
-
-  // Checkpoint `id` of `b`, stored as files, as a restore is handed them.
-  keyed_files_restore store(rocksdb_keyed_state_backend& b, checkpoint_id id,
-                            const std::string& prefix) {
-    auto snapshot = b.snapshot_incremental(id);
-    REQUIRE(snapshot);
-    REQUIRE(*snapshot);
-    std::filesystem::create_directories(checkpoint(id));
-    auto stored = (*snapshot)->store(shared(), checkpoint(id), prefix);
-    if (!stored) FAIL(stored.err().message);
-    keyed_files_restore part;
-    part.manifest = stored->manifest;
-    for (const auto& f : part.manifest.files)
-      part.paths.push_back(f.shared ? shared() / f.handle_name : checkpoint(id) / f.handle_name);
-    return part;
-  }
-};
+using job_dir = rocksdb_job_dir;
 
 // The keys below `n` that subtask `index` of `parallelism` owns get sum = key * 10 + round and
 // map entries "k<key>" -> key and, for every third key, "\0x<round>" -> round; every seventh
@@ -131,7 +98,7 @@ std::vector<keyed_files_restore> restore_all(job_dir& job,
     CHECK(memtable_entries(*b) <= 2);
     check_no_scratch(*b);
     apply(*b, i, parallelism, n, next);
-    out.push_back(job.store(*b, id, "sum-" + std::to_string(i) + "-" + std::to_string(id)));
+    out.push_back(job.store_part(*b, id, "sum-" + std::to_string(i) + "-" + std::to_string(id)));
     // The checksums RocksDB recorded for the ingested files (a checkpoint takes them from its
     // MANIFEST) are the files' own.
     for (std::size_t f = 0; f < out.back().paths.size(); ++f) {
@@ -187,7 +154,7 @@ TEST_CASE("rocksdb restore: rescaled restores from files ingest what the base do
   // p = 1, round 7.
   auto one = job.make(0, 1);
   apply(*one, 0, 1, keys, 7);
-  const std::vector<keyed_files_restore> at_one{job.store(*one, 1, "sum-0-1")};
+  const std::vector<keyed_files_restore> at_one{job.store_part(*one, 1, "sum-0-1")};
   one.reset();
   // 1 -> 2: the base alone. Each instance's files still hold the other half's round 7
   // records under its cut's range deletes; round 0 is written over its own half.
@@ -236,7 +203,7 @@ TEST_CASE("rocksdb restore: a restore over existing state leaves exactly the res
   // State partly in SST files (a checkpoint flushes), partly in the memtable, in names the
   // restored state has and one it has not.
   apply(*b, 0, 1, 2'000, 5);
-  job.store(*b, 1, "sum-0-0");
+  job.store_part(*b, 1, "sum-0-0");
   apply(*b, 0, 1, 3'000, 6);
   b->set_current_key(1);
   b->set_value("gone", 1);
@@ -272,7 +239,7 @@ TEST_CASE("rocksdb restore: a corrupt old instance fails the rescaled restore, l
   for (std::uint32_t i = 0; i < 2; ++i) {
     auto b = job.make(i, 2);
     apply(*b, i, 2, 3'000, 0);
-    parts.push_back(job.store(*b, 1, "sum-" + std::to_string(i) + "-0"));
+    parts.push_back(job.store_part(*b, 1, "sum-" + std::to_string(i) + "-0"));
   }
   // The instance that is not the base (both overlap alike: the first is): an SST file whose
   // bytes are garbage of the stored size and checksum, which only RocksDB can tell.
