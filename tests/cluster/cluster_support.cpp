@@ -120,6 +120,36 @@ bool coordinator_process::wait_for_completed_checkpoints(const std::string& job,
       within);
 }
 
+std::string coordinator_process::savepoint_and_cancel(
+    const std::string& job, const std::string& target, std::chrono::milliseconds within,
+    const std::function<std::string()>& context) const {
+  const auto more = [&] { return context ? context() : std::string(); };
+  const http_result trigger = rest_->post(
+      "/jobs/" + job + "/savepoints", json{{"target-directory", target}, {"cancel-job", true}}.dump());
+  INFO("trigger: " << trigger.status << " " << trigger.body.dump());
+  REQUIRE(trigger.status == 202);
+  const std::string status_path =
+      "/jobs/" + job + "/savepoints/" + trigger.body["request-id"].get<std::string>();
+  json operation;
+  const bool completed = eventually(
+      [&] {
+        const http_result r = rest_->get(status_path);
+        if (r.status != 200 || r.body["status"].value("id", "") != "COMPLETED") return false;
+        operation = r.body["operation"];
+        return true;
+      },
+      within);
+  INFO("savepoint: " << operation.dump() << more());
+  REQUIRE(completed);
+  REQUIRE(operation.contains("location"));
+  REQUIRE_FALSE(operation.contains("failure-cause"));
+  const bool canceled =
+      eventually([&] { return this->job(job).value("state", "") == "CANCELED"; }, 60s);
+  INFO("job: " << this->job(job).dump());
+  REQUIRE(canceled);
+  return operation["location"].get<std::string>();
+}
+
 std::unique_ptr<child_process> start_worker(const std::string& control, const std::string& id,
                                             std::vector<std::string> extra_args,
                                             const std::string& binary) {

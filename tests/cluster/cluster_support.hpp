@@ -76,6 +76,13 @@ class coordinator_process {
   // Waits until the job has at least `n` completed checkpoints.
   bool wait_for_completed_checkpoints(const std::string& job, std::int64_t n,
                                       std::chrono::milliseconds within = patience) const;
+  // Takes a savepoint of the running `job` into `target` that cancels it, through REST;
+  // requires that it completes within `within` with a location and that the job ends
+  // CANCELED, and returns the savepoint's folder. `context` goes into the failure messages
+  // (workers' stderr, say).
+  std::string savepoint_and_cancel(const std::string& job, const std::string& target,
+                                   std::chrono::milliseconds within,
+                                   const std::function<std::string()>& context = {}) const;
 
  private:
   std::unique_ptr<child_process> process_;

@@ -69,6 +69,24 @@ class scoped_env {
   std::optional<std::string> old_;
 };
 
+// A runtime worker whose resident memory is what it holds: 8 MiB of block cache per rocksdb
+// instance (the memory bound the state outgrows) and, under AddressSanitizer, a 4 MiB
+// quarantine instead of 256 MiB for freed memory before it is reused.
+std::unique_ptr<child_process> memory_bounded_worker(const coordinator_process& coordinator,
+                                                     const std::string& id, int slots,
+                                                     const std::filesystem::path& local_state,
+                                                     int heartbeat_timeout) {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  scoped_env small_quarantine("ASAN_OPTIONS",
+                              std::string(asan ? asan : "") + ":quarantine_size_mb=4");
+  return std::make_unique<child_process>(std::vector<std::string>{
+      SNAPFLOW_WORKER_BIN, "--coordinator", coordinator.control(), "--id", id, "--slots",
+      std::to_string(slots), "--executor", "runtime", "--heartbeat-interval-ms",
+      std::to_string(heartbeat_interval_ms), "--heartbeat-timeout-ms",
+      std::to_string(heartbeat_timeout), "--data-root", test_data_root(), "--local-state-dir",
+      local_state.string(), "--rocksdb-block-cache-mb", "8"});
+}
+
 }  // namespace
 
 TEST_CASE("rocksdb with incremental checkpoints: keyed state four times the worker's resident "
@@ -79,22 +97,8 @@ TEST_CASE("rocksdb with incremental checkpoints: keyed state four times the work
   constexpr int heartbeat_timeout = 10'000;
   coordinator_process coordinator(dir.path() / "state", {}, "tcp://127.0.0.1:*",
                                   heartbeat_timeout);
-  std::unique_ptr<child_process> worker;
-  {
-    // Under AddressSanitizer freed memory waits in a quarantine (256 MiB by default) before it
-    // is reused: kept small, the worker's resident memory is what it really holds.
-    const char* asan = std::getenv("ASAN_OPTIONS");
-    scoped_env small_quarantine(
-        "ASAN_OPTIONS", std::string(asan ? asan : "") + ":quarantine_size_mb=4");
-    worker = std::make_unique<child_process>(std::vector<std::string>{
-        SNAPFLOW_WORKER_BIN, "--coordinator", coordinator.control(), "--id", "w1", "--slots",
-        "2", "--executor", "runtime", "--heartbeat-interval-ms",
-        std::to_string(heartbeat_interval_ms), "--heartbeat-timeout-ms",
-        std::to_string(heartbeat_timeout), "--data-root", test_data_root(),
-        "--local-state-dir", (dir.path() / "local").string(),
-        // The memory bound the state outgrows: 8 MiB of block cache per instance.
-        "--rocksdb-block-cache-mb", "8"});
-  }
+  std::unique_ptr<child_process> worker =
+      memory_bounded_worker(coordinator, "w1", 2, dir.path() / "local", heartbeat_timeout);
   REQUIRE(coordinator.wait_for_workers(1));
   const std::string job = coordinator.submit(large_state_job());
   const bool finished = eventually(
@@ -168,18 +172,9 @@ TEST_CASE("rocksdb: a savepoint of keyed state larger than the worker's resident
   constexpr int heartbeat_timeout = 10'000;
   coordinator_process coordinator(dir.path() / "state", {}, "tcp://127.0.0.1:*",
                                   heartbeat_timeout);
-  // A worker with 8 MiB of block cache per instance and a small ASan quarantine, so that its
-  // resident memory is what it really holds.
   const auto start_worker = [&](const std::string& id) {
-    const char* asan = std::getenv("ASAN_OPTIONS");
-    scoped_env small_quarantine(
-        "ASAN_OPTIONS", std::string(asan ? asan : "") + ":quarantine_size_mb=4");
-    return std::make_unique<child_process>(std::vector<std::string>{
-        SNAPFLOW_WORKER_BIN, "--coordinator", coordinator.control(), "--id", id, "--slots", "3",
-        "--executor", "runtime", "--heartbeat-interval-ms", std::to_string(heartbeat_interval_ms),
-        "--heartbeat-timeout-ms", std::to_string(heartbeat_timeout), "--data-root",
-        test_data_root(), "--local-state-dir", (dir.path() / ("local-" + id)).string(),
-        "--rocksdb-block-cache-mb", "8"});
+    return memory_bounded_worker(coordinator, id, 3, dir.path() / ("local-" + id),
+                                 heartbeat_timeout);
   };
   std::unique_ptr<child_process> worker = start_worker("w1");
   REQUIRE(coordinator.wait_for_workers(1));
@@ -197,32 +192,11 @@ TEST_CASE("rocksdb: a savepoint of keyed state larger than the worker's resident
   REQUIRE(filled);
   REQUIRE(coordinator.job(job).value("state", "") == "RUNNING");
 
-  const http_result trigger = coordinator.rest().post(
-      "/jobs/" + job + "/savepoints",
-      json{{"target-directory", "big"}, {"cancel-job", true}}.dump());
-  INFO("trigger: " << trigger.status << " " << trigger.body.dump());
-  REQUIRE(trigger.status == 202);
-  const std::string status_path =
-      "/jobs/" + job + "/savepoints/" + trigger.body["request-id"].get<std::string>();
-  json operation;
-  const bool completed = eventually(
-      [&] {
-        const http_result r = coordinator.rest().get(status_path);
-        if (r.status != 200 || r.body["status"].value("id", "") != "COMPLETED") return false;
-        operation = r.body["operation"];
-        return true;
-      },
-      240s);
-  INFO("savepoint: " << operation.dump());
-  REQUIRE(completed);
-  REQUIRE(operation.contains("location"));
-  REQUIRE_FALSE(operation.contains("failure-cause"));
-  REQUIRE(eventually([&] { return coordinator.job(job).value("state", "") == "CANCELED"; },
-                     60s));
+  const std::string savepoint = coordinator.savepoint_and_cancel(
+      job, "big", 240s, [&] { return "\nworker stderr: " + worker->stderr_text(); });
 
   // The savepoint holds the whole state in its own state files, several times what the
   // worker ever held in memory (materialised and encoded whole, it would have held it twice).
-  const std::string savepoint = operation["location"].get<std::string>();
   const std::int64_t saved = state_file_bytes(savepoint);
   const std::int64_t resident = peak_resident_bytes(worker->pid());
   INFO("savepoint " << saved << " bytes, worker peak resident " << resident << " bytes");

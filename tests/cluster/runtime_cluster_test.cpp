@@ -414,31 +414,8 @@ std::string savepoint_and_cancel(runtime_cluster& cluster, const std::string& jo
     REQUIRE(checkpointed);
     REQUIRE(coordinator.job(job).value("state", "") == "RUNNING");
   }
-  const http_result trigger =
-      coordinator.rest().post("/jobs/" + job + "/savepoints",
-                              json{{"target-directory", target}, {"cancel-job", true}}.dump());
-  INFO("trigger: " << trigger.status << " " << trigger.body.dump());
-  REQUIRE(trigger.status == 202);
-  const std::string status_path =
-      "/jobs/" + job + "/savepoints/" + trigger.body["request-id"].get<std::string>();
-  json operation;
-  const bool completed = eventually(
-      [&] {
-        const http_result r = coordinator.rest().get(status_path);
-        if (r.status != 200 || r.body["status"].value("id", "") != "COMPLETED") return false;
-        operation = r.body["operation"];
-        return true;
-      },
-      40s);
-  INFO("savepoint: " << operation.dump() << cluster.stderr_of_workers());
-  REQUIRE(completed);
-  REQUIRE(operation.contains("location"));
-  REQUIRE_FALSE(operation.contains("failure-cause"));
-  const bool canceled =
-      eventually([&] { return coordinator.job(job).value("state", "") == "CANCELED"; }, 40s);
-  INFO("job: " << coordinator.job(job).dump());
-  REQUIRE(canceled);
-  return operation["location"].get<std::string>();
+  return coordinator.savepoint_and_cancel(job, target, 40s,
+                                          [&] { return cluster.stderr_of_workers(); });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "engine/checkpoint/crc32c.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/runtime/state_file_reader.hpp"
+#include "tests/engine/runtime/hand_state_file.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 
 using namespace snapflow;
@@ -15,84 +16,53 @@ using namespace snapflow::runtime_test;
 
 namespace {
 
-// A little-endian builder of state files by hand, any version.
-struct hand_file {
-  std::string body;
-  void u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) body.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  }
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) body.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  }
-  void str(std::string_view s) {
-    u32(static_cast<std::uint32_t>(s.size()));
-    body.append(s);
-  }
-  // uid "h", subtask 1 of 2, checkpoint 9, operator state {"o": "p"}, max parallelism 16.
-  void head() {
-    str("h");
-    u32(1);
-    u32(2);
-    u64(9);
-    u32(1);
-    str("o");
-    str("p");
-    u32(16);
-  }
-  // Key group `g`: value state "v" {7 -> value}, map state "m" {7 -> {"a": value}}; values are
-  // int64s (versions 1 and 2) or bytes.
-  void group(std::uint32_t g, bool int64_values) {
-    u32(g);
-    u32(1);
-    str("v");
-    u32(1);
-    u64(7);
-    if (int64_values) u64(40 + g); else str("val" + std::to_string(g));
-    u32(1);
-    str("m");
-    u32(1);
-    u64(7);
-    u32(1);
-    str("a");
-    if (int64_values) u64(50 + g); else str("m" + std::to_string(g));
-  }
-  void files_section() {
-    u32(16);
-    u32(8);
-    u32(15);
-    u32(1);
-    str("000001.sst");
-    str("x-000001.sst");
-    u64(123);
-    u32(0xABCDu);
-    u32(1);
-  }
-  std::string file(std::uint32_t version) const {
-    hand_file out;
-    out.body = std::string(state_file::magic);
-    out.u32(version);
-    if (version != state_file::version) out.u64(body.size());
-    out.body += body;
-    out.u32(crc32c(out.body));
-    return out.body;
-  }
-};
+using hand_file = hand_state_file;
+
+// Key group `g`: value state "v" {7 -> value}, map state "m" {7 -> {"a": value}}; values are
+// int64s (versions 1 and 2) or bytes.
+void add_group(hand_file& f, std::uint32_t g, bool int64_values) {
+  f.u32(g);
+  f.u32(1);
+  f.str("v");
+  f.u32(1);
+  f.u64(7);
+  if (int64_values) f.u64(40 + g); else f.str("val" + std::to_string(g));
+  f.u32(1);
+  f.str("m");
+  f.u32(1);
+  f.u64(7);
+  f.u32(1);
+  f.str("a");
+  if (int64_values) f.u64(50 + g); else f.str("m" + std::to_string(g));
+}
+
+void add_files_section(hand_file& f) {
+  f.u32(16);
+  f.u32(8);
+  f.u32(15);
+  f.u32(1);
+  f.str("000001.sst");
+  f.str("x-000001.sst");
+  f.u64(123);
+  f.u32(0xABCDu);
+  f.u32(1);
+}
 
 // A file of `version` holding key groups 3, 5 and 9 (ascending unless `groups` says otherwise).
 std::string versioned_file(std::uint32_t version, std::vector<std::uint32_t> groups = {3, 5, 9}) {
   const bool int64_values =
       version == state_file::version_int64 || version == state_file::version_int64_with_files;
   hand_file f;
-  f.head();
+  f.head(1, 2);
   if (version != state_file::version) f.u32(static_cast<std::uint32_t>(groups.size()));
-  for (auto g : groups) f.group(g, int64_values);
+  for (auto g : groups) add_group(f, g, int64_values);
   if (version == state_file::version) f.u32(state_file::end_of_key_groups);
   const bool files = version == state_file::version_int64_with_files ||
                      version == state_file::version || version == state_file::version_bytes_counted;
   if (version == state_file::version || version == state_file::version_bytes_counted)
     f.u32(files ? 1 : 0);
-  if (files) f.files_section();
-  return f.file(version);
+  if (files) add_files_section(f);
+  return f.file(version, version != state_file::version);
 }
 
 state_handle write_file(const std::filesystem::path& path, std::string_view bytes) {

@@ -11,6 +11,7 @@
 #include "engine/checkpoint/crc32c.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/runtime/state_file_writer.hpp"
+#include "tests/engine/runtime/hand_state_file.hpp"
 #include "tests/support/temp_folder.hpp"
 
 using namespace snapflow;
@@ -205,51 +206,18 @@ TEST_CASE("state file v4: every cut and every flipped byte of a small file is re
 
 namespace {
 
-// A little-endian builder for files made by hand, with a correct trailer.
-struct hand_file {
-  std::string body;
-  void u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) body.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  }
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) body.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  }
-  void str(std::string_view s) {
-    u32(static_cast<std::uint32_t>(s.size()));
-    body.append(s);
-  }
-  // The head shared by every version: uid "h", subtask 0 of 1, checkpoint 9, operator state
-  // {"o": "p"}, max parallelism 16.
-  void head() {
-    str("h");
-    u32(0);
-    u32(1);
-    u64(9);
-    u32(1);
-    str("o");
-    str("p");
-    u32(16);
-  }
-  // Key group 3: value state "v" {7 -> "val"}.
-  void group3() {
-    u32(3);
-    u32(1);
-    str("v");
-    u32(1);
-    u64(7);
-    str("val");
-    u32(0);
-  }
-  std::string file(std::uint32_t version, bool body_length) const {
-    hand_file out;
-    out.body = std::string(state_file::magic);
-    out.u32(version);
-    if (body_length) out.u64(body.size());
-    out.body += body;
-    out.u32(crc32c(out.body));
-    return out.body;
-  }
-};
+using hand_file = runtime_test::hand_state_file;
+
+// Key group 3: value state "v" {7 -> "val"}.
+void add_group3(hand_file& f) {
+  f.u32(3);
+  f.u32(1);
+  f.str("v");
+  f.u32(1);
+  f.u64(7);
+  f.str("val");
+  f.u32(0);
+}
 
 }  // namespace
 
@@ -257,7 +225,7 @@ TEST_CASE("state file: version 3 (counted key groups, body length) still reads")
   hand_file f;
   f.head();
   f.u32(1);  // key groups
-  f.group3();
+  add_group3(f);
   f.u32(0);  // no keyed state files
   auto decoded = state_file::decode(f.file(state_file::version_bytes_counted, true));
   REQUIRE(decoded);
@@ -284,7 +252,7 @@ TEST_CASE("state file v4: a hand-made file reads; a missing terminator, groups o
   {
     hand_file f;
     f.head();
-    f.group3();
+    add_group3(f);
     f.u32(state_file::end_of_key_groups);
     f.u32(0);
     auto decoded = state_file::decode(f.file(state_file::version, false));
@@ -296,15 +264,15 @@ TEST_CASE("state file v4: a hand-made file reads; a missing terminator, groups o
   {
     hand_file f;
     f.head();
-    f.group3();
+    add_group3(f);
     f.u32(0);  // no terminator
     CHECK_FALSE(state_file::decode(f.file(state_file::version, false)));
   }
   {
     hand_file f;
     f.head();
-    f.group3();
-    f.group3();
+    add_group3(f);
+    add_group3(f);
     f.u32(state_file::end_of_key_groups);
     f.u32(0);
     auto twice = state_file::decode(f.file(state_file::version, false));
