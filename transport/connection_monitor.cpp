@@ -13,9 +13,11 @@ namespace snapflow::transport {
 namespace {
 
 constexpr int poll_interval_ms = 100;
+// Not ZMQ_EVENT_MONITOR_STOPPED: ZeroMQ sends every event with a blocking send, and that one
+// goes out when the monitor is detached, when nobody may be reading any more.
 constexpr int watched_events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_MONITOR_STOPPED;
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 
 std::optional<handshake_failure> failure_of(std::uint16_t event) {
   switch (event) {
@@ -61,8 +63,10 @@ std::error_code connection_monitor::start(zmq::context_t& context, zmq::socket_r
   on_disconnected_ = std::move(on_disconnected);
   const std::string address = next_monitor_address();
   const int events = watched_events | (on_disconnected_ ? ZMQ_EVENT_DISCONNECTED : 0);
+  stop();  // at most one watch per monitor
   if (zmq_socket_monitor(socket.handle(), address.c_str(), events) != 0)
     return {zmq_errno(), zmq_category()};
+  watched_ = socket.handle();
   try {
     zmq::socket_t monitor(context, zmq::socket_type::pair);
     monitor.set(zmq::sockopt::linger, 0);
@@ -70,15 +74,29 @@ std::error_code connection_monitor::start(zmq::context_t& context, zmq::socket_r
     stopping_ = false;
     thread_ = std::thread([this, m = std::move(monitor)]() mutable { run(std::move(m)); });
   } catch (const zmq::error_t& e) {
-    zmq_socket_monitor(socket.handle(), nullptr, 0);
+    detach();
     return {e.num(), zmq_category()};
   }
   return {};
 }
 
+// Detached first, while the reader still reads: ZeroMQ sends each event with a blocking send
+// from whichever of its threads saw it, and a monitor left attached to a socket whose reader
+// has gone blocks the next one for ever. When that thread is the context's reaper, no socket
+// of the context is ever destroyed again, and each keeps its connections open (a worker's
+// closed control socket kept its routing id at the coordinator, and the worker never got back
+// in).
 void connection_monitor::stop() {
+  detach();
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
+}
+
+void connection_monitor::detach() {
+  if (watched_ == nullptr) return;
+  // Thread-safe against the socket's own use: ZeroMQ guards its monitor with a mutex of its own.
+  zmq_socket_monitor(watched_, nullptr, 0);
+  watched_ = nullptr;
 }
 
 // Each event is two frames: 6 bytes (event number, 32-bit value), then the endpoint.
@@ -96,7 +114,6 @@ void connection_monitor::run(zmq::socket_t monitor) {
       std::uint32_t value = 0;
       std::memcpy(&event, head.data(), sizeof event);
       std::memcpy(&value, static_cast<const char*>(head.data()) + 2, sizeof value);
-      if (event == ZMQ_EVENT_MONITOR_STOPPED) return;
       if (event == ZMQ_EVENT_DISCONNECTED) {
         if (on_disconnected_) call_handler("disconnect", [&] { on_disconnected_(static_cast<int>(value)); });
         continue;

@@ -50,14 +50,17 @@ class connection_monitor {
   // Starts watching `socket` (a zmq socket handle). An error leaves nothing running.
   std::error_code start(zmq::context_t& context, zmq::socket_ref socket,
                         failure_handler on_failure, disconnect_handler on_disconnected = {});
-  // Joins the thread; idempotent. Waits at most one poll interval (100 ms).
+  // Detaches the monitor from the socket and joins the thread; idempotent. Waits at most one
+  // poll interval (100 ms). Must come before the watched socket is closed.
   void stop();
 
  private:
+  void detach();
   void run(zmq::socket_t monitor);
 
   failure_handler on_failure_;
   disconnect_handler on_disconnected_;
+  void* watched_ = nullptr;  // the socket a monitor is attached to, until detach()
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
