@@ -32,8 +32,12 @@ result<void> rocksdb_sst_ingestion::start_file() {
     std::filesystem::create_directories(scratch_, ec);
     if (ec) return error{"cannot create " + scratch_.string() + ": " + ec.message()};
   }
-  // The instance's own options: its comparator, table format, filters and compression.
-  auto writer = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), db_.GetOptions());
+  // The instance's own options: its comparator, table format, filters and compression. The
+  // file's pages stay cached (RocksDB drops them by default): the instance reads them as soon
+  // as they are ingested, and the next checkpoint links them and a restore reads them back.
+  auto writer = std::make_unique<rocksdb::SstFileWriter>(
+      rocksdb::EnvOptions(), db_.GetOptions(), /*column_family=*/nullptr,
+      /*invalidate_page_cache=*/false);
   const std::string name =
       (scratch_ / ("ingest-" + std::to_string(finished_.size()) + ".sst")).string();
   const rocksdb::Status s = writer->Open(name);
