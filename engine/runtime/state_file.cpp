@@ -57,7 +57,7 @@ std::string state_file::encode(const subtask_snapshot& s) {
   state_file_encoder e;
   e.head(s);
   for (const auto& [group, state] : s.keyed.key_groups) e.key_group(group, state);
-  e.tail(s.keyed_files);
+  e.tail(s.keyed_files, s.channels);
   return std::move(e.buffer());
 }
 
@@ -77,7 +77,7 @@ result<state_handle> state_file::write(const std::filesystem::path& file,
   if (auto r = w.head(snapshot); !r) return r.err();
   for (const auto& [group, state] : snapshot.keyed.key_groups)
     if (auto r = w.key_group(group, state); !r) return r.err();
-  auto written = w.finish(snapshot.keyed_files);
+  auto written = w.finish(snapshot.keyed_files, snapshot.channels);
   if (!written) return written.err();
   return std::move(written->handle);
 }
@@ -101,7 +101,14 @@ bool state_file::may_fit(const subtask_snapshot& snapshot, std::size_t limit) {
   // A lower bound of encode()'s size: header, trailer and every length and payload byte of the
   // entries walked so far; stops as soon as it passes the limit.
   std::size_t size = magic.size() + 4 + 4 + snapshot.operator_uid.size() + 4 + 4 + 8 + 4 + 4 +
-                     4 + 4 + 4;
+                     4 + 4 + 4 + 4;
+  for (const auto& channel : snapshot.channels) {
+    size += 16;
+    for (const auto& r : channel.records) {
+      size += 28 + r.payload.size();
+      if (size > limit) return false;
+    }
+  }
   for (const auto& entry : snapshot.operator_state) {
     size += 8 + entry.name.size() + entry.bytes.size();
     if (size > limit) return false;

@@ -86,7 +86,8 @@ void state_file_encoder::key_group(std::uint32_t group, const key_group_state& s
   maybe_flush();
 }
 
-void state_file_encoder::tail(const std::optional<keyed_state_files>& files) {
+void state_file_encoder::tail(const std::optional<keyed_state_files>& files,
+                              const std::vector<persisted_channel>& channels) {
   u32(state_file::end_of_key_groups);
   u32(files ? 1 : 0);
   if (files) {
@@ -100,6 +101,20 @@ void state_file_encoder::tail(const std::optional<keyed_state_files>& files) {
       u64(file.size);
       u32(file.checksum);
       u32(file.shared ? 1 : 0);
+    }
+  }
+  count(channels.size());
+  for (const auto& c : channels) {
+    u32(static_cast<std::uint32_t>(c.side));
+    u32(c.gate);
+    u32(c.channel);
+    count(c.records.size());
+    for (const auto& r : c.records) {
+      u64(r.key);
+      u64(static_cast<std::uint64_t>(r.seq));
+      u64(static_cast<std::uint64_t>(r.value));
+      str(r.payload);
+      maybe_flush();
     }
   }
   const std::uint32_t trailer = crc32c(buf_, crc_);

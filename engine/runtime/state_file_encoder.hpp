@@ -6,7 +6,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "engine/runtime/channel_state.hpp"
 #include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"
 
@@ -34,9 +36,10 @@ class state_file_encoder {
   void head(const subtask_snapshot& s);
   // A key group above the previous one, holding something.
   void key_group(std::uint32_t group, const key_group_state& state);
-  // The end of the key groups, the keyed state files section and the trailer; hands everything
-  // still buffered to the flush function, when there is one.
-  void tail(const std::optional<keyed_state_files>& files);
+  // The end of the key groups, the keyed state files, the channel state and the trailer; hands
+  // everything still buffered to the flush function, when there is one.
+  void tail(const std::optional<keyed_state_files>& files,
+            const std::vector<persisted_channel>& channels = {});
 
   // The flush threshold from now on (a writer that holds small states in memory first).
   void set_flush_at(std::size_t bytes) { flush_at_ = bytes; }

@@ -151,11 +151,13 @@ result<std::uint32_t> state_file_reader::prologue() {
     return error{"state file: bad magic (not a snapflow state file)"};
   const std::uint32_t file_version = u32();
   if (failed_) return failure();
-  if (file_version != state_file::version && file_version != state_file::version_bytes_counted &&
+  if (file_version != state_file::version &&
+      file_version != state_file::version_without_channels &&
+      file_version != state_file::version_bytes_counted &&
       file_version != state_file::version_int64 &&
       file_version != state_file::version_int64_with_files)
     return error{"state file: unsupported format version " + std::to_string(file_version)};
-  if (file_version != state_file::version) {
+  if (file_version < state_file::version_without_channels) {
     // Versions 1-3 give the body's length before it.
     const std::uint64_t body_start = version_end + body_length_bytes;
     if (size_ < body_start + trailer_bytes)
@@ -223,9 +225,9 @@ result<void> state_file_reader::key_group(bool int64_values, key_group_state& st
 result<void> state_file_reader::key_groups(std::uint32_t file_version, keyed_group_sink& sink) {
   const bool int64_values = file_version == state_file::version_int64 ||
                             file_version == state_file::version_int64_with_files;
-  // Version 4 ends its key groups with a terminator; versions 1-3 count them first. Each round
-  // reads at least four bytes, so the rounds end with the file if no terminator does.
-  const bool terminated = file_version == state_file::version;
+  // Versions 4 and 5 end their key groups with a terminator; versions 1-3 count them first. Each
+  // round reads at least four bytes, so the rounds end with the file if no terminator does.
+  const bool terminated = file_version >= state_file::version_without_channels;
   const std::uint32_t n_groups = terminated ? 0 : count(12);
   if (failed_) return failure();
   key_group_state state;
@@ -258,7 +260,7 @@ result<void> state_file_reader::key_groups(std::uint32_t file_version, keyed_gro
 
 result<void> state_file_reader::tail(std::uint32_t file_version, subtask_snapshot& s) {
   bool has_files = file_version == state_file::version_int64_with_files;
-  if (file_version == state_file::version || file_version == state_file::version_bytes_counted) {
+  if (file_version >= state_file::version_bytes_counted) {
     const std::uint32_t flag = u32();
     if (!failed_ && flag > 1) return error{"state file: the keyed state files flag is not 0 or 1"};
     has_files = flag == 1;
@@ -283,6 +285,8 @@ result<void> state_file_reader::tail(std::uint32_t file_version, subtask_snapsho
     }
     s.keyed_files = std::move(f);
   }
+  if (file_version >= state_file::version)
+    if (auto r = channels(s); !r) return r;
   if (failed_) return failure();
   if (remaining() != 0) return error{"state file: trailing bytes after the body"};
   if (in_memory_) return success();  // its checksum was checked up front
@@ -294,6 +298,31 @@ result<void> state_file_reader::tail(std::uint32_t file_version, subtask_snapsho
     return error{"refusing corrupt state: state file " + path_ + " changed while it was read"};
   }
   if (trailer != body_crc_) return error{"state file: checksum mismatch"};
+  return success();
+}
+
+result<void> state_file_reader::channels(subtask_snapshot& s) {
+  const std::uint32_t n_channels = count(16);
+  for (std::uint32_t i = 0; i < n_channels && !failed_; ++i) {
+    persisted_channel c;
+    const std::uint32_t side = u32();
+    if (!failed_ && side > 1)
+      return error{"state file: a channel's side is " + std::to_string(side) +
+                   ", not 0 (input) or 1 (output)"};
+    c.side = static_cast<channel_side>(side);
+    c.gate = u32();
+    c.channel = u32();
+    const std::uint32_t n_records = count(28);
+    for (std::uint32_t r = 0; r < n_records && !failed_; ++r) {
+      record rec;
+      rec.key = u64();
+      rec.seq = static_cast<std::int64_t>(u64());
+      rec.value = static_cast<std::int64_t>(u64());
+      rec.payload = str();
+      c.records.push_back(std::move(rec));
+    }
+    s.channels.push_back(std::move(c));
+  }
   return success();
 }
 

@@ -14,9 +14,9 @@
 
 namespace snapflow {
 
-// The one decoder of the state file format (state_file.hpp, versions 1 to 4), as a stream: the
+// The one decoder of the state file format (state_file.hpp, versions 1 to 5), as a stream: the
 // head (the subtask, its operator state, the keyed state's max parallelism), then the key groups
-// one at a time handed to a keyed_group_sink, then the tail (the keyed state files manifest).
+// one at a time handed to a keyed_group_sink, then the tail (the keyed state files manifest and the channel state).
 // Only the group being decoded is held, besides a fixed read buffer: a state larger than memory
 // can be restored from its file. state_file::decode is this reader over bytes in memory.
 //
@@ -67,6 +67,7 @@ class state_file_reader {
   result<void> key_groups(std::uint32_t file_version, keyed_group_sink& sink);
   result<void> key_group(bool int64_values, key_group_state& state);
   result<void> tail(std::uint32_t file_version, subtask_snapshot& s);
+  result<void> channels(subtask_snapshot& s);
 
   // Bounded primitives: a short read or a count beyond what remains sets failed_ and yields
   // zeros, so a decoder walks on harmlessly and checks failed_ where it matters.

@@ -92,10 +92,10 @@ result<void> state_file_writer::key_group(std::uint32_t group, const key_group_s
 }
 
 result<state_file_writer::written> state_file_writer::finish(
-    const std::optional<keyed_state_files>& files) {
+    const std::optional<keyed_state_files>& files, const std::vector<persisted_channel>& channels) {
   if (failed_) return *failed_;
   finishing_ = true;
-  encoder_.tail(files);
+  encoder_.tail(files, channels);
   if (failed_) return *failed_;
   written out;
   out.key_groups = groups_;

@@ -51,7 +51,8 @@ class state_file_writer final : public keyed_group_sink {
   result<void> key_group(std::uint32_t group, key_group_state& state) override {
     return key_group(group, static_cast<const key_group_state&>(state));
   }
-  result<written> finish(const std::optional<keyed_state_files>& files);
+  result<written> finish(const std::optional<keyed_state_files>& files,
+                         const std::vector<persisted_channel>& channels = {});
 
   // Key groups handed so far.
   std::uint64_t key_groups() const { return groups_; }

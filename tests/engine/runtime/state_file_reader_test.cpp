@@ -52,17 +52,30 @@ void add_files_section(hand_file& f) {
 std::string versioned_file(std::uint32_t version, std::vector<std::uint32_t> groups = {3, 5, 9}) {
   const bool int64_values =
       version == state_file::version_int64 || version == state_file::version_int64_with_files;
+  const bool terminated = version >= state_file::version_without_channels;
   hand_file f;
   f.head(1, 2);
-  if (version != state_file::version) f.u32(static_cast<std::uint32_t>(groups.size()));
+  if (!terminated) f.u32(static_cast<std::uint32_t>(groups.size()));
   for (auto g : groups) add_group(f, g, int64_values);
-  if (version == state_file::version) f.u32(state_file::end_of_key_groups);
-  const bool files = version == state_file::version_int64_with_files ||
-                     version == state_file::version || version == state_file::version_bytes_counted;
-  if (version == state_file::version || version == state_file::version_bytes_counted)
-    f.u32(files ? 1 : 0);
+  if (terminated) f.u32(state_file::end_of_key_groups);
+  const bool files = version != state_file::version_int64;
+  if (version >= state_file::version_bytes_counted) f.u32(files ? 1 : 0);
   if (files) add_files_section(f);
-  return f.file(version, version != state_file::version);
+  if (version >= state_file::version) {
+    // One input channel holding two records.
+    f.u32(1);
+    f.u32(0);
+    f.u32(1);
+    f.u32(3);
+    f.u32(2);
+    for (std::uint64_t key : {11u, 12u}) {
+      f.u64(key);
+      f.u64(key + 100);
+      f.u64(7);
+      f.str("r");
+    }
+  }
+  return f.file(version, !terminated);
 }
 
 state_handle write_file(const std::filesystem::path& path, std::string_view bytes) {
@@ -97,7 +110,8 @@ TEST_CASE("state file reader: every version streams to what decode reads, from m
           "file through a small buffer and inline") {
   temp_folder dir;
   for (std::uint32_t version : {state_file::version_int64, state_file::version_int64_with_files,
-                                state_file::version_bytes_counted, state_file::version}) {
+                                state_file::version_bytes_counted,
+                                state_file::version_without_channels, state_file::version}) {
     INFO("version " << version);
     const std::string bytes = versioned_file(version);
     auto decoded = state_file::decode(bytes);
@@ -105,6 +119,16 @@ TEST_CASE("state file reader: every version streams to what decode reads, from m
     CHECK(decoded->keyed.key_groups.size() == 3);
     CHECK(decoded->subtask_index == 1);
     CHECK(decoded->keyed_files.has_value() == (version != state_file::version_int64));
+    if (version == state_file::version) {
+      REQUIRE(decoded->channels.size() == 1);
+      CHECK(decoded->channels[0].side == channel_side::input);
+      CHECK(decoded->channels[0].gate == 1);
+      CHECK(decoded->channels[0].channel == 3);
+      CHECK(decoded->channels[0].records ==
+            std::vector<record>{{11, 111, 7, "r"}, {12, 112, 7, "r"}});
+    } else {
+      CHECK(decoded->channels.empty());
+    }
     auto from_memory = stream_bytes(bytes);
     REQUIRE(from_memory);
     CHECK(*from_memory == *decoded);
@@ -165,7 +189,8 @@ TEST_CASE("state file reader: a torn or corrupt file is refused with its name, n
 TEST_CASE("state file reader: key groups out of order or twice are refused in every version") {
   temp_folder dir;
   for (std::uint32_t version : {state_file::version_int64, state_file::version_int64_with_files,
-                                state_file::version_bytes_counted, state_file::version}) {
+                                state_file::version_bytes_counted,
+                                state_file::version_without_channels, state_file::version}) {
     for (const auto& groups :
          {std::vector<std::uint32_t>{5, 3}, std::vector<std::uint32_t>{3, 3}}) {
       INFO("version " << version << ", groups " << groups[0] << ", " << groups[1]);

@@ -57,7 +57,7 @@ result<state_file_writer::written> stream(state_file_writer& w, const subtask_sn
   if (auto r = w.head(s); !r) return r.err();
   for (const auto& [group, state] : s.keyed.key_groups)
     if (auto r = w.key_group(group, state); !r) return r.err();
-  return w.finish(s.keyed_files);
+  return w.finish(s.keyed_files, s.channels);
 }
 
 }  // namespace
@@ -66,11 +66,13 @@ TEST_CASE("state file writer: streams byte for byte what encode makes, with any 
   temp_folder dir;
   for (const bool big : {false, true}) {
     subtask_snapshot s = rich_snapshot(big);
-    if (big)
+    if (big) {
       s.keyed_files = keyed_state_files{
           256, 0, 63, {{"000012.sst", "x-000012.sst", 4096, 0xdeadbeef, true}}};
+      s.channels.push_back({channel_side::output, 0, 1, std::vector<record>(300, {5, 6, 7, "p"})});
+    }
     const std::string encoded = state_file::encode(s);
-    CHECK(encoded.substr(state_file::magic.size(), 4) == std::string("\x04\0\0\0", 4));
+    CHECK(encoded.substr(state_file::magic.size(), 4) == std::string("\x05\0\0\0", 4));
     auto decoded = state_file::decode(encoded);
     REQUIRE(decoded);
     CHECK(*decoded == s);
@@ -255,18 +257,18 @@ TEST_CASE("state file v4: a hand-made file reads; a missing terminator, groups o
     add_group3(f);
     f.u32(state_file::end_of_key_groups);
     f.u32(0);
-    auto decoded = state_file::decode(f.file(state_file::version, false));
+    auto decoded = state_file::decode(f.file(state_file::version_without_channels, false));
     REQUIRE(decoded);
     CHECK(decoded->keyed.key_groups.at(3).values.at("v").at(7) == "val");
-    // A body length, as version 3 had, is not part of version 4.
-    CHECK_FALSE(state_file::decode(f.file(state_file::version, true)));
+    // A body length, as version 3 had, is not part of versions 4 and 5.
+    CHECK_FALSE(state_file::decode(f.file(state_file::version_without_channels, true)));
   }
   {
     hand_file f;
     f.head();
     add_group3(f);
     f.u32(0);  // no terminator
-    CHECK_FALSE(state_file::decode(f.file(state_file::version, false)));
+    CHECK_FALSE(state_file::decode(f.file(state_file::version_without_channels, false)));
   }
   {
     hand_file f;
@@ -275,7 +277,7 @@ TEST_CASE("state file v4: a hand-made file reads; a missing terminator, groups o
     add_group3(f);
     f.u32(state_file::end_of_key_groups);
     f.u32(0);
-    auto twice = state_file::decode(f.file(state_file::version, false));
+    auto twice = state_file::decode(f.file(state_file::version_without_channels, false));
     REQUIRE_FALSE(twice);
     CHECK_THAT(twice.err().message, Catch::Contains("not ascending"));
   }
@@ -284,6 +286,57 @@ TEST_CASE("state file v4: a hand-made file reads; a missing terminator, groups o
     f.head();
     f.u32(state_file::end_of_key_groups);
     f.u32(2);  // keyed state files flag
-    CHECK_FALSE(state_file::decode(f.file(state_file::version, false)));
+    CHECK_FALSE(state_file::decode(f.file(state_file::version_without_channels, false)));
   }
+}
+
+TEST_CASE("state file v5: channel state round-trips, streamed through a small buffer too; a bad "
+          "side or a count beyond the file is refused") {
+  subtask_snapshot s;
+  s.operator_uid = "u";
+  s.checkpoint = 4;
+  s.channels.push_back({channel_side::input, 0, 2, {{1, 10, 100, "a"}, {2, 20, 200, ""}}});
+  s.channels.push_back({channel_side::output, 1, 0, {}});
+  s.channels.push_back(
+      {channel_side::output, 1, 3, {{3, 30, -300, std::string(5'000, 'x')}}});
+  CHECK_FALSE(s.empty());
+  const std::string bytes = state_file::encode(s);
+  auto decoded = state_file::decode(bytes);
+  REQUIRE(decoded);
+  CHECK(*decoded == s);
+  CHECK(state_file::may_fit(s, bytes.size()));
+  CHECK_FALSE(state_file::may_fit(s, 5'000));
+  temp_folder dir;
+  state_file_writer w(dir.path() / "c.state", 64);
+  REQUIRE(w.head(s));
+  auto written = w.finish(std::nullopt, s.channels);
+  REQUIRE(written);
+  auto read = state_file::read(written->handle);
+  REQUIRE(read);
+  CHECK(read->channels == s.channels);
+
+  for (std::uint32_t side : {2u, 0xFFFFFFFFu}) {
+    hand_file f;
+    f.head();
+    f.u32(state_file::end_of_key_groups);
+    f.u32(0);
+    f.u32(1);
+    f.u32(side);
+    f.u32(0);
+    f.u32(0);
+    f.u32(0);
+    auto r = state_file::decode(f.file(state_file::version, false));
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.err().message, Catch::Contains("side"));
+  }
+  hand_file many;
+  many.head();
+  many.u32(state_file::end_of_key_groups);
+  many.u32(0);
+  many.u32(1);
+  many.u32(0);
+  many.u32(0);
+  many.u32(0);
+  many.u32(1'000'000);  // records that are not there
+  CHECK_FALSE(state_file::decode(many.file(state_file::version, false)));
 }
