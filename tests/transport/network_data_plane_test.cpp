@@ -813,3 +813,48 @@ TEST_CASE("send_priority on a cancelled network channel returns false; after its
     CHECK(failed);
   }
 }
+
+TEST_CASE("network output: try_send without credit keeps the batch, and the credit coming back "
+          "wakes the producer") {
+  network_channel c(2);
+  auto producer = std::make_shared<task_wakeup>();
+  c.out->set_room_wakeup(producer);
+  element_batch first = batch_of(0, 1);
+  element_batch second = batch_of(1, 1);
+  REQUIRE(c.out->try_send(first) == send_status::sent);
+  REQUIRE(c.out->try_send(second) == send_status::sent);
+  element_batch third = batch_of(2, 1);
+  const auto seen = producer->generation();
+  REQUIRE(c.out->try_send(third) == send_status::no_room);  // the window is used up
+  CHECK(third == batch_of(2, 1));                            // still the caller's
+  // The consumer takes both: their credit wakes the producer, which never polls its socket.
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(0, 1)));
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(1, 1)));
+  producer->wait(seen, std::chrono::steady_clock::now() + 10s);
+  REQUIRE(producer->generation() != seen);
+  // A wake-up may come before the credit itself (the socket heard something else first): the
+  // producer tries again, which watches again.
+  send_status s = send_status::no_room;
+  for (int rounds = 0; rounds < 100 && s == send_status::no_room; ++rounds) {
+    const auto before = producer->generation();
+    s = c.out->try_send(third);
+    if (s == send_status::no_room)
+      producer->wait(before, std::chrono::steady_clock::now() + 10s);
+  }
+  REQUIRE(s == send_status::sent);
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(2, 1)));
+
+  // Out of credit again: a cancel wakes the producer, and try_send says so.
+  element_batch more = batch_of(3, 1);
+  for (int rounds = 0; rounds < 100; ++rounds) {
+    const auto r = c.out->try_send(more);
+    if (r == send_status::no_room) break;
+    REQUIRE(r == send_status::sent);
+    more = batch_of(4 + rounds, 1);
+  }
+  const auto before_cancel = producer->generation();
+  c.out->cancel();
+  CHECK(producer->generation() != before_cancel);
+  CHECK(c.out->try_send(more) == send_status::cancelled);
+  CHECK(c.consumer_plane->counters().overflow_batches == 0);
+}
