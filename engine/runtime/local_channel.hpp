@@ -15,7 +15,8 @@ namespace snapflow {
 // A data channel between two subtasks of one process: a bounded queue of batches shared by both
 // ends. Thread-safe: one producer thread and one consumer thread (any thread may cancel).
 // Batches sent by send_priority join the back of the queue beyond the capacity: they do not
-// count against it, so they neither wait for room nor hold a later send back.
+// count against it, so they neither wait for room nor hold a later send back. A try_send that
+// found the queue full has the consumer's next take notify the producer's room wakeup.
 class local_channel final : public output_channel, public input_channel {
  public:
   // At most `capacity_batches` batches wait for the consumer.

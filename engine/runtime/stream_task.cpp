@@ -223,8 +223,8 @@ bool stream_task::run_mailbox_on_caller() {
   // the caller sends next makes it take): its thread runs the mailbox.
   if (!turn.owns_lock() || !idle_ || caller_failure_ || should_stop()) return false;
   try {
-    // The barrier must go out at once: this thread must never wait for a consumer. The turn
-    // keeps every other sender off these channels until it is released.
+    // The barrier must go out at once, not into a backlog that only the task thread hands
+    // over. The turn keeps every other sender off these channels until it is released.
     for (auto& gate : gates_)
       if (!gate.can_broadcast_now()) return false;
     // Exactly the trigger just posted: with anything else queued (an earlier trigger left to
@@ -728,8 +728,8 @@ bool stream_task::run_barrier_on_caller() {
   // Messages go first, in order, on the task thread; a large keyed state too.
   if (!mailbox_.empty() || (keyed_ && keyed_->synchronous_snapshot_entries() > keyed_entries_max))
     return false;
-  // The barrier must go on at once: this thread never waits for a consumer. The turn keeps
-  // every other sender off these channels until it is released.
+  // The barrier must go on at once, not into a backlog that only the task thread hands over.
+  // The turn keeps every other sender off these channels until it is released.
   if (!outputs_take_a_batch_now()) return false;
   auto& h = *handler_;
   bool left = false;  // something only the task thread may handle waits on an input
@@ -942,7 +942,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   assert(barrier.id > 0);
   if (barrier.id > last_barrier_) last_barrier_ = barrier.id;
   // The first barrier arrived when alignment began (a source: now, it has no alignment),
-  // read before forwarding, which may wait for credit.
+  // read before forwarding.
   const std::int64_t barrier_received_us = coordinator_clock::now_us() - t.alignment_duration_us;
   hop_trace::record("t.snapshot", config_.vertex.id);
   // Forward first: downstream aligns while this subtask copies its state.

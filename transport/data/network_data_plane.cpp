@@ -286,7 +286,7 @@ class network_data_plane::core {
   // Control thread: one end of a channel whose producer and consumer both run in this process.
   // Both ends get the same local_channel, whichever is opened first: batches move between the
   // task threads without encoding or a socket, bounded by the same capacity (the producer
-  // blocks in send while the consumer's buffer is full, as it waits for credit otherwise).
+  // finds no room while the consumer's buffer is full, as it finds no credit otherwise).
   std::shared_ptr<local_channel> open_local(const channel_key& key, bool producer_end) {
     std::lock_guard lock(mutex_);
     const route_id id = route_of(key);
