@@ -1253,3 +1253,30 @@ TEST_CASE("stream task: a task backpressured on its last batches is cancelled at
   REQUIRE(f.listener->wait_for_state(execution_state::canceled));
   task.join();
 }
+
+TEST_CASE("stream task: a barrier goes on as a batch of its own, after the records before it") {
+  task_fixture f;
+  auto in = std::make_shared<local_channel>(4);
+  auto out = std::make_shared<local_channel>(8);
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  auto c = f.config(make_vertex("map_identity"), operator_role::transform);
+  c.inputs = {in};
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  c.batch_size = 8;
+  REQUIRE(in->send({record{0, 0, 0, {}}, record{0, 1, 0, {}}, checkpoint_barrier{1, 1, f.options(1)},
+                    record{0, 2, 0, {}}, end_of_input{}}));
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+  std::vector<element_batch> batches;
+  while (auto b = out->try_take()) batches.push_back(std::move(*b));
+  REQUIRE(batches.size() == 4);
+  CHECK(batches[0] == element_batch{record{0, 0, 0, {}}, record{0, 1, 0, {}}});
+  REQUIRE(is_single_barrier(batches[1]));
+  CHECK(std::get<checkpoint_barrier>(batches[1].front()).id == 1);
+  CHECK(batches[2] == element_batch{record{0, 2, 0, {}}});
+  CHECK(batches[3] == element_batch{end_of_input{}});
+  REQUIRE(f.responder->wait_for(1));
+}
