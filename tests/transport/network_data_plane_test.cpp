@@ -14,6 +14,9 @@
 #include <zmq.hpp>
 
 #include "engine/runtime/local_channel.hpp"
+#include "engine/runtime/snapshot_writer.hpp"
+#include "engine/runtime/stream_task.hpp"
+#include "tests/engine/runtime/runtime_test_support.hpp"
 #include "transport/data/data_frame.hpp"
 #include "transport/data/network_data_plane.hpp"
 
@@ -856,5 +859,61 @@ TEST_CASE("network output: try_send without credit keeps the batch, and the cred
   c.out->cancel();
   CHECK(producer->generation() != before_cancel);
   CHECK(c.out->try_send(more) == send_status::cancelled);
+  CHECK(c.consumer_plane->counters().overflow_batches == 0);
+}
+
+TEST_CASE("network output: a source out of credit serves a trigger, goes on in order when the "
+          "consumer takes again, and ends on cancel") {
+  using namespace snapflow::runtime_test;
+  network_channel c(2);
+  temp_folder dir;
+  auto responder = std::make_shared<recording_responder>();
+  auto listener = std::make_shared<recording_listener>();
+  stream_task_config config;
+  config.job = "job";
+  config.vertex = make_vertex("sequence_source", {{"count", "100000"}, {"keys", "2"}});
+  config.attempt = {{config.vertex.id, 0}, 0};
+  config.role = operator_role::source;
+  config.responder = responder;
+  config.listener = listener;
+  config.writer = std::make_shared<snapshot_writer>(1);
+  config.outputs.push_back({partitioning::forward, 128, {c.out}});
+  config.batch_size = 4;
+  // A wake-up the data plane missed would show: the task looks again by itself after an hour.
+  config.idle_recheck = std::chrono::hours(1);
+  stream_task task(std::move(config));
+  task.start();
+  REQUIRE(listener->wait_for_state(execution_state::running));
+  // Nothing is taken: the window of two batches is soon used up.
+  REQUIRE(eventually([&] { return c.consumer_plane->counters().frames_received == 2; }));
+  REQUIRE(task.idle_after_turn());
+  checkpoint_options options;
+  options.target_location = (dir.path() / "chk-1").string();
+  task.trigger_checkpoint(1, 1, options);
+  REQUIRE(responder->wait_for(1));  // served while out of credit
+
+  // Taking returns credit; the plane wakes the task, which goes on: records in order, the
+  // barrier among them once.
+  std::int64_t next = 0;
+  int barriers = 0;
+  while (next < 200) {
+    auto b = take(*c.in, *c.wakeup);
+    REQUIRE(b.has_value());
+    for (const auto& e : *b) {
+      if (std::holds_alternative<checkpoint_barrier>(e)) {
+        REQUIRE(is_single_barrier(*b));
+        ++barriers;
+        continue;
+      }
+      CHECK(std::get<record>(e).seq == next);
+      ++next;
+    }
+  }
+  CHECK(barriers == 1);
+  // Out of credit again: a cancel ends it.
+  REQUIRE(task.idle_after_turn());
+  task.cancel();
+  REQUIRE(listener->wait_for_state(execution_state::canceled));
+  task.join();
   CHECK(c.consumer_plane->counters().overflow_batches == 0);
 }
