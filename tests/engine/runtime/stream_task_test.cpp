@@ -1201,10 +1201,23 @@ TEST_CASE("stream task: a backpressured task serves its mailbox, passes every re
     }
     (void)in->send({end_of_input{}});
   });
-  for (int rounds = 0; rounds < 10'000 && in->queued_batches() < in->capacity(); ++rounds)
+  // A failed REQUIRE must not leave the producer thread running.
+  struct stop_producer {
+    local_channel& in;
+    std::thread& producer;
+    ~stop_producer() {
+      if (!producer.joinable()) return;
+      in.cancel();
+      producer.join();
+    }
+  } stop{*in, producer};
+  // The task took what fits its output and a backlog, then stopped taking: the input fills.
+  const auto backpressured = [&] {
+    return in->queued_batches() == in->capacity() && out->queued_batches() == 1;
+  };
+  for (int rounds = 0; rounds < 10'000 && !backpressured(); ++rounds)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls a state, bounded
-  REQUIRE(in->queued_batches() == in->capacity());
-  REQUIRE(out->queued_batches() == 1);
+  REQUIRE(backpressured());
   // A completion goes through the mailbox of a listening operator: handled while backpressured.
   REQUIRE(task.idle_after_turn());
   task.notify_checkpoint_complete(3, 3);
