@@ -14,9 +14,9 @@
 namespace snapflow {
 
 // The two ends of a data channel between a producing and a consuming subtask. Elements travel
-// in order, in batches (record_writer does the batching). The consumer's buffer is bounded: a
-// producer whose consumer is full waits in send() (backpressure), so no queue grows without
-// bound. local_channel implements both ends in memory; a network transport implements the
+// in order, in batches (output_gate does the batching). The consumer's buffer is bounded: a
+// producer whose consumer is full either waits in send() or, with try_send(), keeps the batch
+// and is woken once room comes (backpressure), so no queue grows without bound. local_channel implements both ends in memory; a network transport implements the
 // producer end over a socket and the consumer end over a bounded receive buffer, with credit
 // flow or socket high-water marks standing in for the shared buffer.
 
@@ -28,6 +28,13 @@ class channel_failure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What output_channel::try_send did with a batch.
+enum class send_status {
+  sent,       // handed to the consumer (the batch was moved from)
+  no_room,    // kept by the caller, untouched; the room wakeup follows once room may have come
+  cancelled,  // the channel was cancelled; the batch is dropped
+};
+
 class output_channel {
  public:
   virtual ~output_channel() = default;
@@ -35,6 +42,17 @@ class output_channel {
   // (dropping the batch) once the channel was cancelled; throws channel_failure once the
   // consumer is known to be gone.
   virtual bool send(element_batch batch) = 0;
+  // send() without the wait: hands `batch` over when the consumer has room (or credit) now,
+  // else says no_room and leaves it with the caller, and from then on notifies the room
+  // wakeup (set_room_wakeup) once, when room or credit may have come: the caller then tries
+  // again. Throws channel_failure once the consumer is known to be gone. A channel that cannot
+  // tell waits in send() instead (never no_room).
+  virtual send_status try_send(element_batch& batch) {
+    return send(std::move(batch)) ? send_status::sent : send_status::cancelled;
+  }
+  // Called once before the producing task starts: the wakeup a no_room of try_send (and a
+  // cancel) notifies. Any thread may notify it.
+  virtual void set_room_wakeup(std::shared_ptr<task_wakeup> wakeup) { (void)wakeup; }
   // Hands a batch of exactly one checkpoint_barrier to the consumer ahead of its capacity: for
   // unaligned checkpoints, where a barrier overtakes the records buffered in the channel. Never
   // waits for room or credit, and does not take any: the consumer queues it behind what it has

@@ -18,24 +18,61 @@ bool local_channel::send(element_batch batch) {
     std::unique_lock lock(mutex_);
     not_full_.wait(lock, [&] { return cancelled_ || has_room(); });
     if (cancelled_) return false;
-    if (gauge_) {
-      const std::uint64_t bytes = approximate_bytes(batch);
-      queued_bytes_ += bytes;
-      gauge_->add(bytes);
-    }
-    queue_.push_back(queued{std::move(batch), false});
-    const std::size_t counted = queue_.size() - priority_queued_.load();
-    assert(counted <= capacity_);
-    if (counted > high_water_mark_) high_water_mark_ = counted;
+    push(std::move(batch));
     wakeup = wakeup_;
   }
-  if (wakeup) {
-    if (ends_in_barrier)
-      wakeup->notify_barrier();
-    else
-      wakeup->notify();
-  }
+  notify_consumer(wakeup, ends_in_barrier);
   return true;
+}
+
+send_status local_channel::try_send(element_batch& batch) {
+  assert(!batch.empty());
+  const bool ends_in_barrier = std::holds_alternative<checkpoint_barrier>(batch.back());
+  std::shared_ptr<task_wakeup> wakeup;
+  {
+    std::lock_guard lock(mutex_);
+    if (cancelled_) return send_status::cancelled;
+    if (!has_room()) {
+      room_wanted_ = true;
+      return send_status::no_room;
+    }
+    push(std::move(batch));
+    wakeup = wakeup_;
+  }
+  notify_consumer(wakeup, ends_in_barrier);
+  return send_status::sent;
+}
+
+void local_channel::push(element_batch batch) {
+  if (gauge_) {
+    const std::uint64_t bytes = approximate_bytes(batch);
+    queued_bytes_ += bytes;
+    gauge_->add(bytes);
+  }
+  queue_.push_back(queued{std::move(batch), false});
+  const std::size_t counted = queue_.size() - priority_queued_.load();
+  assert(counted <= capacity_);
+  if (counted > high_water_mark_) high_water_mark_ = counted;
+}
+
+void local_channel::notify_consumer(const std::shared_ptr<task_wakeup>& wakeup,
+                                    bool ends_in_barrier) {
+  if (!wakeup) return;
+  if (ends_in_barrier)
+    wakeup->notify_barrier();
+  else
+    wakeup->notify();
+}
+
+std::shared_ptr<task_wakeup> local_channel::room_came(bool freed) {
+  if (!freed || !room_wanted_) return nullptr;
+  room_wanted_ = false;
+  return room_wakeup_;
+}
+
+void local_channel::set_room_wakeup(std::shared_ptr<task_wakeup> wakeup) {
+  std::lock_guard lock(mutex_);
+  room_wakeup_ = std::move(wakeup);
 }
 
 bool local_channel::send_priority(element_batch batch) {
@@ -81,23 +118,29 @@ element_batch local_channel::extract(std::deque<queued>::iterator at, bool& free
 std::optional<element_batch> local_channel::try_take() {
   std::optional<element_batch> out;
   bool freed = false;
+  std::shared_ptr<task_wakeup> producer;
   {
     std::lock_guard lock(mutex_);
     if (queue_.empty()) return std::nullopt;
     out = extract(queue_.begin(), freed);
+    producer = room_came(freed);
   }
   if (freed) not_full_.notify_one();
+  if (producer) producer->notify();
   return out;
 }
 
 std::optional<queued_barrier> local_channel::take_first_barrier() {
   std::optional<queued_barrier> out;
   bool freed = false;
+  std::shared_ptr<task_wakeup> producer;
   {
     std::lock_guard lock(mutex_);
     out = take_first_barrier_of(queue_, [&](auto it) { return extract(it, freed); });
+    producer = room_came(freed);
   }
   if (freed) not_full_.notify_one();
+  if (producer) producer->notify();
   return out;
 }
 
@@ -118,6 +161,7 @@ void local_channel::set_wakeup(std::shared_ptr<task_wakeup> wakeup) {
 
 void local_channel::cancel() {
   std::shared_ptr<task_wakeup> wakeup;
+  std::shared_ptr<task_wakeup> producer;
   {
     std::lock_guard lock(mutex_);
     cancelled_ = true;
@@ -126,9 +170,11 @@ void local_channel::cancel() {
     if (gauge_) gauge_->subtract(queued_bytes_);
     queued_bytes_ = 0;
     wakeup = wakeup_;
+    producer = room_wakeup_;
   }
   not_full_.notify_all();
   if (wakeup) wakeup->notify();
+  if (producer) producer->notify();
 }
 
 std::size_t local_channel::queued_batches() const {

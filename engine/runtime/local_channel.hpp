@@ -15,7 +15,8 @@ namespace snapflow {
 // A data channel between two subtasks of one process: a bounded queue of batches shared by both
 // ends. Thread-safe: one producer thread and one consumer thread (any thread may cancel).
 // Batches sent by send_priority join the back of the queue beyond the capacity: they do not
-// count against it, so they neither wait for room nor hold a later send back.
+// count against it, so they neither wait for room nor hold a later send back. A try_send that
+// found the queue full has the consumer's next take notify the producer's room wakeup.
 class local_channel final : public output_channel, public input_channel {
  public:
   // At most `capacity_batches` batches wait for the consumer.
@@ -25,6 +26,8 @@ class local_channel final : public output_channel, public input_channel {
   local_channel& operator=(const local_channel&) = delete;
 
   bool send(element_batch batch) override;
+  send_status try_send(element_batch& batch) override;
+  void set_room_wakeup(std::shared_ptr<task_wakeup> wakeup) override;
   bool send_priority(element_batch batch) override;
   bool can_send_now() override;
   std::optional<element_batch> try_take() override;
@@ -57,10 +60,20 @@ class local_channel final : public output_channel, public input_channel {
   // Takes the queued batch at `at` out of the queue and the gauge. Under mutex_; `freed` says
   // whether it held room (a blocked send() may go now).
   element_batch extract(std::deque<queued>::iterator at, bool& freed);
+  // Queues a batch of send() or try_send() that has room. Under mutex_.
+  void push(element_batch batch);
+  // After a take freed room (`freed`): the producer's wakeup to notify, when a try_send is
+  // waiting for room (once per no_room). Under mutex_.
+  std::shared_ptr<task_wakeup> room_came(bool freed);
+  // Outside mutex_: the consumer's wakeup (a batch ending in a barrier may be taken on the
+  // caller's thread, task_wakeup::notify_barrier).
+  static void notify_consumer(const std::shared_ptr<task_wakeup>& wakeup, bool ends_in_barrier);
 
   std::deque<queued> queue_;
   std::atomic<std::size_t> priority_queued_{0};  // written under mutex_
-  std::shared_ptr<task_wakeup> wakeup_;
+  std::shared_ptr<task_wakeup> wakeup_;       // the consumer's
+  std::shared_ptr<task_wakeup> room_wakeup_;  // the producer's (try_send)
+  bool room_wanted_ = false;  // a try_send found no room; no wakeup since
   std::shared_ptr<byte_gauge> gauge_;
   std::uint64_t queued_bytes_ = 0;  // counted in gauge_
   std::size_t high_water_mark_ = 0;

@@ -9,6 +9,7 @@ output_gate::output_gate(partitioner part, std::vector<std::shared_ptr<output_ch
     : partitioner_(part),
       channels_(std::move(channels)),
       pending_(channels_.size()),
+      backlog_(channels_.size()),
       batch_size_(batch_size) {
   assert(!channels_.empty());
   assert(channels_.size() == partitioner_.num_channels());
@@ -29,8 +30,8 @@ bool output_gate::emit(record r) {
 
 bool output_gate::broadcast(const stream_element& e) {
   for (std::size_t i = 0; i < channels_.size(); ++i) {
-    pending_[i].push_back(e);
-    if (!send(i)) return false;
+    if (!pending_[i].empty() && !send(i)) return false;
+    if (!ship(i, element_batch{e})) return false;
   }
   return true;
 }
@@ -41,10 +42,25 @@ bool output_gate::flush() {
   return true;
 }
 
+bool output_gate::drain() {
+  for (std::size_t i = 0; i < channels_.size(); ++i) {
+    auto& backlog = backlog_[i];
+    while (!backlog.empty()) {
+      const send_status s = channels_[i]->try_send(backlog.front());
+      if (s == send_status::cancelled) return false;
+      if (s == send_status::no_room) break;
+      backlog.pop_front();
+      if (backlog.empty()) --backlogged_channels_;
+    }
+  }
+  return true;
+}
+
 bool output_gate::can_broadcast_now() {
-  // broadcast() sends exactly one batch per channel, whatever is pending.
-  for (auto& c : channels_)
-    if (!c->can_send_now()) return false;
+  // Then broadcast() sends exactly one batch per channel.
+  for (std::size_t i = 0; i < channels_.size(); ++i)
+    if (!pending_[i].empty() || !backlog_[i].empty() || !channels_[i]->can_send_now())
+      return false;
   return true;
 }
 
@@ -62,7 +78,26 @@ bool output_gate::send(std::size_t channel) {
   element_batch batch;
   batch.reserve(batch_size_);
   batch.swap(pending_[channel]);
-  return channels_[channel]->send(std::move(batch));
+  return ship(channel, std::move(batch));
+}
+
+bool output_gate::ship(std::size_t channel, element_batch batch) {
+  auto& backlog = backlog_[channel];
+  if (!backlog.empty()) {
+    backlog.push_back(std::move(batch));  // behind what the channel has not taken yet
+    return true;
+  }
+  switch (channels_[channel]->try_send(batch)) {
+    case send_status::sent:
+      return true;
+    case send_status::cancelled:
+      return false;
+    case send_status::no_room:
+      break;
+  }
+  backlog.push_back(std::move(batch));
+  ++backlogged_channels_;
+  return true;
 }
 
 }  // namespace snapflow

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -13,7 +14,16 @@ namespace snapflow {
 // The producing side of one job edge at one subtask: a partitioner and one channel per target
 // subtask (one for a forward edge), each with the batch being filled. A batch goes out when it
 // is full, when a barrier or end-of-input follows it, or when the task runs out of work
-// (flush()), so a slow trickle of records is never held back waiting for a full batch.
+// (flush()), so a slow trickle of records is never held back waiting for a full batch. A
+// barrier or an end-of-input travels as a batch of its own, so that a consumer finds a barrier
+// without looking into batches of records (input_channel::take_first_barrier).
+//
+// Never waits for a consumer: a batch its channel has no room for now (output_channel::
+// try_send) joins that channel's backlog, and every later batch of the channel queues behind
+// it, so each channel keeps its order exactly. The task stops taking input while any channel
+// has a backlog (backlogged()), so a backlog holds what the operator emitted for the record in
+// progress, normally one batch (Flink's overdraft buffer), and drain() hands it over once the
+// channel's room wakeup said room came.
 class output_gate {
  public:
   output_gate(partitioner part, std::vector<std::shared_ptr<output_channel>> channels,
@@ -21,10 +31,17 @@ class output_gate {
 
   // false once a channel was cancelled (the job is being torn down).
   bool emit(record r);
-  // Appends `e` to every channel and flushes them all (barriers, end-of-input).
+  // Sends what is pending on every channel, then `e` alone in a batch of its own, on every
+  // channel (barriers, end-of-input).
   bool broadcast(const stream_element& e);
   bool flush();
-  // Whether broadcast() would go out without waiting on any channel.
+  // Hands backlogged batches to their channels, oldest first, as long as the channels take
+  // them. false once a channel was cancelled.
+  bool drain();
+  // Whether a channel has a batch it could not take yet.
+  bool backlogged() const { return backlogged_channels_ != 0; }
+  // Whether broadcast() would go out at once on every channel: nothing pending or backlogged,
+  // and room for one batch.
   bool can_broadcast_now();
 
   std::size_t num_channels() const { return channels_.size(); }
@@ -32,11 +49,16 @@ class output_gate {
 
  private:
   bool append(std::size_t channel, stream_element e);
+  // Sends the channel's pending batch.
   bool send(std::size_t channel);
+  // Hands `batch` to the channel, or queues it behind the channel's backlog.
+  bool ship(std::size_t channel, element_batch batch);
 
   partitioner partitioner_;
   std::vector<std::shared_ptr<output_channel>> channels_;
   std::vector<element_batch> pending_;
+  std::vector<std::deque<element_batch>> backlog_;  // by channel, oldest first
+  std::size_t backlogged_channels_ = 0;             // channels with a non-empty backlog
   std::size_t batch_size_;
 };
 

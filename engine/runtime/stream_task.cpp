@@ -178,6 +178,9 @@ stream_task::stream_task(stream_task_config config)
   assert(config_.attempt.subtask.index < config_.vertex.parallelism);
   assert(config_.role == operator_role::source ? config_.inputs.empty() : !config_.inputs.empty());
   for (auto& in : config_.inputs) in->set_wakeup(wakeup_);
+  // Room coming back on a backlogged output wakes the task as input does.
+  for (auto& edge : config_.outputs)
+    for (auto& c : edge.channels) c->set_room_wakeup(wakeup_);
 }
 
 stream_task::~stream_task() {
@@ -220,8 +223,8 @@ bool stream_task::run_mailbox_on_caller() {
   // the caller sends next makes it take): its thread runs the mailbox.
   if (!turn.owns_lock() || !idle_ || caller_failure_ || should_stop()) return false;
   try {
-    // The barrier must go out at once: this thread must never wait for a consumer. The turn
-    // keeps every other sender off these channels until it is released.
+    // The barrier must go out at once, not into a backlog that only the task thread hands
+    // over. The turn keeps every other sender off these channels until it is released.
     for (auto& gate : gates_)
       if (!gate.can_broadcast_now()) return false;
     // Exactly the trigger just posted: with anything else queued (an earlier trigger left to
@@ -635,12 +638,14 @@ result<void> stream_task::run_source(std::unique_lock<std::mutex>& turn) {
     deferred_writes_.clear();
     if (auto r = process_mailbox(); !r) return r;
     if (should_stop()) return success();
+    if (!wait_for_room(turn, seen)) continue;
     if (exhausted_) {
       const bool may_finish = !config_.final_checkpoint || finish_requested_;
       if (may_finish) {
         if (!flush_outputs()) return success();
         for (auto& gate : gates_)
           if (!gate.broadcast(end_of_input{})) return success();
+        drain_before_end(turn);
         return success();
       }
       if (!flush_outputs()) return success();
@@ -688,8 +693,9 @@ result<void> stream_task::run_inputs(std::unique_lock<std::mutex>& turn) {
     deferred_writes_.clear();
     if (auto r = process_mailbox(); !r) return r;
     if (should_stop()) return success();
+    if (!wait_for_room(turn, seen)) continue;
     bool progress = false;
-    for (std::size_t k = 0; k < n && !should_stop(); ++k) {
+    for (std::size_t k = 0; k < n && !should_stop() && !outputs_backlogged(); ++k) {
       const std::size_t i = (next_input_ + k) % n;
       auto took = process_input(i);
       if (!took) return took.err();
@@ -698,7 +704,7 @@ result<void> stream_task::run_inputs(std::unique_lock<std::mutex>& turn) {
     next_input_ = (next_input_ + 1) % n;
     if (should_stop()) return success();
     const bool all_ended = std::visit([](auto& h) { return h.all_ended(); }, *handler_);
-    if (all_ended) return finish_inputs();
+    if (all_ended) return finish_inputs(turn);
     if (!progress) {
       if (!flush_outputs()) return success();
       wait_idle(turn, seen, std::chrono::steady_clock::now() + config_.idle_recheck);
@@ -722,8 +728,8 @@ bool stream_task::run_barrier_on_caller() {
   // Messages go first, in order, on the task thread; a large keyed state too.
   if (!mailbox_.empty() || (keyed_ && keyed_->synchronous_snapshot_entries() > keyed_entries_max))
     return false;
-  // The barrier must go on at once: this thread never waits for a consumer. The turn keeps
-  // every other sender off these channels until it is released.
+  // The barrier must go on at once, not into a backlog that only the task thread hands over.
+  // The turn keeps every other sender off these channels until it is released.
   if (!outputs_take_a_batch_now()) return false;
   auto& h = *handler_;
   bool left = false;  // something only the task thread may handle waits on an input
@@ -804,6 +810,8 @@ result<bool> stream_task::process_input(std::size_t i) {
     cursor.held_counted = false;
   }
   while (cursor.next < cursor.batch.size()) {
+    // An output that took no more: the rest waits until it took its backlog.
+    if (outputs_backlogged()) break;
     stream_element& e = cursor.batch[cursor.next++];
     if (auto* r = std::get_if<record>(&e)) {
       records_in_.store(records_in_.load(std::memory_order_relaxed) + 1,
@@ -867,11 +875,12 @@ void stream_task::hold(std::size_t i) {
   aligner->on_records_held(held);
 }
 
-result<void> stream_task::finish_inputs() {
+result<void> stream_task::finish_inputs(std::unique_lock<std::mutex>& turn) {
   if (auto r = operator_->end_input(*output_); !r) return r;
   if (!flush_outputs()) return success();
   for (auto& gate : gates_)
     if (!gate.broadcast(end_of_input{})) return success();
+  drain_before_end(turn);
   return success();
 }
 
@@ -933,7 +942,7 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
   assert(barrier.id > 0);
   if (barrier.id > last_barrier_) last_barrier_ = barrier.id;
   // The first barrier arrived when alignment began (a source: now, it has no alignment),
-  // read before forwarding, which may wait for credit.
+  // read before forwarding.
   const std::int64_t barrier_received_us = coordinator_clock::now_us() - t.alignment_duration_us;
   hop_trace::record("t.snapshot", config_.vertex.id);
   // Forward first: downstream aligns while this subtask copies its state.
@@ -1173,6 +1182,40 @@ result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
 void stream_task::decline(checkpoint_id id, checkpoint_failure_reason reason,
                           const std::string& message) {
   config_.responder->decline(checkpoint_decline{config_.job, config_.attempt, id, reason, message});
+}
+
+bool stream_task::outputs_backlogged() const {
+  for (const auto& gate : gates_)
+    if (gate.backlogged()) return true;
+  return false;
+}
+
+bool stream_task::drain_outputs() {
+  for (auto& gate : gates_)
+    if (gate.backlogged() && !gate.drain()) {
+      outputs_cancelled_ = true;
+      return false;
+    }
+  return true;
+}
+
+bool stream_task::wait_for_room(std::unique_lock<std::mutex>& turn, std::uint64_t seen) {
+  if (!outputs_backlogged()) return true;
+  if (!drain_outputs()) return false;
+  if (!outputs_backlogged()) return true;
+  // The channels that found no room notify the wakeup when it comes; so do mail, input and a
+  // cancel. Idle for the runners too: they find the outputs busy and leave it to this thread.
+  wait_idle(turn, seen, std::chrono::steady_clock::now() + config_.idle_recheck);
+  return false;
+}
+
+void stream_task::drain_before_end(std::unique_lock<std::mutex>& turn) {
+  // The end of input must reach every consumer before the task ends.
+  for (;;) {
+    const std::uint64_t seen = wakeup_->generation();
+    if (should_stop() || !drain_outputs() || !outputs_backlogged()) return;
+    wait_idle(turn, seen, std::chrono::steady_clock::now() + config_.idle_recheck);
+  }
 }
 
 bool stream_task::flush_outputs() {

@@ -104,9 +104,13 @@ struct stream_task_config {
 // hand-off to another thread costs more than encoding a few hundred bytes.
 //
 // Sources emit a batch of records between mailbox checks, so a trigger is served within one
-// batch (or one blocked send, under backpressure). Other tasks take one batch per unblocked
-// input per round, and flush their outputs before they wait for more input, so a trickle of
-// records is never held back for a full batch.
+// batch. Other tasks take one batch per unblocked input per round, and flush their outputs
+// before they wait for more input, so a trickle of records is never held back for a full
+// batch. Backpressure never blocks the thread: a batch an output channel has no room for waits
+// in the gate's backlog (output_gate), the task finishes the record in progress and then takes
+// no input and emits nothing until the backlog went out, waiting on its wakeup, which room,
+// mail, input and cancel all notify; so triggers, notifications and cancel are served while it
+// is backpressured.
 class stream_task {
  public:
   explicit stream_task(stream_task_config config);
@@ -197,9 +201,21 @@ class stream_task {
   result<void> perform(const barrier_actions& actions);
   result<void> take_snapshot(const trigger_snapshot& t);
   void decline(checkpoint_id id, checkpoint_failure_reason reason, const std::string& message);
-  result<void> finish_inputs();
+  result<void> finish_inputs(std::unique_lock<std::mutex>& turn);
   bool should_stop() const;
   bool flush_outputs();
+  // Whether an output has a batch its channel did not take yet (output_gate::backlogged): the
+  // task takes no input and emits nothing new until it is handed over.
+  bool outputs_backlogged() const;
+  // Hands backlogs over as far as the channels take them. false once a channel was cancelled.
+  bool drain_outputs();
+  // true: no output is backlogged (any more), the task goes on. false: it waited (idle) for
+  // room, mail, input or a cancel, or was torn down; the caller starts its round again.
+  // `seen`: the wakeup generation read before the round looked for work.
+  bool wait_for_room(std::unique_lock<std::mutex>& turn, std::uint64_t seen);
+  // After the end of input was broadcast: waits until every backlog was handed over, or the
+  // task is torn down.
+  void drain_before_end(std::unique_lock<std::mutex>& turn);
   void cancel_channels();
   void report(execution_state state, const std::string& message = {});
   void record_notified(checkpoint_id id);

@@ -14,6 +14,9 @@
 #include <zmq.hpp>
 
 #include "engine/runtime/local_channel.hpp"
+#include "engine/runtime/snapshot_writer.hpp"
+#include "engine/runtime/stream_task.hpp"
+#include "tests/engine/runtime/runtime_test_support.hpp"
 #include "transport/data/data_frame.hpp"
 #include "transport/data/network_data_plane.hpp"
 
@@ -605,8 +608,13 @@ TEST_CASE("a barrier sent by send is found by take_first_barrier, and taking it 
   CHECK_FALSE(c.out->can_send_now());
   REQUIRE(eventually([&] { return c.consumer_plane->counters().frames_received == 2; }));
   CHECK_FALSE(c.in->has_priority_barrier());
-  auto found = c.in->take_first_barrier();
-  REQUIRE(found.has_value());
+  // A frame is counted before it is delivered: look until the barrier is there (a look that
+  // finds none takes nothing).
+  std::optional<queued_barrier> found;
+  REQUIRE(eventually([&] {
+    found = c.in->take_first_barrier();
+    return found.has_value();
+  }));
   CHECK_FALSE(found->priority);
   CHECK(found->barrier.id == 4);
   REQUIRE(found->ahead.size() == 1);
@@ -812,4 +820,105 @@ TEST_CASE("send_priority on a cancelled network channel returns false; after its
     }
     CHECK(failed);
   }
+}
+
+TEST_CASE("network output: try_send without credit keeps the batch, and the credit coming back "
+          "wakes the producer") {
+  network_channel c(2);
+  auto producer = std::make_shared<task_wakeup>();
+  c.out->set_room_wakeup(producer);
+  element_batch first = batch_of(0, 1);
+  element_batch second = batch_of(1, 1);
+  REQUIRE(c.out->try_send(first) == send_status::sent);
+  REQUIRE(c.out->try_send(second) == send_status::sent);
+  element_batch third = batch_of(2, 1);
+  const auto seen = producer->generation();
+  REQUIRE(c.out->try_send(third) == send_status::no_room);  // the window is used up
+  CHECK(third == batch_of(2, 1));                            // still the caller's
+  // The consumer takes both: their credit wakes the producer, which never polls its socket.
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(0, 1)));
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(1, 1)));
+  producer->wait(seen, std::chrono::steady_clock::now() + 10s);
+  REQUIRE(producer->generation() != seen);
+  // A wake-up may come before the credit itself (the socket heard something else first): the
+  // producer tries again, which watches again.
+  send_status s = send_status::no_room;
+  for (int rounds = 0; rounds < 100 && s == send_status::no_room; ++rounds) {
+    const auto before = producer->generation();
+    s = c.out->try_send(third);
+    if (s == send_status::no_room)
+      producer->wait(before, std::chrono::steady_clock::now() + 10s);
+  }
+  REQUIRE(s == send_status::sent);
+  CHECK(is(take(*c.in, *c.wakeup), batch_of(2, 1)));
+
+  // Out of credit again: a cancel wakes the producer, and try_send says so.
+  element_batch more = batch_of(3, 1);
+  for (int rounds = 0; rounds < 100; ++rounds) {
+    const auto r = c.out->try_send(more);
+    if (r == send_status::no_room) break;
+    REQUIRE(r == send_status::sent);
+    more = batch_of(4 + rounds, 1);
+  }
+  const auto before_cancel = producer->generation();
+  c.out->cancel();
+  CHECK(producer->generation() != before_cancel);
+  CHECK(c.out->try_send(more) == send_status::cancelled);
+  CHECK(c.consumer_plane->counters().overflow_batches == 0);
+}
+
+TEST_CASE("network output: a source out of credit serves a trigger, goes on in order when the "
+          "consumer takes again, and ends on cancel") {
+  using namespace snapflow::runtime_test;
+  network_channel c(2);
+  temp_folder dir;
+  auto responder = std::make_shared<recording_responder>();
+  auto listener = std::make_shared<recording_listener>();
+  stream_task_config config;
+  config.job = "job";
+  config.vertex = make_vertex("sequence_source", {{"count", "100000"}, {"keys", "2"}});
+  config.attempt = {{config.vertex.id, 0}, 0};
+  config.role = operator_role::source;
+  config.responder = responder;
+  config.listener = listener;
+  config.writer = std::make_shared<snapshot_writer>(1);
+  config.outputs.push_back({partitioning::forward, 128, {c.out}});
+  config.batch_size = 4;
+  // A wake-up the data plane missed would show: the task looks again by itself after an hour.
+  config.idle_recheck = std::chrono::hours(1);
+  stream_task task(std::move(config));
+  task.start();
+  REQUIRE(listener->wait_for_state(execution_state::running));
+  // Nothing is taken: the window of two batches is soon used up.
+  REQUIRE(eventually([&] { return c.consumer_plane->counters().frames_received == 2; }));
+  REQUIRE(task.idle_after_turn());
+  checkpoint_options options;
+  options.target_location = (dir.path() / "chk-1").string();
+  task.trigger_checkpoint(1, 1, options);
+  REQUIRE(responder->wait_for(1));  // served while out of credit
+
+  // Taking returns credit; the plane wakes the task, which goes on: records in order, the
+  // barrier among them once.
+  std::int64_t next = 0;
+  int barriers = 0;
+  while (next < 200) {
+    auto b = take(*c.in, *c.wakeup);
+    REQUIRE(b.has_value());
+    for (const auto& e : *b) {
+      if (std::holds_alternative<checkpoint_barrier>(e)) {
+        REQUIRE(is_single_barrier(*b));
+        ++barriers;
+        continue;
+      }
+      CHECK(std::get<record>(e).seq == next);
+      ++next;
+    }
+  }
+  CHECK(barriers == 1);
+  // Out of credit again: a cancel ends it.
+  REQUIRE(task.idle_after_turn());
+  task.cancel();
+  REQUIRE(listener->wait_for_state(execution_state::canceled));
+  task.join();
+  CHECK(c.consumer_plane->counters().overflow_batches == 0);
 }

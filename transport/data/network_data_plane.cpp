@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cerrno>
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <stdexcept>
 #include <system_error>
 #include <tuple>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -284,7 +286,7 @@ class network_data_plane::core {
   // Control thread: one end of a channel whose producer and consumer both run in this process.
   // Both ends get the same local_channel, whichever is opened first: batches move between the
   // task threads without encoding or a socket, bounded by the same capacity (the producer
-  // blocks in send while the consumer's buffer is full, as it waits for credit otherwise).
+  // finds no room while the consumer's buffer is full, as it finds no credit otherwise).
   std::shared_ptr<local_channel> open_local(const channel_key& key, bool producer_end) {
     std::lock_guard lock(mutex_);
     const route_id id = route_of(key);
@@ -537,6 +539,56 @@ class network_data_plane::core {
     return !dirty_.empty();
   }
 
+  // Room watches of output channels whose try_send found no credit (or ZeroMQ's queue full).
+  // The producer's task thread owns its sockets; only their ZMQ_FDs are polled here, which
+  // signal when a socket is handed a command (a credit or an activation arrived, the monitor
+  // saw a closed connection). A watch fires once: the I/O thread notifies its wakeup and drops
+  // it, and the task thread, which processes the socket's commands in its next try_send, arms
+  // it again if there is still no room. A descriptor that stays readable thus costs one wake-up.
+  std::uint64_t next_watch_id() { return next_watch_id_.fetch_add(1) + 1; }
+  // Task thread (the channel's sender).
+  void watch_for_room(std::uint64_t id, int socket_fd, int monitor_fd,
+                      std::shared_ptr<task_wakeup> wakeup) {
+    {
+      std::lock_guard lock(watch_mutex_);
+      watches_[id] = room_watch{socket_fd, monitor_fd, std::move(wakeup)};
+    }
+    wake();  // the I/O thread polls the descriptors from its next wait on
+  }
+  // Before the channel's sockets close.
+  void unwatch(std::uint64_t id) {
+    std::lock_guard lock(watch_mutex_);
+    watches_.erase(id);
+  }
+  // I/O thread: appends the watched descriptors to `fds`, and their watches to `ids`.
+  void add_watched(std::vector<pollfd>& fds, std::vector<std::uint64_t>& ids) const {
+    std::lock_guard lock(watch_mutex_);
+    for (const auto& [id, w] : watches_) {
+      for (int fd : {w.socket_fd, w.monitor_fd}) {
+        fds.push_back(pollfd{fd, POLLIN, 0});
+        ids.push_back(id);
+      }
+    }
+  }
+  // I/O thread, after poll(2): fires the watches with a descriptor that turned readable (or
+  // went bad: a closed socket's, whose watch is gone already).
+  void fire_watches(const std::vector<pollfd>& fds, std::size_t first,
+                    const std::vector<std::uint64_t>& ids) {
+    std::vector<std::shared_ptr<task_wakeup>> due;
+    {
+      std::lock_guard lock(watch_mutex_);
+      for (std::size_t k = 0; k < ids.size(); ++k) {
+        if (fds[first + k].revents == 0) continue;
+        auto it = watches_.find(ids[k]);
+        if (it == watches_.end()) continue;
+        due.push_back(std::move(it->second.wakeup));
+        watches_.erase(it);
+      }
+    }
+    for (auto& w : due)
+      if (w) w->notify();
+  }
+
   data_plane_counters counters() const {
     std::lock_guard lock(mutex_);
     return counters_;
@@ -610,6 +662,15 @@ class network_data_plane::core {
   std::set<route_id> dirty_;
   std::set<route_id> held_;  // routes with a credit held back (route::held_since)
   data_plane_counters counters_;
+
+  struct room_watch {
+    int socket_fd = -1;
+    int monitor_fd = -1;
+    std::shared_ptr<task_wakeup> wakeup;
+  };
+  std::atomic<std::uint64_t> next_watch_id_{0};
+  mutable std::mutex watch_mutex_;  // a leaf: nothing else is locked under it
+  std::map<std::uint64_t, room_watch> watches_;
 };
 
 element_batch network_input_channel::extract(std::deque<queued>::iterator at,
@@ -654,9 +715,12 @@ std::optional<queued_barrier> network_input_channel::take_first_barrier() {
 
 class network_output_channel final : public output_channel {
  public:
-  network_output_channel(std::shared_ptr<zmq::context_t> context, channel_key key,
+  network_output_channel(std::shared_ptr<zmq::context_t> context,
+                         std::shared_ptr<network_data_plane::core> core, channel_key key,
                          const channel_peer& consumer, const data_plane_options& options)
       : context_(std::move(context)),
+        core_(std::move(core)),
+        watch_id_(core_->next_watch_id()),
         socket_(*context_, zmq::socket_type::dealer),
         key_(std::move(key)),
         consumer_endpoint_(consumer.endpoint),
@@ -678,9 +742,12 @@ class network_output_channel final : public output_channel {
     // Before the connect, so that no closed connection goes unseen (connection_closed).
     monitor_ = monitor_socket(*context_, socket_, ZMQ_EVENT_DISCONNECTED);
     socket_.connect(consumer.endpoint);
+    socket_fd_ = socket_.get(zmq::sockopt::fd);
+    monitor_fd_ = monitor_.get(zmq::sockopt::fd);
   }
 
   ~network_output_channel() override {
+    core_->unwatch(watch_id_);  // before its descriptors close
     (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);
     monitor_.close();
     // Normally ended: let ZeroMQ deliver the last batches (end-of-input) after the task is
@@ -690,6 +757,36 @@ class network_output_channel final : public output_channel {
   }
 
   bool send(element_batch batch) override { return send_frame(std::move(batch)); }
+
+  send_status try_send(element_batch& batch) override {
+    if (cancelled_.load()) return send_status::cancelled;
+    // A batch over a frame's limits goes as halves, each taking credit (send_frame): rare
+    // enough (a batch of huge records) to wait for them as send() does.
+    if (batch.size() > max_elements_per_frame) return sent_or_cancelled(std::move(batch));
+    if (!has_credit()) return no_room();  // has_credit() read the socket's credits
+    std::string frame = encode_data_frame(key_, seq_, batch);
+    if (frame.size() > max_frame_bytes_) return sent_or_cancelled(std::move(batch));
+    try {
+      if (socket_.send(zmq::buffer(frame), zmq::send_flags::dontwait)) {
+        if (hop_trace::enabled() && carries_barrier(batch)) hop_trace::record("d.send", 1);
+        ++sent_;
+        ++seq_;
+        batch.clear();
+        return send_status::sent;
+      }
+    } catch (const zmq::error_t& e) {
+      spdlog::error("data plane: sending on {} failed: {}", describe(), e.what());
+      return send_status::cancelled;
+    }
+    // ZeroMQ's own queue is full (the peer is not reading). Reading processes the socket's
+    // commands, so that its descriptor signals the next one (an activation) to the watch.
+    take_credits();
+    return no_room();
+  }
+
+  void set_room_wakeup(std::shared_ptr<task_wakeup> wakeup) override {
+    room_wakeup_ = std::move(wakeup);
+  }
 
   // Without credit and without taking any: the consumer keeps a priority batch beyond its
   // capacity. It carries the sequence number of the next batch and does not advance it.
@@ -726,9 +823,25 @@ class network_output_channel final : public output_channel {
     return (socket_.get(zmq::sockopt::events) & ZMQ_POLLOUT) != 0;
   }
 
-  void cancel() override { cancelled_ = true; }
+  void cancel() override {
+    cancelled_ = true;
+    // Set before the task started, never changed: safe to read from any thread.
+    if (room_wakeup_) room_wakeup_->notify();
+  }
 
  private:
+  send_status sent_or_cancelled(element_batch batch) {
+    return send_frame(std::move(batch)) ? send_status::sent : send_status::cancelled;
+  }
+
+  // try_send found no room: a closed connection fails the task (no credit will come);
+  // otherwise the plane's I/O thread wakes the task once the socket hears anything.
+  send_status no_room() {
+    if (connection_closed()) throw lost_consumer();
+    if (room_wakeup_) core_->watch_for_room(watch_id_, socket_fd_, monitor_fd_, room_wakeup_);
+    return send_status::no_room;
+  }
+
   bool send_frame(element_batch batch) {
     // The consumer refuses a frame over either limit (and would drop the connection over the
     // size): such a batch goes as two halves, in order, each a batch of its own for the
@@ -822,8 +935,13 @@ class network_output_channel final : public output_channel {
   }
 
   std::shared_ptr<zmq::context_t> context_;  // outlives the socket
+  std::shared_ptr<network_data_plane::core> core_;
+  const std::uint64_t watch_id_;  // its room watch at core_
+  std::shared_ptr<task_wakeup> room_wakeup_;
   zmq::socket_t socket_;
   zmq::socket_t monitor_;  // socket_'s closed connections
+  int socket_fd_ = -1;     // their ZMQ_FDs, polled by the room watch
+  int monitor_fd_ = -1;
   const channel_key key_;
   const std::string consumer_endpoint_;
   const std::size_t capacity_;
@@ -932,7 +1050,7 @@ std::shared_ptr<output_channel> network_data_plane::open_output(const channel_ke
                                                                 const channel_peer& consumer) {
   assert(!refuse_peer(consumer));
   if (consumer.endpoint == endpoint_) return core_->open_local(key, true);
-  return std::make_shared<network_output_channel>(context_, key, consumer, options_);
+  return std::make_shared<network_output_channel>(context_, core_, key, consumer, options_);
 }
 
 std::shared_ptr<input_channel> network_data_plane::open_input(const channel_key& key,
@@ -1008,7 +1126,12 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
   // before waiting, and a readable router is drained first.
   const int router_fd = router.get(zmq::sockopt::fd);
   const int monitor_fd = monitor.get(zmq::sockopt::fd);
-  pollfd fds[3] = {{router_fd, POLLIN, 0}, {core_->event_fd(), POLLIN, 0}, {monitor_fd, POLLIN, 0}};
+  // The router, the eventfd, the monitor, then the output channels' room watches (core::
+  // watch_for_room), listed again before every wait.
+  std::vector<pollfd> fds = {
+      {router_fd, POLLIN, 0}, {core_->event_fd(), POLLIN, 0}, {monitor_fd, POLLIN, 0}};
+  constexpr std::size_t fixed_fds = 3;
+  std::vector<std::uint64_t> watch_ids;
   zmq::message_t peer;
   zmq::message_t payload;
   std::string sender_key;
@@ -1072,12 +1195,16 @@ void network_data_plane::run(zmq::socket_t router, zmq::socket_t monitor) {
     if (sent && (router.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0) continue;
     // With credits due that ZeroMQ did not take, look again soon rather than at the timeout.
     const int timeout = core_->credits_due() ? 5 : static_cast<int>(poll_timeout_ms);
+    fds.resize(fixed_fds);
+    watch_ids.clear();
+    core_->add_watched(fds, watch_ids);
     for (auto& f : fds) f.revents = 0;
-    if (::poll(fds, 3, timeout) < 0) {
+    if (::poll(fds.data(), fds.size(), timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::critical("data plane: poll failed: {}", std::strerror(errno));
       return;
     }
+    core_->fire_watches(fds, fixed_fds, watch_ids);
     monitor_ready = (fds[2].revents & POLLIN) != 0;
     if (fds[1].revents & POLLIN) {
       std::uint64_t ignored = 0;

@@ -70,8 +70,12 @@ struct data_plane_counters {
 // credit to the producer's socket, and a producer sends only while it has credit.
 //
 // Sending: each output channel owns a DEALER connected to the consumer's worker, used only by
-// the one task thread that sends on it (a ZeroMQ socket belongs to one thread), which waits
-// for credit in send() and gives up once cancelled.
+// the one task thread that sends on it (a ZeroMQ socket belongs to one thread). try_send()
+// never waits: without credit (or with ZeroMQ's queue full) it keeps the batch and leaves a
+// room watch with the I/O thread, which polls the DEALER's and its monitor's descriptors (only
+// the descriptors: the sockets stay the task thread's) and wakes the task once either hears
+// anything, a credit, an activation or a closed connection; the task then tries again. send()
+// waits for credit itself and gives up once cancelled.
 //
 // In-process: a channel whose producer and consumer both run on this worker (both endpoints
 // are this plane's data_endpoint()) is a local_channel shared by the two ends, with the same

@@ -98,7 +98,7 @@ TEST_CASE("backpressure: cancel wakes a producer blocked on a full channel") {
   CHECK_FALSE(c.try_take().has_value());
 }
 
-TEST_CASE("output gate: records are batched; barriers flush and go to every channel") {
+TEST_CASE("output gate: records are batched; a barrier flushes them and goes alone to every channel") {
   auto c0 = std::make_shared<local_channel>(16);
   auto c1 = std::make_shared<local_channel>(16);
   output_gate gate(partitioner(partitioning::rebalance, 2, 128, 1), {c0, c1}, 3);
@@ -108,16 +108,34 @@ TEST_CASE("output gate: records are batched; barriers flush and go to every chan
   checkpoint_barrier b;
   b.id = 1;
   REQUIRE(gate.broadcast(b));
+  // The records first, in a batch of their own, then the barrier alone: a consumer finds it
+  // with take_first_barrier.
   auto from0 = c0->try_take();
   auto from1 = c1->try_take();
   REQUIRE(from0.has_value());
   REQUIRE(from1.has_value());
-  REQUIRE(from0->size() == 3);
+  REQUIRE(from0->size() == 2);
   CHECK(std::get<record>((*from0)[0]).seq == 0);
   CHECK(std::get<record>((*from0)[1]).seq == 2);
-  CHECK(std::holds_alternative<checkpoint_barrier>((*from0)[2]));
-  REQUIRE(from1->size() == 3);
-  CHECK(std::holds_alternative<checkpoint_barrier>((*from1)[2]));
+  REQUIRE(from1->size() == 2);
+  CHECK(std::get<record>((*from1)[0]).seq == 1);
+  CHECK(std::get<record>((*from1)[1]).seq == 3);
+  for (auto& c : {c0, c1}) {
+    auto barrier = c->try_take();
+    REQUIRE(barrier.has_value());
+    CHECK(is_single_barrier(*barrier));
+    CHECK(std::get<checkpoint_barrier>(barrier->front()).id == 1);
+  }
+  // With nothing pending, a barrier is the only batch sent.
+  b.id = 2;
+  REQUIRE(gate.broadcast(b));
+  CHECK(c0->queued_batches() == 1);
+  CHECK(c1->queued_batches() == 1);
+  auto second = c0->take_first_barrier();
+  REQUIRE(second.has_value());
+  CHECK(second->barrier.id == 2);
+  CHECK(second->ahead.empty());
+  REQUIRE(c1->try_take().has_value());
   // A full batch goes out on its own.
   for (int i = 0; i < 6; ++i) REQUIRE(gate.emit(record{0, 10 + i, 0, {}}));
   CHECK(c0->queued_batches() == 1);
@@ -125,6 +143,21 @@ TEST_CASE("output gate: records are batched; barriers flush and go to every chan
   REQUIRE(gate.emit(record{0, 99, 0, {}}));
   REQUIRE(gate.flush());
   CHECK(c0->queued_batches() + c1->queued_batches() == 3);
+}
+
+TEST_CASE("output gate: end of input goes alone, after the records") {
+  auto c = std::make_shared<local_channel>(4);
+  output_gate gate(partitioner(partitioning::forward, 1, 128, 0), {c}, 8);
+  REQUIRE(gate.emit(record{0, 1, 0, {}}));
+  REQUIRE(gate.broadcast(end_of_input{}));
+  auto records = c->try_take();
+  REQUIRE(records.has_value());
+  REQUIRE(records->size() == 1);
+  CHECK(std::get<record>(records->front()).seq == 1);
+  auto end = c->try_take();
+  REQUIRE(end.has_value());
+  REQUIRE(end->size() == 1);
+  CHECK(std::holds_alternative<end_of_input>(end->front()));
 }
 
 TEST_CASE("output gate: broadcast partitioning copies every record to every channel") {
@@ -319,4 +352,106 @@ TEST_CASE("local channel: priority barriers are counted in the buffered bytes wh
     CHECK(gauge->current() == approximate_bytes(barrier_batch(2)));
   }
   CHECK(gauge->current() == 0);  // what was left leaves with the channel
+}
+
+TEST_CASE("local channel: try_send says no_room when full, keeps the batch, and wakes the "
+          "producer once room comes") {
+  local_channel c(1);
+  auto producer = std::make_shared<task_wakeup>();
+  c.set_room_wakeup(producer);
+  element_batch first = batch_of(0, 2);
+  REQUIRE(c.try_send(first) == send_status::sent);
+  element_batch second = batch_of(2, 2);
+  const auto seen = producer->generation();
+  REQUIRE(c.try_send(second) == send_status::no_room);
+  CHECK(second == batch_of(2, 2));  // still the caller's, untouched
+  CHECK(producer->generation() == seen);
+  REQUIRE(c.try_take().has_value());
+  CHECK(producer->generation() != seen);  // room came
+  REQUIRE(c.try_send(second) == send_status::sent);
+  // Without a no_room since, taking notifies nobody.
+  const auto after = producer->generation();
+  REQUIRE(c.try_take().has_value());
+  CHECK(producer->generation() == after);
+  // A cancel wakes the producer, and try_send says so from then on.
+  element_batch third = batch_of(4, 1);
+  REQUIRE(c.try_send(third) == send_status::sent);
+  element_batch fourth = batch_of(5, 1);
+  REQUIRE(c.try_send(fourth) == send_status::no_room);
+  const auto before_cancel = producer->generation();
+  c.cancel();
+  CHECK(producer->generation() != before_cancel);
+  CHECK(c.try_send(fourth) == send_status::cancelled);
+}
+
+namespace {
+
+// The sequence numbers (records) and barrier ids (as -id) taken from `c` until it is empty.
+std::vector<std::int64_t> take_all(local_channel& c) {
+  std::vector<std::int64_t> out;
+  while (auto b = c.try_take()) {
+    for (const auto& e : *b) {
+      if (const auto* r = std::get_if<record>(&e))
+        out.push_back(r->seq);
+      else
+        out.push_back(-static_cast<std::int64_t>(std::get<checkpoint_barrier>(e).id));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("output gate: a full channel never blocks the gate; its backlog goes out in order, "
+          "the barrier behind it") {
+  // One thread does it all: with a send that waited for room this would never return.
+  auto c0 = std::make_shared<local_channel>(1);
+  auto c1 = std::make_shared<local_channel>(4);
+  auto room = std::make_shared<task_wakeup>();
+  c0->set_room_wakeup(room);
+  c1->set_room_wakeup(room);
+  output_gate gate(partitioner(partitioning::rebalance, 2, 128, 1), {c0, c1}, 2);
+  // Rebalance from subtask 1: even seqs to channel 0, odd ones to channel 1.
+  for (int i = 0; i < 12; ++i) REQUIRE(gate.emit(record{0, i, 0, {}}));
+  CHECK(gate.backlogged());  // channel 0 took 1 batch of 3, channel 1 all 3
+  CHECK(c0->queued_batches() == 1);
+  CHECK(c1->queued_batches() == 3);
+  CHECK_FALSE(gate.can_broadcast_now());
+  checkpoint_barrier b;
+  b.id = 7;
+  REQUIRE(gate.broadcast(b));
+  for (int i = 12; i < 16; ++i) REQUIRE(gate.emit(record{0, i, 0, {}}));
+  REQUIRE(gate.flush());
+
+  std::vector<std::int64_t> got0;
+  std::vector<std::int64_t> got1 = take_all(*c1);
+  for (int rounds = 0; rounds < 100 && gate.backlogged(); ++rounds) {
+    const auto seen = room->generation();
+    auto taken = take_all(*c0);
+    got0.insert(got0.end(), taken.begin(), taken.end());
+    if (!taken.empty()) CHECK(room->generation() != seen);  // the gate's no_room is answered
+    REQUIRE(gate.drain());
+    auto more = take_all(*c1);
+    got1.insert(got1.end(), more.begin(), more.end());
+  }
+  CHECK_FALSE(gate.backlogged());
+  auto rest = take_all(*c0);
+  got0.insert(got0.end(), rest.begin(), rest.end());
+  CHECK(got0 == std::vector<std::int64_t>{0, 2, 4, 6, 8, 10, -7, 12, 14});
+  CHECK(got1 == std::vector<std::int64_t>{1, 3, 5, 7, 9, 11, -7, 13, 15});
+  CHECK(gate.can_broadcast_now());
+}
+
+TEST_CASE("output gate: a cancelled channel fails emit, flush and drain") {
+  auto c = std::make_shared<local_channel>(1);
+  output_gate gate(partitioner(partitioning::forward, 1, 128, 0), {c}, 1);
+  REQUIRE(gate.emit(record{0, 0, 0, {}}));
+  REQUIRE(gate.emit(record{0, 1, 0, {}}));  // backlogged
+  CHECK(gate.backlogged());
+  c->cancel();
+  CHECK_FALSE(gate.drain());
+  auto d = std::make_shared<local_channel>(1);
+  output_gate other(partitioner(partitioning::forward, 1, 128, 0), {d}, 1);
+  d->cancel();
+  CHECK_FALSE(other.emit(record{0, 0, 0, {}}));
 }

@@ -1109,3 +1109,187 @@ TEST_CASE("stream task: a deferred keyed state streams into its state file: noth
   task.cancel();
   task.join();
 }
+
+TEST_CASE("stream task: a backpressured source takes a checkpoint and keeps its order; a cancel "
+          "ends it while its output stays full") {
+  task_fixture f;
+  // Its output takes one batch, which nobody takes: the source is soon backpressured, with
+  // the batch after it in its gate's backlog.
+  auto out = std::make_shared<local_channel>(1);
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  auto c = f.config(make_vertex("sequence_source", {{"count", "100000"}, {"keys", "2"}}),
+                    operator_role::source);
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  c.batch_size = 8;
+  // A missed wake-up would show: it looks again by itself only after an hour.
+  c.idle_recheck = std::chrono::hours(1);
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::running));
+  for (int rounds = 0; rounds < 10'000 && out->queued_batches() == 0; ++rounds) {
+    const auto seen = wakeup->generation();
+    if (out->queued_batches() == 0)
+      wakeup->wait(seen, std::chrono::steady_clock::now() + std::chrono::milliseconds(10));
+  }
+  REQUIRE(out->queued_batches() == 1);
+  // It waits for room, not in a send: a trigger is handled (on its thread: the caller's would
+  // have to wait for room), the barrier behind the records it emitted.
+  REQUIRE(task.idle_after_turn());
+  task.trigger_checkpoint(1, 1, f.options(1));
+  REQUIRE(f.responder->wait_for(1));
+  CHECK(task.triggers_taken_on_caller() == 0);
+  CHECK(out->queued_batches() == 1);  // nothing was taken: the barrier waits in the backlog
+  const std::int64_t offset = snapshot_offset(f, f.responder->acks().at(0));
+
+  // Taking releases the backlog, in order: the records up to the snapshot's offset, the
+  // barrier, then the records after it; none lost, none twice.
+  auto got = take_until(*out, *wakeup, [&](const auto& g) {
+    return static_cast<std::int64_t>(g.size()) >= offset + 1 + 100;
+  });
+  REQUIRE(static_cast<std::int64_t>(got.size()) >= offset + 1 + 100);
+  std::int64_t records = 0;
+  for (std::int64_t k = 0; k < static_cast<std::int64_t>(got.size()); ++k) {
+    if (k == offset) {
+      CHECK(is_barrier(got[static_cast<std::size_t>(k)], 1));
+      continue;
+    }
+    const auto* r = std::get_if<record>(&got[static_cast<std::size_t>(k)]);
+    REQUIRE(r != nullptr);
+    CHECK(r->seq == records);
+    ++records;
+  }
+
+  // Backpressured again (nobody takes): a cancel ends it.
+  for (int rounds = 0; rounds < 10'000 && out->queued_batches() == 0; ++rounds) {
+    const auto seen = wakeup->generation();
+    if (out->queued_batches() == 0)
+      wakeup->wait(seen, std::chrono::steady_clock::now() + std::chrono::milliseconds(10));
+  }
+  REQUIRE(task.idle_after_turn());
+  task.cancel();
+  REQUIRE(f.listener->wait_for_state(execution_state::canceled));
+  task.join();
+}
+
+TEST_CASE("stream task: a backpressured task serves its mailbox, passes every record in order "
+          "once the consumer takes again, and ends with its end of input") {
+  task_fixture f;
+  auto in = std::make_shared<local_channel>(4);
+  auto out = std::make_shared<local_channel>(1);
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  auto gate = std::make_shared<held_operator_gate>();
+  gate->release();  // never holds: only its completions are of use here
+  auto c = f.config(make_vertex("held_listening_map"), operator_role::transform);
+  c.operators = held_factory(gate);
+  c.inputs = {in};
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  c.batch_size = 3;
+  c.idle_recheck = std::chrono::hours(1);
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::running));
+
+  // Fills its input and output: the producer here (this thread) is backpressured too.
+  constexpr std::int64_t total = 600;
+  std::thread producer([&] {
+    for (std::int64_t first = 0; first < total; first += 5) {
+      element_batch b;
+      for (std::int64_t s = first; s < first + 5; ++s) b.push_back(record{0, s, 0, {}});
+      if (!in->send(std::move(b))) return;
+    }
+    (void)in->send({end_of_input{}});
+  });
+  // A failed REQUIRE must not leave the producer thread running.
+  struct stop_producer {
+    local_channel& in;
+    std::thread& producer;
+    ~stop_producer() {
+      if (!producer.joinable()) return;
+      in.cancel();
+      producer.join();
+    }
+  } stop{*in, producer};
+  // The task took what fits its output and a backlog, then stopped taking: the input fills.
+  const auto backpressured = [&] {
+    return in->queued_batches() == in->capacity() && out->queued_batches() == 1;
+  };
+  for (int rounds = 0; rounds < 10'000 && !backpressured(); ++rounds)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls a state, bounded
+  REQUIRE(backpressured());
+  // A completion goes through the mailbox of a listening operator: handled while backpressured.
+  REQUIRE(task.idle_after_turn());
+  task.notify_checkpoint_complete(3, 3);
+  bool notified = false;
+  for (int rounds = 0; rounds < 10'000 && !notified; ++rounds) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls a state, bounded
+    std::lock_guard lock(gate->mutex);
+    notified = gate->completions == std::vector<checkpoint_id>{3};
+  }
+  CHECK(notified);
+  CHECK(out->queued_batches() == 1);
+
+  auto got = take_until(*out, *wakeup, has_end);
+  producer.join();
+  REQUIRE(has_end(got));
+  got.pop_back();
+  REQUIRE(got.size() == static_cast<std::size_t>(total));
+  for (std::int64_t s = 0; s < total; ++s)
+    CHECK(std::get<record>(got[static_cast<std::size_t>(s)]).seq == s);
+  REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+}
+
+TEST_CASE("stream task: a task backpressured on its last batches is cancelled at once") {
+  task_fixture f;
+  auto in = std::make_shared<local_channel>(4);
+  auto out = std::make_shared<local_channel>(1);
+  auto c = f.config(make_vertex("map_identity"), operator_role::transform);
+  c.inputs = {in};
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  c.batch_size = 1;
+  c.idle_recheck = std::chrono::hours(1);
+  // Three records and the end: the first goes out, the rest and the end of input wait.
+  REQUIRE(in->send({record{0, 0, 0, {}}, record{0, 1, 0, {}}, record{0, 2, 0, {}}}));
+  REQUIRE(in->send({end_of_input{}}));
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::running));
+  for (int rounds = 0; rounds < 10'000 && out->queued_batches() == 0; ++rounds)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls a state, bounded
+  REQUIRE(out->queued_batches() == 1);
+  REQUIRE(task.idle_after_turn());
+  CHECK(in->queued_batches() == 1);  // the end of input: not taken while backlogged
+  CHECK_FALSE(task.done());
+  task.cancel();
+  REQUIRE(f.listener->wait_for_state(execution_state::canceled));
+  task.join();
+}
+
+TEST_CASE("stream task: a barrier goes on as a batch of its own, after the records before it") {
+  task_fixture f;
+  auto in = std::make_shared<local_channel>(4);
+  auto out = std::make_shared<local_channel>(8);
+  auto wakeup = std::make_shared<task_wakeup>();
+  out->set_wakeup(wakeup);
+  auto c = f.config(make_vertex("map_identity"), operator_role::transform);
+  c.inputs = {in};
+  c.outputs.push_back({partitioning::forward, 128, {out}});
+  c.batch_size = 8;
+  REQUIRE(in->send({record{0, 0, 0, {}}, record{0, 1, 0, {}}, checkpoint_barrier{1, 1, f.options(1)},
+                    record{0, 2, 0, {}}, end_of_input{}}));
+  stream_task task(std::move(c));
+  task.start();
+  REQUIRE(f.listener->wait_for_state(execution_state::finished));
+  task.join();
+  std::vector<element_batch> batches;
+  while (auto b = out->try_take()) batches.push_back(std::move(*b));
+  REQUIRE(batches.size() == 4);
+  CHECK(batches[0] == element_batch{record{0, 0, 0, {}}, record{0, 1, 0, {}}});
+  REQUIRE(is_single_barrier(batches[1]));
+  CHECK(std::get<checkpoint_barrier>(batches[1].front()).id == 1);
+  CHECK(batches[2] == element_batch{record{0, 2, 0, {}}});
+  CHECK(batches[3] == element_batch{end_of_input{}});
+  REQUIRE(f.responder->wait_for(1));
+}
