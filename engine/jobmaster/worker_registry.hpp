@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/jobmaster/task_deployment.hpp"
+#include "engine/deployment/task_deployment.hpp"
 #include "graph/result.hpp"
 
 namespace snapflow {
