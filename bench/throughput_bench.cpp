@@ -38,7 +38,7 @@
 #include "bench/support/machine_cpu.hpp"
 #include "bench/support/median_interval.hpp"
 #include "bench/support/process_cluster.hpp"
-#include "engine/runtime/local_cluster.hpp"
+#include "engine/cluster/local_cluster.hpp"
 #include "graph/job_file.hpp"
 #include "tests/cluster/child_process.hpp"
 #include "tests/support/temp_folder.hpp"

@@ -9,7 +9,8 @@ set(SNAPFLOW_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/snapflow)
 set(SNAPFLOW_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/snapflow)
 
 set(snapflow_exported_libraries
-  snapflow_graph snapflow_engine snapflow_transport snapflow_process_logging snapflow_cpu_affinity
+  snapflow_common snapflow_graph snapflow_engine snapflow_cluster snapflow_transport
+  snapflow_process_logging snapflow_cpu_affinity
   snapflow_worker_lib)
 # Headers are included from the repository root ("engine/runtime/stream_operator.hpp"): the
 # same paths work under <prefix>/include/snapflow.
@@ -17,8 +18,10 @@ foreach(lib IN LISTS snapflow_exported_libraries)
   set_target_properties(${lib} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES
     "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>;$<INSTALL_INTERFACE:${SNAPFLOW_INSTALL_INCLUDEDIR}>")
 endforeach()
+set_target_properties(snapflow_common PROPERTIES EXPORT_NAME common)
 set_target_properties(snapflow_graph PROPERTIES EXPORT_NAME graph)
 set_target_properties(snapflow_engine PROPERTIES EXPORT_NAME engine)
+set_target_properties(snapflow_cluster PROPERTIES EXPORT_NAME cluster)
 set_target_properties(snapflow_transport PROPERTIES EXPORT_NAME transport)
 set_target_properties(snapflow_process_logging PROPERTIES EXPORT_NAME process_logging)
 set_target_properties(snapflow_cpu_affinity PROPERTIES EXPORT_NAME cpu_affinity)
@@ -34,7 +37,7 @@ install(TARGETS ${snapflow_exported_libraries}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS snapflow snapflow-coordinator snapflow-worker
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY graph engine transport cmd
+install(DIRECTORY common graph engine transport cmd
         DESTINATION ${SNAPFLOW_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp"
         PATTERN "cli" EXCLUDE)

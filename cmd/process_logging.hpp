@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 namespace snapflow {
 

@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 namespace snapflow {
 

@@ -10,11 +10,11 @@
 
 #include <asio/any_io_executor.hpp>
 
+#include "common/result.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/runtime/task_executor.hpp"
 #include "engine/state/state_backend_kind.hpp"
 #include "graph/operator_registry.hpp"
-#include "graph/result.hpp"
 #include "transport/curve_keys.hpp"
 
 namespace snapflow {

@@ -6,9 +6,9 @@
 
 #include <msgpack.hpp>
 
+#include "common/result.hpp"
 #include "graph/checkpoint_config.hpp"
 #include "graph/job_graph.hpp"
-#include "graph/result.hpp"
 
 // The msgpack form of a job graph and of a checkpoint configuration: what a job submission
 // carries over the wire. Every record is a map with string keys so fields can be added: a

@@ -10,8 +10,8 @@ Fails (exit code 1, one `file:line: problem` per finding on stdout) on:
   heading of a markdown file (GitHub's heading ids); http:, https:, mailto: and pure
   `#anchor` links are not checked;
 - words that point outside the product, in README.md, docs/, bench/README.md, and in the
-  comments of the sources under engine/, transport/, graph/, cmd/, tests/, bench/ and scripts/:
-  the patterns SESSION, ISSUE and HASH_REF below, and the name of a markdown file the
+  comments of the sources under common/, engine/, transport/, graph/, cmd/, tests/, bench/ and
+  scripts/: the patterns SESSION, ISSUE and HASH_REF below, and the name of a markdown file the
   repository does not contain (MARKDOWN_NAME: a document the reader cannot open).
 
 Only comments are checked in sources, so code (including C++ preprocessor lines and string
@@ -26,7 +26,7 @@ import sys
 LINKED_DOCS = ["README.md"]
 # Documents checked for the words below, besides docs/ (whole folder, markdown files).
 WORD_DOCS = ["README.md", "bench/README.md"]
-SOURCE_DIRS = ["engine", "transport", "graph", "cmd", "tests", "bench", "scripts"]
+SOURCE_DIRS = ["common", "engine", "transport", "graph", "cmd", "tests", "bench", "scripts"]
 SKIP_DIRS = {".git", "__pycache__", "node_modules", "target"}
 C_LIKE = {".cpp", ".hpp", ".h", ".cc", ".c", ".cxx", ".hxx", ".ipp", ".java", ".js", ".rs"}
 HASH_COMMENT = {".py", ".sh", ".cmake", ".toml", ".txt", ".yml", ".yaml", ".bash"}

@@ -18,7 +18,7 @@
 #include <zmq.hpp>
 
 #include "engine/checkpoint/checkpoint_task_gateway.hpp"
-#include "engine/jobmaster/task_deployment.hpp"
+#include "engine/deployment/task_deployment.hpp"
 #include "transport/async_socket.hpp"
 #include "transport/curve_keys.hpp"
 #include "transport/decode_error.hpp"

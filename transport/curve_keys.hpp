@@ -9,7 +9,7 @@
 
 #include <zmq.hpp>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 // ZeroMQ CURVE keys as snapflow stores them: Z85 text (40 characters), one key per file, the
 // same layout `snapflow keygen --out PREFIX` writes: PREFIX.public and PREFIX.secret (mode

@@ -4,8 +4,8 @@
 #include <optional>
 
 #include "engine/checkpoint/checkpoint_messages.hpp"
-#include "engine/jobmaster/task_deployment.hpp"
-#include "engine/jobmaster/task_io_metrics.hpp"
+#include "engine/deployment/task_deployment.hpp"
+#include "engine/deployment/task_io_metrics.hpp"
 #include "graph/execution_vertex.hpp"
 #include "transport/messages.hpp"
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "engine/checkpoint/checkpoint_messages.hpp"
-#include "engine/jobmaster/task_io_metrics.hpp"
+#include "engine/deployment/task_io_metrics.hpp"
 #include "engine/jobmaster/worker_registry.hpp"
 #include "graph/execution_vertex.hpp"
 

@@ -6,7 +6,7 @@
 #include <sys/types.h>
 #include <vector>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 namespace snapflow::cli {
 

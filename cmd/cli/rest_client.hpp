@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 namespace snapflow::cli {
 

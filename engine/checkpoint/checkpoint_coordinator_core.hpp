@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/checkpoint_failure_manager.hpp"
 #include "engine/checkpoint/checkpoint_id_counter.hpp"
 #include "engine/checkpoint/checkpoint_request_decider.hpp"
@@ -21,7 +22,6 @@
 #include "graph/checkpoint_config.hpp"
 #include "graph/execution_vertex.hpp"
 #include "graph/job_status.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/result.hpp"
 #include "graph/ids.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

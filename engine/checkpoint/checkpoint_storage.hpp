@@ -10,11 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "engine/checkpoint/metadata_log.hpp"
 #include "engine/checkpoint/prepared_metadata.hpp"
 #include "graph/ids.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

@@ -4,10 +4,10 @@
 #include <deque>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "graph/checkpoint_config.hpp"
 #include "graph/job_status.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

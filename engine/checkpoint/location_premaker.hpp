@@ -5,10 +5,10 @@
 #include <mutex>
 #include <set>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/checkpoint/prepared_metadata.hpp"
 #include "graph/ids.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

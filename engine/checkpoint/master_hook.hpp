@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/result.hpp"
 #include "graph/ids.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/posix_io.hpp"
 #include "graph/ids.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

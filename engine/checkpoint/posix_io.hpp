@@ -6,7 +6,7 @@
 #include <string_view>
 #include <utility>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 // Small POSIX helpers for the checkpoint storage's durable writes: every failure becomes an
 // error naming the operation and the path.

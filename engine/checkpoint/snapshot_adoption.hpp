@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <functional>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "graph/ids.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

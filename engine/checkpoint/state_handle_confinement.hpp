@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

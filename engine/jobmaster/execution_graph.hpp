@@ -9,11 +9,11 @@
 
 #include <asio/any_io_executor.hpp>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/checkpoint_coordinator.hpp"
 #include "graph/execution_job_vertex.hpp"
 #include "graph/job_graph.hpp"
 #include "graph/job_status.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

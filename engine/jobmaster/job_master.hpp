@@ -16,7 +16,7 @@
 #include "engine/jobmaster/execution_graph.hpp"
 #include "engine/jobmaster/final_checkpoint_tracker.hpp"
 #include "engine/jobmaster/restart_strategy.hpp"
-#include "engine/jobmaster/task_deployment.hpp"
+#include "engine/deployment/task_deployment.hpp"
 #include "engine/jobmaster/worker_registry.hpp"
 #include "graph/recovery_claim_mode.hpp"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/jobmaster/task_deployment.hpp"
-#include "graph/result.hpp"
+#include "common/result.hpp"
+#include "engine/deployment/task_deployment.hpp"
 
 namespace snapflow {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 namespace snapflow {
 

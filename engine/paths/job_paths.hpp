@@ -6,10 +6,10 @@
 #include <string_view>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/paths/confined_folder.hpp"
 #include "graph/job_graph.hpp"
 #include "graph/operator_registry.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

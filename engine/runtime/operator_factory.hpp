@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/runtime/stream_operator.hpp"
 #include "graph/job_graph.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

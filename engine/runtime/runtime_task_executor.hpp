@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/paths/confined_folder.hpp"
 #include "engine/paths/scratch_folder.hpp"
 #include "engine/runtime/channel_factory.hpp"
@@ -16,7 +17,6 @@
 #include "engine/runtime/task_executor.hpp"
 #include "graph/job_graph.hpp"
 #include "graph/operator_registry.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/runtime/stream_operator.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

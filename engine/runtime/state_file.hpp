@@ -8,12 +8,12 @@
 
 #include <optional>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "engine/runtime/channel_state.hpp"
 #include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"
 #include "graph/ids.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/state/keyed_snapshot_part.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

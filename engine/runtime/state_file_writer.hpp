@@ -6,12 +6,12 @@
 #include <optional>
 #include <string>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "engine/runtime/state_file_encoder.hpp"
 #include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_snapshot_part.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/state/keyed_state_backend.hpp"
+#include "common/result.hpp"
 #include "engine/runtime/state_file.hpp"
+#include "engine/state/keyed_state_backend.hpp"
 #include "graph/job_graph.hpp"
 #include "graph/record.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_messages.hpp"
-#include "engine/jobmaster/task_deployment.hpp"
-#include "engine/jobmaster/task_io_metrics.hpp"
+#include "engine/deployment/task_deployment.hpp"
+#include "engine/deployment/task_io_metrics.hpp"
 #include "graph/execution_vertex.hpp"
 
 namespace snapflow {

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <string_view>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 namespace snapflow {
 

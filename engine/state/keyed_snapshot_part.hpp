@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

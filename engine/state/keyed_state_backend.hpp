@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/result.hpp"
 #include "engine/runtime/key_groups.hpp"
 #include "engine/state/keyed_snapshot_part.hpp"
 #include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"
 #include "graph/ids.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

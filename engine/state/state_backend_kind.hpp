@@ -5,8 +5,8 @@
 #include <memory>
 #include <string_view>
 
+#include "common/result.hpp"
 #include "engine/state/keyed_state_backend.hpp"
-#include "graph/result.hpp"
 
 namespace snapflow {
 

@@ -10,8 +10,8 @@
 
 #include <zmq.hpp>
 
+#include "common/result.hpp"
 #include "engine/runtime/channel_factory.hpp"
-#include "graph/result.hpp"
 #include "transport/curve_keys.hpp"
 #include "transport/data/data_zap_handler.hpp"
 #include "transport/frame_limits.hpp"

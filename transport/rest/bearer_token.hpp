@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 namespace snapflow::rest {
 

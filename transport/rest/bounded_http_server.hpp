@@ -14,7 +14,7 @@
 
 #include <httplib.h>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 #include "transport/rest/listen_socket.hpp"
 #include "transport/rest/tls_context.hpp"
 

@@ -12,7 +12,7 @@
 
 #include "engine/jobmaster/dispatcher.hpp"
 #include "engine/paths/confined_folder.hpp"
-#include "engine/jobmaster/task_io_metrics.hpp"
+#include "engine/deployment/task_io_metrics.hpp"
 
 namespace snapflow::rest {
 

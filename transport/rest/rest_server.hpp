@@ -6,7 +6,7 @@
 
 #include <asio/any_io_executor.hpp>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 #include "transport/rest/bearer_token.hpp"
 #include "transport/rest/bounded_http_server.hpp"
 #include "transport/rest/coordinator_rest_api.hpp"

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "graph/result.hpp"
+#include "common/result.hpp"
 
 struct ssl_ctx_st;
 

@@ -30,10 +30,10 @@ struct task_deployment_descriptor {
   // from that producer is deployed. Empty without CURVE.
   std::map<subtask_id, std::string> subtask_public_keys;
   // Set when the job resumes from a checkpoint: the states of the old subtasks of this vertex
-  // that this subtask needs, keyed by old subtask index (state_assignment.hpp: the old subtasks
-  // whose key groups overlap its own, and those its kind's operator state redistribution
-  // assigns it; every old subtask for kinds that declare none). Not every old state to every
-  // subtask: that made a restore quadratic in the job's size.
+  // that this subtask needs, keyed by old subtask index (engine/jobmaster/state_assignment.hpp:
+  // the old subtasks whose key groups overlap its own, and those its kind's operator state
+  // redistribution assigns it; every old subtask for kinds that declare none). Not every old
+  // state to every subtask: that made a restore quadratic in the job's size.
   std::optional<checkpoint_id> restore_checkpoint_id;
   std::map<std::uint32_t, subtask_state> restore_states;
   // Where the task writes state files for the checkpoints it takes (<state-dir>/<job-id>).

@@ -79,10 +79,11 @@ struct local_cluster_options {
 // coordinator on a coordinator thread, one stream_task thread per subtask wired through
 // local_channels, the coordinator's disk work on an I/O thread and snapshots on a writer pool.
 //
-// Why in engine/runtime and not engine/jobmaster: it is a deployment of the task runtime (what
-// a worker process does, times every worker), and it drives the job master's pieces the way a
-// test needs (fault hooks, kill); engine/jobmaster stays free of the runtime, which the worker
-// binary provides.
+// Why a layer of its own (engine/cluster, target snapflow_cluster): it composes the job
+// master's pieces (execution graph, final checkpoint tracker, state assignment) with the task
+// runtime (what a worker process does, times every worker) and drives them the way a test needs
+// (fault hooks, kill). Sitting above both keeps engine/runtime free of the job master, as the
+// worker binary needs it, and keeps engine/jobmaster free of running tasks.
 //
 // Job status: CREATED -> RUNNING once every task runs -> FINISHED once every task finished; a
 // failed task makes it FAILING, every task is cancelled, then FAILED (no restart here: a new

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <map>
 
-#include "engine/runtime/local_cluster.hpp"
+#include "engine/cluster/local_cluster.hpp"
 #include "graph/stream_environment.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 

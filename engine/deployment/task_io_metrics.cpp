@@ -1,4 +1,4 @@
-#include "engine/jobmaster/task_io_metrics.hpp"
+#include "engine/deployment/task_io_metrics.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "engine/runtime/local_cluster.hpp"
+#include "engine/cluster/local_cluster.hpp"
 
 #include <algorithm>
 #include <cassert>
