@@ -10,7 +10,7 @@ set(SNAPFLOW_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/snapflow)
 
 set(snapflow_exported_libraries
   snapflow_common snapflow_graph snapflow_engine snapflow_cluster snapflow_transport
-  snapflow_process_logging snapflow_cpu_affinity
+  snapflow_process_logging snapflow_cpu_affinity snapflow_nexmark
   snapflow_worker_lib)
 # Headers are included from the repository root ("engine/runtime/stream_operator.hpp"): the
 # same paths work under <prefix>/include/snapflow.
@@ -26,6 +26,7 @@ set_target_properties(snapflow_transport PROPERTIES EXPORT_NAME transport)
 set_target_properties(snapflow_process_logging PROPERTIES EXPORT_NAME process_logging)
 set_target_properties(snapflow_cpu_affinity PROPERTIES EXPORT_NAME cpu_affinity)
 set_target_properties(snapflow_worker_lib PROPERTIES EXPORT_NAME worker)
+set_target_properties(snapflow_nexmark PROPERTIES EXPORT_NAME nexmark)
 # Users' translation units must allocate through Asio the way snapflow's do (see the root
 # CMakeLists), so the definition travels with the Asio target.
 target_compile_definitions(snapflow_asio INTERFACE ASIO_DISABLE_STD_ALIGNED_ALLOC)
@@ -37,7 +38,7 @@ install(TARGETS ${snapflow_exported_libraries}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS snapflow snapflow-coordinator snapflow-worker
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY common graph engine transport cmd
+install(DIRECTORY common graph engine transport cmd workloads
         DESTINATION ${SNAPFLOW_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp"
         PATTERN "cli" EXCLUDE)
