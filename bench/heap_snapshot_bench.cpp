@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"
 
 using namespace snapflow;

@@ -34,7 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/jobmaster/job_master.hpp"
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/state/int64_state_value.hpp"
 #include "graph/job_file.hpp"

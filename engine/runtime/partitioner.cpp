@@ -2,7 +2,7 @@
 
 #include <cassert>
 
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 
 namespace snapflow {
 

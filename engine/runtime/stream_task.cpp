@@ -10,7 +10,7 @@
 #include "engine/clock.hpp"
 #include "engine/hop_trace.hpp"
 #include "engine/checkpoint/checkpoint_storage.hpp"
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/runtime/state_file_reader.hpp"
 #include "engine/runtime/state_file_writer.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/result.hpp"
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 #include "engine/state/keyed_snapshot_part.hpp"
 #include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/runtime/state_file_writer.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"

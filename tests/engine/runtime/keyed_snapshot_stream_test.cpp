@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "engine/checkpoint/checkpoint_storage.hpp"
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/runtime/state_file_writer.hpp"
 #include "engine/state/state_backend_kind.hpp"

@@ -6,7 +6,7 @@
 
 #include <array>
 
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 #include "engine/runtime/keyed_operators.hpp"
 #include "engine/runtime/operator_factory.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"

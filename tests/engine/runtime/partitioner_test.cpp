@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 #include "engine/runtime/partitioner.hpp"
 
 using namespace snapflow;

@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 #include "engine/state/rocksdb_keyed_state_backend.hpp"
 #include "tests/support/temp_folder.hpp"
 

@@ -1,4 +1,4 @@
-#include "engine/runtime/key_groups.hpp"
+#include "engine/state/key_groups.hpp"
 
 #include <cassert>
 
