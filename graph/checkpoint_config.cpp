@@ -66,6 +66,13 @@ std::optional<std::string> checkpoint_config::validate() const {
     return std::string(
         "checkpoint unaligned requires mode exactly_once (got at_least_once): unaligned "
         "checkpoints only exist for exactly-once alignment");
+  if (aligned_checkpoint_timeout.count() < 0 || aligned_checkpoint_timeout > max_duration)
+    return out_of_range("aligned_checkpoint_timeout_ms", "between 0 and 2592000000 (30 days)",
+                        aligned_checkpoint_timeout.count());
+  if (!unaligned && aligned_checkpoint_timeout.count() > 0)
+    return std::string(
+        "checkpoint aligned_checkpoint_timeout_ms needs unaligned = true: it is how long a "
+        "checkpoint stays aligned before it goes unaligned");
   if (unaligned && max_concurrent > 1)
     return out_of_range("max_concurrent", "1 when unaligned checkpoints are enabled",
                         max_concurrent);
@@ -93,6 +100,7 @@ std::ostream& operator<<(std::ostream& os, const checkpoint_config& c) {
   os << ", timeout_ms=" << c.timeout.count() << ", min_pause_ms=" << c.min_pause.count()
      << ", max_concurrent=" << c.max_concurrent << ", tolerable_failures=" << c.tolerable_failures
      << ", mode=" << to_string(c.mode) << ", unaligned=" << c.unaligned
+     << ", aligned_checkpoint_timeout_ms=" << c.aligned_checkpoint_timeout.count()
      << ", retained=" << c.retained << ", retention=" << to_string(c.retention)
      << ", checkpoint_dir=" << c.checkpoint_dir << ", savepoint_dir=" << c.savepoint_dir
      << ", stats_history_size=" << c.stats_history_size << ", state_backend=" << c.state_backend

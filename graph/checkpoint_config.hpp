@@ -40,6 +40,10 @@ struct checkpoint_config {
   std::int32_t tolerable_failures = 0;
   checkpointing_mode mode = checkpointing_mode::exactly_once;
   bool unaligned = false;
+  // With unaligned: a checkpoint starts aligned and a subtask switches it to unaligned once its
+  // alignment took this long (Flink's execution.checkpointing.aligned-checkpoint-timeout);
+  // 0: unaligned from the first barrier.
+  std::chrono::milliseconds aligned_checkpoint_timeout{0};
   std::int32_t retained = 1;
   externalized_retention retention = externalized_retention::delete_on_cancellation;
   std::string checkpoint_dir;

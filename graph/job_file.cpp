@@ -48,10 +48,10 @@ constexpr std::int64_t parallelism_limit = job_graph::max_parallelism_limit;
 constexpr std::array<std::string_view, 4> top_level_keys = {"job", "checkpointing", "restart",
                                                             "operator"};
 constexpr std::array<std::string_view, 3> job_keys = {"name", "parallelism", "max_parallelism"};
-constexpr std::array<std::string_view, 15> checkpointing_keys = {
+constexpr std::array<std::string_view, 16> checkpointing_keys = {
     "interval_ms", "mode", "timeout_ms", "min_pause_ms", "max_concurrent", "tolerable_failures",
     "retained", "retention", "unaligned", "checkpoint_dir", "savepoint_dir", "stats_history_size",
-    "state_backend", "inline_state_max_bytes", "incremental"};
+    "state_backend", "inline_state_max_bytes", "incremental", "aligned_checkpoint_timeout_ms"};
 constexpr std::array<std::string_view, 9> restart_keys = {
     "strategy", "max_attempts", "delay_ms", "initial_backoff_ms", "max_backoff_ms",
     "backoff_multiplier", "reset_backoff_after_ms", "max_failures_per_interval",
@@ -365,6 +365,8 @@ class job_file_parser {
         c.interval = interval;
       } else if (name == "timeout_ms") {
         ok = read_ms(*node, key, c.timeout);
+      } else if (name == "aligned_checkpoint_timeout_ms") {
+        ok = read_ms(*node, key, c.aligned_checkpoint_timeout);
       } else if (name == "min_pause_ms") {
         ok = read_ms(*node, key, c.min_pause);
       } else if (name == "max_concurrent") {

@@ -40,6 +40,7 @@ constexpr std::string_view max_concurrent = "max_concurrent";
 constexpr std::string_view tolerable_failures = "tolerable_failures";
 constexpr std::string_view mode = "mode";
 constexpr std::string_view unaligned = "unaligned";
+constexpr std::string_view aligned_checkpoint_timeout_ms = "aligned_checkpoint_timeout_ms";
 constexpr std::string_view retained = "retained";
 constexpr std::string_view retention = "retention";
 constexpr std::string_view checkpoint_dir = "checkpoint_dir";
@@ -85,7 +86,8 @@ void pack_config(packer& pk, const checkpoint_config& c) {
   // keep it encode exactly as before.
   const bool inline_default =
       c.inline_state_max_bytes == checkpoint_config{}.inline_state_max_bytes;
-  pk.pack_map(13 + (inline_default ? 0 : 1) + (c.incremental ? 1 : 0));
+  const bool timeout_default = c.aligned_checkpoint_timeout.count() == 0;
+  pk.pack_map(13 + (inline_default ? 0 : 1) + (c.incremental ? 1 : 0) + (timeout_default ? 0 : 1));
   pack_string(pk, key::interval_ms);
   if (c.interval)
     pk.pack_int64(c.interval->count());
@@ -125,6 +127,10 @@ void pack_config(packer& pk, const checkpoint_config& c) {
   if (c.incremental) {
     pack_string(pk, key::incremental);
     pk.pack_true();
+  }
+  if (!timeout_default) {
+    pack_string(pk, key::aligned_checkpoint_timeout_ms);
+    pk.pack_int64(c.aligned_checkpoint_timeout.count());
   }
 }
 
@@ -469,6 +475,9 @@ void read_config(reader& r, const msgpack::object& o, std::string_view prefix,
   if (const msgpack::object* incremental = optional_field(o, key::incremental);
       incremental != nullptr && incremental->type != msgpack::type::NIL && !r.failed())
     r.read(*incremental, at, key::incremental, c.incremental);
+  if (const msgpack::object* timeout = optional_field(o, key::aligned_checkpoint_timeout_ms);
+      timeout != nullptr && timeout->type != msgpack::type::NIL && !r.failed())
+    r.read(*timeout, at, key::aligned_checkpoint_timeout_ms, c.aligned_checkpoint_timeout);
 }
 
 void read_restart(reader& r, const msgpack::object& o, restart_strategy_config& c) {

@@ -30,7 +30,8 @@
 //                     retained: i32, retention: u8 (0 delete_on_cancellation,
 //                     1 retain_on_cancellation), checkpoint_dir: str, savepoint_dir: str,
 //                     stats_history_size: i32, state_backend: str,
-//                     [inline_state_max_bytes: i32], [incremental: bool]}
+//                     [inline_state_max_bytes: i32], [incremental: bool],
+//                     [aligned_checkpoint_timeout_ms: i64]}
 //   (the bracketed keys were added later: written only when not the default, absent or nil
 //   keeps the default)
 //   restart          {strategy: u8 (0 none, 1 fixed_delay, 2 exponential_backoff,

@@ -174,6 +174,11 @@ stream_environment& stream_environment::set_externalized_retention(externalized_
 stream_environment& stream_environment::enable_unaligned_checkpoints(bool enabled) {
   return update_config([&](checkpoint_config& c) { c.unaligned = enabled; });
 }
+
+stream_environment& stream_environment::set_aligned_checkpoint_timeout(
+    std::chrono::milliseconds timeout) {
+  return update_config([&](checkpoint_config& c) { c.aligned_checkpoint_timeout = timeout; });
+}
 stream_environment& stream_environment::set_restart_strategy(
     const restart_strategy_config& restart) {
   if (auto error = restart.validate()) throw invalid_config(*error);

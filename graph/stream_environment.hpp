@@ -90,9 +90,12 @@ class stream_environment {
   stream_environment& set_tolerable_checkpoint_failures(std::int32_t tolerable);
   stream_environment& set_retained_checkpoints(std::int32_t retained);
   stream_environment& set_externalized_retention(externalized_retention retention);
-  // Recorded in the job (and shown by REST), but the runtime has no unaligned mode yet: such a
-  // job takes aligned exactly-once checkpoints, and the coordinator logs a warning at submission.
+  // Unaligned checkpoints (exactly-once only): a barrier overtakes the records buffered in the
+  // channels, which are persisted with the checkpoint (docs/unaligned-checkpoints.md).
   stream_environment& enable_unaligned_checkpoints(bool enabled = true);
+  // With unaligned checkpoints: start aligned and go unaligned once alignment took `timeout`
+  // (0, the default: unaligned from the first barrier).
+  stream_environment& set_aligned_checkpoint_timeout(std::chrono::milliseconds timeout);
   stream_environment& set_checkpoint_dir(std::string dir);
   stream_environment& set_savepoint_dir(std::string dir);
   stream_environment& set_checkpoint_stats_history_size(std::int32_t size);

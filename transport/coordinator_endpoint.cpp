@@ -666,7 +666,8 @@ void coordinator_endpoint::send_trigger(const job_id& job, const execution_attem
   }
   held->push_back(wire::trigger_checkpoint_batch{m.job, m.checkpoint, m.timestamp_ms,
                                                  m.is_savepoint, m.savepoint_dir, m.mode,
-                                                 m.unaligned, m.target_location, {attempt}});
+                                                 m.unaligned, m.target_location, {attempt},
+                                                 m.aligned_timeout_ms});
 }
 
 void coordinator_endpoint::send_notify_complete(const job_id& job,

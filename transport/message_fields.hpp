@@ -93,6 +93,7 @@ void describe(V& v, M& m) {
   v.optional("savepoint_dir", m.savepoint_dir);
   v.required("mode", m.mode);
   v.optional("unaligned", m.unaligned);
+  v.optional("aligned_timeout_ms", m.aligned_timeout_ms);
   v.optional("target_location", m.target_location);
 }
 
@@ -110,6 +111,8 @@ void describe(V& v, M& m) {
   v.optional("records_held_during_alignment", m.records_held_during_alignment);
   v.optional("records_after_barrier", m.records_after_barrier);
   v.optional("barrier_received_timestamp_us", m.barrier_received_timestamp_us);
+  v.optional("unaligned", m.unaligned);
+  v.optional("persisted_data_bytes", m.persisted_data_bytes);
   v.optional("max_parallelism", m.max_parallelism);
   v.optional("first_key_group", m.first_key_group);
   v.optional("last_key_group", m.last_key_group);
@@ -163,6 +166,7 @@ void describe(V& v, M& m) {
   v.optional("savepoint_dir", m.savepoint_dir);
   v.required("mode", m.mode);
   v.optional("unaligned", m.unaligned);
+  v.optional("aligned_timeout_ms", m.aligned_timeout_ms);
   v.optional("target_location", m.target_location);
   v.entries("attempts", m.attempts);
 }

@@ -177,14 +177,15 @@ std::ostream& operator<<(std::ostream& os, const finish_task& m) {
 }
 
 trigger_checkpoint trigger_checkpoint_batch::entry(const execution_attempt_id& attempt) const {
-  return trigger_checkpoint{job,           attempt, checkpoint, timestamp_ms,   is_savepoint,
-                            savepoint_dir, mode,    unaligned,  target_location};
+  return trigger_checkpoint{job,  attempt,   checkpoint,      timestamp_ms,      is_savepoint,
+                            savepoint_dir, mode, unaligned, target_location, aligned_timeout_ms};
 }
 
 bool trigger_checkpoint_batch::takes(const trigger_checkpoint& m) const {
   return m.job == job && m.checkpoint == checkpoint && m.timestamp_ms == timestamp_ms &&
          m.is_savepoint == is_savepoint && m.savepoint_dir == savepoint_dir && m.mode == mode &&
-         m.unaligned == unaligned && m.target_location == target_location;
+         m.unaligned == unaligned && m.aligned_timeout_ms == aligned_timeout_ms &&
+         m.target_location == target_location;
 }
 
 std::ostream& operator<<(std::ostream& os, const trigger_checkpoint_batch& m) {

@@ -213,6 +213,7 @@ struct trigger_checkpoint {
   // The folder this checkpoint's state files go to (chk-<id> or the savepoint's folder); the
   // source passes it on in the barrier. Empty: the worker's configured default.
   std::string target_location;
+  std::int64_t aligned_timeout_ms = 0;  // checkpoint_options::aligned_timeout_ms
 
   bool operator==(const trigger_checkpoint&) const = default;
 };
@@ -241,6 +242,9 @@ struct acknowledge_checkpoint {
   std::uint32_t max_parallelism = 0;
   std::uint32_t first_key_group = 0;
   std::uint32_t last_key_group = 0;
+  // The checkpoint went unaligned at the attempt, and the in-flight bytes it persisted.
+  bool unaligned = false;
+  std::uint64_t persisted_data_bytes = 0;
 
   bool operator==(const acknowledge_checkpoint&) const = default;
 };
@@ -327,6 +331,7 @@ struct trigger_checkpoint_batch {
   bool unaligned = false;
   std::string target_location;
   std::vector<execution_attempt_id> attempts;
+  std::int64_t aligned_timeout_ms = 0;
 
   // The single message this batch stands for, for one of its attempts.
   trigger_checkpoint entry(const execution_attempt_id& attempt) const;

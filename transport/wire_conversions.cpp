@@ -121,6 +121,7 @@ void to_wire(const job_id& job, const execution_attempt_id& attempt, checkpoint_
   m.mode = options.exactly_once ? checkpointing_mode::exactly_once
                                 : checkpointing_mode::at_least_once;
   m.unaligned = options.unaligned;
+  m.aligned_timeout_ms = options.aligned_timeout_ms;
   m.target_location.assign(options.target_location);
 }
 
@@ -129,6 +130,7 @@ checkpoint_options options_from_wire(const wire::trigger_checkpoint& m) {
   o.kind = m.is_savepoint ? checkpoint_trigger_kind::savepoint : checkpoint_trigger_kind::periodic;
   o.exactly_once = m.mode == checkpointing_mode::exactly_once;
   o.unaligned = m.unaligned;
+  o.aligned_timeout_ms = m.aligned_timeout_ms;
   o.target_location = m.target_location;
   if (o.target_location.empty() && m.is_savepoint) o.target_location = m.savepoint_dir;
   return o;
@@ -185,6 +187,8 @@ void to_wire(const checkpoint_ack& ack, wire::acknowledge_checkpoint& m) {
   m.records_held_during_alignment = ack.metrics.records_held_during_alignment;
   m.records_after_barrier = ack.metrics.records_after_barrier;
   m.barrier_received_timestamp_us = ack.metrics.barrier_received_timestamp_us;
+  m.unaligned = ack.metrics.unaligned;
+  m.persisted_data_bytes = ack.metrics.persisted_data_bytes;
 }
 
 checkpoint_ack from_wire(const wire::acknowledge_checkpoint& m) {
@@ -204,6 +208,8 @@ checkpoint_ack from_wire(wire::acknowledge_checkpoint&& m) {
   ack.metrics.records_held_during_alignment = m.records_held_during_alignment;
   ack.metrics.records_after_barrier = m.records_after_barrier;
   ack.metrics.barrier_received_timestamp_us = m.barrier_received_timestamp_us;
+  ack.metrics.unaligned = m.unaligned;
+  ack.metrics.persisted_data_bytes = m.persisted_data_bytes;
   return ack;
 }
 

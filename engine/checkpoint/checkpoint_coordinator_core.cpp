@@ -279,7 +279,10 @@ void checkpoint_coordinator_core::send_triggers(pending_checkpoint& pending) {
   checkpoint_options options;
   options.kind = pending.kind();
   options.exactly_once = config_.mode == checkpointing_mode::exactly_once;
-  options.unaligned = config_.unaligned;
+  // Savepoints are always aligned (Flink's too): they carry no channel state, so a job can
+  // restore from one at any parallelism and with any edge changed.
+  options.unaligned = config_.unaligned && pending.kind() != checkpoint_trigger_kind::savepoint;
+  options.aligned_timeout_ms = config_.aligned_checkpoint_timeout.count();
   options.target_location = pending.location();
   for (const execution_vertex* v : tasks_to_trigger_)
     actions_.push_back(
@@ -307,6 +310,8 @@ ack_outcome checkpoint_coordinator_core::on_ack(checkpoint_ack ack, std::int64_t
   sub.bytes_processed_during_alignment = ack.metrics.bytes_processed_during_alignment;
   sub.records_held_during_alignment = ack.metrics.records_held_during_alignment;
   sub.records_after_barrier = ack.metrics.records_after_barrier;
+  sub.unaligned = ack.metrics.unaligned;
+  sub.persisted_data_bytes = ack.metrics.persisted_data_bytes;
   const auto start_delay = [&](std::int64_t trigger_us) -> std::int64_t {
     const std::int64_t received_us = ack.metrics.barrier_received_timestamp_us;
     return received_us > 0 ? std::max<std::int64_t>(0, received_us - trigger_us) : 0;

@@ -27,6 +27,10 @@ struct checkpoint_metrics {
   // coordinator turns it into the start delay against its own trigger timestamp, which the
   // wire's millisecond trigger timestamp could not give to microsecond precision.
   std::int64_t barrier_received_timestamp_us = 0;
+  // The checkpoint went unaligned at this subtask, and the in-flight records it persisted as
+  // channel state (Flink's unalignedCheckpoint and persistedData), in approximate bytes.
+  bool unaligned = false;
+  std::uint64_t persisted_data_bytes = 0;
 
   bool operator==(const checkpoint_metrics&) const = default;
 };
@@ -75,6 +79,10 @@ struct checkpoint_options {
   bool exactly_once = true;
   bool unaligned = false;
   std::string target_location;  // where subtasks write state files for this checkpoint
+  // With unaligned: how long a subtask aligns before it switches this checkpoint to unaligned
+  // (checkpoint_config::aligned_checkpoint_timeout); 0: unaligned from the first barrier. A
+  // subtask that switched forwards the barrier with 0, so that downstream goes unaligned too.
+  std::int64_t aligned_timeout_ms = 0;
 
   bool operator==(const checkpoint_options&) const = default;
 };

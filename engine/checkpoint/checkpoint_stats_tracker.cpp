@@ -103,6 +103,9 @@ void checkpoint_stats_tracker::report_ack(checkpoint_id id, const subtask_checkp
   stats->latest_ack_timestamp_us = std::max(stats->latest_ack_timestamp_us, ack.ack_timestamp_us);
   stats->max_alignment_duration_us =
       std::max(stats->max_alignment_duration_us, ack.alignment_duration_us);
+  stats->unaligned = stats->unaligned || ack.unaligned;
+  stats->persisted_data_bytes += ack.persisted_data_bytes;
+  stats->processed_data_bytes += ack.bytes_processed_during_alignment;
   stats->end_to_end_duration_us = stats->latest_ack_timestamp_us - stats->trigger_timestamp_us;
   // What the subtask measured, and the rest of its end-to-end time: the ack on its way (and
   // waiting in queues) after the snapshot was written.

@@ -33,6 +33,10 @@ struct subtask_checkpoint_stats {
   // Records held back by alignment / processed past the barrier (see checkpoint_metrics).
   std::uint64_t records_held_during_alignment = 0;
   std::uint64_t records_after_barrier = 0;
+  // The checkpoint went unaligned at the subtask, which persisted this many bytes of in-flight
+  // records as channel state (Flink's unalignedCheckpoint, persistedData).
+  bool unaligned = false;
+  std::uint64_t persisted_data_bytes = 0;
   // Trigger to the barrier reaching the subtask (Flink's checkpoint start delay); 0 when the
   // worker did not measure it.
   std::int64_t start_delay_us = 0;
@@ -61,6 +65,11 @@ struct checkpoint_stats {
   // Until the end: trigger to the latest ack; after it: trigger to completion or failure.
   std::int64_t end_to_end_duration_us = 0;
   std::int64_t max_alignment_duration_us = 0;
+  // Any subtask went unaligned; the in-flight bytes the subtasks persisted as channel state,
+  // and the bytes they processed while aligning (Flink's persistedData, processedData).
+  bool unaligned = false;
+  std::uint64_t persisted_data_bytes = 0;
+  std::uint64_t processed_data_bytes = 0;
   // Completed checkpoints: how many subtasks reported handling the completion notification,
   // the latest of those times, and, once every subtask reported, trigger to that latest time
   // (the time until all subtasks were notified). A subtask that never reports (its worker was

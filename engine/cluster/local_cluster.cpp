@@ -354,13 +354,17 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
       c.attempt = jv->subtask(i).current_attempt();
       c.vertex = v;
       c.role = role;
+      std::uint32_t input_gate = 0;
       for (std::size_t e = 0; e < job_.edges.size(); ++e) {
         const job_edge& edge = job_.edges[e];
         if (edge.target == v.id) {
           const job_vertex* from = job_.find_vertex(edge.source);
           for (std::uint32_t j = 0; j < from->parallelism; ++j)
-            if (auto it = channel_of.find({e, j, i}); it != channel_of.end())
+            if (auto it = channel_of.find({e, j, i}); it != channel_of.end()) {
               c.inputs.push_back(it->second);
+              c.input_addresses.push_back({input_gate, j});
+            }
+          ++input_gate;
         }
         if (edge.source == v.id) {
           const job_vertex* to = job_.find_vertex(edge.target);

@@ -334,12 +334,6 @@ result<std::shared_ptr<job_master>> dispatcher::start_job(
   else
     spdlog::info("job {} ('{}') submitted: {} subtasks", id, master->graph().job().name,
                  master->graph().num_subtasks());
-  // The setting is kept (it travels with the job and shows in REST), but the runtime has no
-  // unaligned mode yet: say so instead of letting the user believe barriers overtake data.
-  if (const auto& c = master->graph().job().checkpointing; c && c->config.unaligned)
-    spdlog::warn("job {}: unaligned checkpoints are not implemented yet; this job takes aligned "
-                 "exactly-once checkpoints",
-                 id);
   master->start();
   return master;
 }

@@ -5,13 +5,23 @@
 
 namespace snapflow {
 
+namespace {
+
+// A barrier whose checkpoint is unaligned from the first barrier on: no timeout, or forwarded
+// by a subtask that already switched it.
+bool unaligned_at_once(const checkpoint_barrier& b) {
+  return b.options.unaligned && b.options.aligned_timeout_ms == 0;
+}
+
+}  // namespace
+
 barrier_aligner::barrier_aligner(std::size_t num_inputs)
-    : blocked_(num_inputs, false), ended_(num_inputs, false) {
+    : blocked_(num_inputs, false), ended_(num_inputs, false), owed_(num_inputs, false) {
   assert(num_inputs >= 1);
 }
 
 barrier_actions barrier_aligner::on_barrier(std::size_t input, const checkpoint_barrier& barrier,
-                                            std::int64_t now_us) {
+                                            std::int64_t now_us, bool overtook) {
   assert(input < blocked_.size());
   barrier_actions out;
   // End-of-input is the last thing a channel carries: anything after it (a broken peer) is
@@ -20,6 +30,15 @@ barrier_actions barrier_aligner::on_barrier(std::size_t input, const checkpoint_
   if (barrier.id <= last_handled_id_ || aborted_ahead_.contains(barrier.id)) return out;
   if (aligning_ && barrier.id < aligning_->id) return out;  // older than the one aligned
   if (aligning_ && barrier.id == aligning_->id) {
+    if (!unaligned_ && !blocked_[input] && (overtook || unaligned_at_once(barrier)))
+      go_unaligned(now_us, out);
+    if (unaligned_) {
+      if (!owed_[input]) return out;  // a duplicate from the same input
+      owed_[input] = false;
+      --num_owed_;
+      maybe_complete_unaligned(out);
+      return out;
+    }
     if (blocked_[input]) return out;  // a duplicate from the same input
     blocked_[input] = true;
     ++num_blocked_;
@@ -36,8 +55,22 @@ barrier_actions barrier_aligner::on_barrier(std::size_t input, const checkpoint_
     release_all();
     mark_handled(older);
   }
-  start_alignment(input, barrier, now_us, out);
+  start_alignment(input, barrier, now_us, overtook, out);
   return out;
+}
+
+barrier_actions barrier_aligner::on_alignment_timeout(std::int64_t now_us) {
+  barrier_actions out;
+  const auto deadline = switch_deadline_us();
+  if (!deadline || now_us < *deadline) return out;
+  go_unaligned(now_us, out);
+  maybe_complete_unaligned(out);
+  return out;
+}
+
+std::optional<std::int64_t> barrier_aligner::switch_deadline_us() const {
+  if (!aligning_ || unaligned_ || !aligning_->options.unaligned) return std::nullopt;
+  return alignment_start_us_ + aligning_->options.aligned_timeout_ms * 1000;
 }
 
 barrier_actions barrier_aligner::on_end_of_input(std::size_t input, std::int64_t now_us) {
@@ -52,7 +85,15 @@ barrier_actions barrier_aligner::on_end_of_input(std::size_t input, std::int64_t
     blocked_[input] = false;
     --num_blocked_;
   }
-  if (aligning_) maybe_complete(now_us, out);
+  if (unaligned_) {
+    if (owed_[input]) {
+      owed_[input] = false;
+      --num_owed_;
+    }
+    maybe_complete_unaligned(out);
+  } else if (aligning_) {
+    maybe_complete(now_us, out);
+  }
   return out;
 }
 
@@ -70,17 +111,53 @@ bool barrier_aligner::on_checkpoint_aborted(checkpoint_id id) {
 }
 
 void barrier_aligner::start_alignment(std::size_t input, const checkpoint_barrier& barrier,
-                                      std::int64_t now_us, barrier_actions& out) {
+                                      std::int64_t now_us, bool overtook, barrier_actions& out) {
   assert(!aligning_);
   assert(num_blocked_ == 0);
+  assert(!unaligned_);
   aligning_ = barrier;
   alignment_start_us_ = now_us;
   bytes_during_alignment_ = 0;
   records_held_ = 0;
   records_after_barrier_ = 0;
+  if (overtook || unaligned_at_once(barrier)) {
+    go_unaligned(now_us, out);
+    owed_[input] = false;
+    --num_owed_;
+    maybe_complete_unaligned(out);
+    return;
+  }
   blocked_[input] = true;
   num_blocked_ = 1;
   maybe_complete(now_us, out);
+}
+
+void barrier_aligner::go_unaligned(std::int64_t now_us, barrier_actions& out) {
+  assert(aligning_);
+  assert(!unaligned_);
+  trigger_snapshot t{*aligning_, std::max<std::int64_t>(0, now_us - alignment_start_us_),
+                     bytes_during_alignment_, records_held_, records_after_barrier_, true};
+  // Downstream goes unaligned at its first barrier too: it may overtake records there.
+  t.barrier.options.aligned_timeout_ms = 0;
+  aligning_->options.aligned_timeout_ms = 0;
+  num_owed_ = 0;
+  for (std::size_t i = 0; i < owed_.size(); ++i) {
+    owed_[i] = !ended_[i] && !blocked_[i];
+    if (owed_[i]) ++num_owed_;
+  }
+  std::fill(blocked_.begin(), blocked_.end(), false);
+  num_blocked_ = 0;
+  unaligned_ = true;
+  out.push_back(std::move(t));
+}
+
+void barrier_aligner::maybe_complete_unaligned(barrier_actions& out) {
+  assert(unaligned_);
+  if (num_owed_ > 0) return;
+  const checkpoint_id id = aligning_->id;
+  release_all();
+  mark_handled(id);
+  out.push_back(channel_state_complete{id});
 }
 
 void barrier_aligner::maybe_complete(std::int64_t now_us, barrier_actions& out) {
@@ -97,6 +174,9 @@ void barrier_aligner::maybe_complete(std::int64_t now_us, barrier_actions& out) 
 void barrier_aligner::release_all() {
   std::fill(blocked_.begin(), blocked_.end(), false);
   num_blocked_ = 0;
+  std::fill(owed_.begin(), owed_.end(), false);
+  num_owed_ = 0;
+  unaligned_ = false;
   aligning_.reset();
   bytes_during_alignment_ = 0;
   records_held_ = 0;

@@ -32,6 +32,9 @@ class byte_gauge {
 // What a batch occupies in memory: its element slots (capacity, not size: a batch reserves
 // room for a full one) plus the record payloads on the heap. Barriers' small strings are left
 // out; they are a handful per checkpoint.
+// Roughly what one record costs to move or persist (alignment and channel state metrics).
+inline std::uint64_t approximate_bytes(const record& r) { return sizeof(record) + r.payload.size(); }
+
 inline std::uint64_t approximate_bytes(const element_batch& batch) {
   std::uint64_t bytes = batch.capacity() * sizeof(stream_element);
   for (const auto& e : batch)

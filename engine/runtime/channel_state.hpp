@@ -18,6 +18,16 @@ inline std::string_view to_string(channel_side s) {
   return s == channel_side::input ? "input" : "output";
 }
 
+// Where an input channel of a subtask comes from: its incoming edge, by ordinal among the
+// subtask's incoming edges in job edge order, and the producing subtask on it.
+struct channel_address {
+  std::uint32_t gate = 0;
+  std::uint32_t channel = 0;
+
+  bool operator==(const channel_address&) const = default;
+  auto operator<=>(const channel_address&) const = default;
+};
+
 // The in-flight records of one channel at an unaligned checkpoint (Flink's channel state): what
 // the barrier overtook there. They are persisted with the subtask's snapshot and replayed before
 // any new input when the job restores from it.

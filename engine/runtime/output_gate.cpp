@@ -1,5 +1,6 @@
 #include "engine/runtime/output_gate.hpp"
 
+#include <algorithm>
 #include <cassert>
 
 namespace snapflow {
@@ -62,6 +63,54 @@ bool output_gate::can_broadcast_now() {
     if (!pending_[i].empty() || !backlog_[i].empty() || !channels_[i]->can_send_now())
       return false;
   return true;
+}
+
+bool output_gate::overtake(const checkpoint_barrier& barrier, std::vector<overtaken>& out) {
+  for (std::size_t i = 0; i < channels_.size(); ++i) {
+    overtaken held{i, {}};
+    for (const auto& batch : backlog_[i]) copy_records(batch, held.records);
+    copy_records(pending_[i], held.records);
+    if (!channels_[i]->send_priority(element_batch{barrier})) return false;
+    if (!held.records.empty()) out.push_back(std::move(held));
+  }
+  return true;
+}
+
+bool output_gate::holds_barrier(checkpoint_id id) const {
+  for (const auto& backlog : backlog_)
+    for (const auto& batch : backlog)
+      if (is_single_barrier(batch) && std::get<checkpoint_barrier>(batch.front()).id == id)
+        return true;
+  return false;
+}
+
+bool output_gate::overtake_backlogged(checkpoint_id id, std::vector<overtaken>& out) {
+  for (std::size_t i = 0; i < channels_.size(); ++i) {
+    auto& backlog = backlog_[i];
+    auto it = std::find_if(backlog.begin(), backlog.end(), [id](const element_batch& b) {
+      return is_single_barrier(b) && std::get<checkpoint_barrier>(b.front()).id == id;
+    });
+    if (it == backlog.end()) continue;
+    overtaken held{i, {}};
+    for (auto ahead = backlog.begin(); ahead != it; ++ahead) copy_records(*ahead, held.records);
+    checkpoint_barrier barrier = std::get<checkpoint_barrier>(it->front());
+    barrier.options.aligned_timeout_ms = 0;
+    backlog.erase(it);
+    if (backlog.empty()) --backlogged_channels_;
+    if (!channels_[i]->send_priority(element_batch{barrier})) return false;
+    if (!held.records.empty()) out.push_back(std::move(held));
+  }
+  return true;
+}
+
+bool output_gate::emit_to(std::size_t channel, record r) {
+  assert(channel < channels_.size());
+  return append(channel, std::move(r));
+}
+
+void output_gate::copy_records(const element_batch& batch, std::vector<record>& out) {
+  for (const auto& e : batch)
+    if (const auto* r = std::get_if<record>(&e)) out.push_back(*r);
 }
 
 void output_gate::cancel() {

@@ -47,8 +47,32 @@ class output_gate {
   std::size_t num_channels() const { return channels_.size(); }
   void cancel();
 
+  // --- unaligned checkpoints ---
+  // The records one channel holds that its consumer has not received: the backlog, oldest
+  // first, then the pending batch.
+  struct overtaken {
+    std::size_t channel = 0;
+    std::vector<record> records;
+  };
+  // Sends `barrier` on every channel ahead of what the gate still holds for it
+  // (output_channel::send_priority), and returns copies of what it overtook on each channel
+  // that held anything: the output channel state. What the gate holds goes out after it, as
+  // before. false once a channel was cancelled.
+  bool overtake(const checkpoint_barrier& barrier, std::vector<overtaken>& out);
+  // Whether the barrier of checkpoint `id` waits in a channel's backlog (broadcast() could not
+  // hand it over yet).
+  bool holds_barrier(checkpoint_id id) const;
+  // Takes the barrier of checkpoint `id` out of every backlog that holds it and sends it ahead
+  // of the batches in front of it, marked unaligned (aligned_timeout_ms 0); returns copies of
+  // the records it overtook per channel. false once a channel was cancelled.
+  bool overtake_backlogged(checkpoint_id id, std::vector<overtaken>& out);
+  // Appends `r` to channel `channel` without the partitioner (a restored output channel state
+  // goes back to the channel it was persisted for). false once a channel was cancelled.
+  bool emit_to(std::size_t channel, record r);
+
  private:
   bool append(std::size_t channel, stream_element e);
+  static void copy_records(const element_batch& batch, std::vector<record>& out);
   // Sends the channel's pending batch.
   bool send(std::size_t channel);
   // Hands `batch` to the channel, or queues it behind the channel's backlog.

@@ -149,6 +149,7 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
 
   // Jobs restart as a whole, so every subtask of this deployment has this attempt number.
   const std::uint32_t attempt = d.attempt.attempt;
+  std::uint32_t input_gate = 0;
   for (const job_edge& edge : job.edges) {
     if (edge.target == v->id) {
       const job_vertex* from = job.find_vertex(edge.source);
@@ -159,7 +160,9 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
         if (!peer) return fail_deploy(d, peer.err().message);
         c.inputs.push_back(channels_->open_input(
             channel_key{d.job, edge.source, j, v->id, index, attempt}, *peer));
+        c.input_addresses.push_back({input_gate, j});
       }
+      ++input_gate;
     }
     if (edge.source == v->id) {
       const job_vertex* to = job.find_vertex(edge.target);

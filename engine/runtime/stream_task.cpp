@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/clock.hpp"
+#include "engine/runtime/byte_gauge.hpp"
+#include "engine/runtime/replaying_input_channel.hpp"
 #include "engine/hop_trace.hpp"
 #include "engine/checkpoint/checkpoint_storage.hpp"
 #include "engine/state/key_groups.hpp"
@@ -125,26 +127,6 @@ class restore_target final : public keyed_group_sink {
   std::optional<keyed_state_backend::restore_sink> sink_;
 };
 
-// Removes files a snapshot stored for a checkpoint it could not acknowledge (those it wrote:
-// shared_new and exclusive ones). Best effort: the coordinator's sweep of the shared folder
-// catches what is left.
-void remove_stored_files(const std::filesystem::path& checkpoint_folder,
-                         const std::vector<state_handle>& handles) {
-  std::error_code ec;
-  for (const auto& h : handles) {
-    if (h.sharing == handle_sharing::exclusive)
-      std::filesystem::remove(checkpoint_folder / h.path, ec);
-    else if (h.sharing == handle_sharing::shared_new)
-      std::filesystem::remove(
-          checkpoint_folder.parent_path() / checkpoint_storage::shared_folder_name / h.path, ec);
-  }
-}
-
-// Roughly what a record costs to move: alignment metrics only.
-std::uint64_t approximate_bytes(const record& r) {
-  return sizeof(record) + r.payload.size();
-}
-
 }  // namespace
 
 // The operator's emit(): partitions over every output edge.
@@ -178,6 +160,7 @@ stream_task::stream_task(stream_task_config config)
   assert(config_.attempt.subtask.index < config_.vertex.parallelism);
   assert(config_.role == operator_role::source ? config_.inputs.empty() : !config_.inputs.empty());
   for (auto& in : config_.inputs) in->set_wakeup(wakeup_);
+  inputs_ = config_.inputs;
   // Room coming back on a backlogged output wakes the task as input does.
   for (auto& edge : config_.outputs)
     for (auto& c : edge.channels) c->set_room_wakeup(wakeup_);
@@ -424,6 +407,14 @@ result<void> stream_task::initialize() {
     last_barrier_ = restored_id;
   }
 
+  // Channel state of an unaligned checkpoint goes back ahead of anything new.
+  if (!restored_channels_.empty()) {
+    if (auto r = replay_channel_state(std::move(restored_channels_)); !r)
+      return error{"restoring checkpoint " + std::to_string(restored_id) + ": " +
+                   r.err().message};
+    restored_channels_.clear();
+  }
+
   operator_context context;
   context.job = config_.job;
   context.vertex = &config_.vertex;
@@ -495,6 +486,7 @@ result<void> stream_task::restore_state(std::vector<restored_operator_state>& re
         keyed_files.push_back(std::move(files).value());
         keyed_files_of.push_back(old_index);
       }
+      if (auto r = keep_channel_state(old_index, *snapshot); !r) return error{where + r.err().message};
       read.operator_state.push_back(
           {snapshot->subtask_index, snapshot->parallelism, std::move(snapshot->operator_state)});
     }
@@ -546,6 +538,7 @@ result<void> stream_task::restore_state(std::vector<restored_operator_state>& re
         return error{where + "the state of old subtask " + std::to_string(old_index) +
                      " holds a keyed state files manifest that lists no files"};
       }
+      if (auto r = keep_channel_state(old_index, *snapshot); !r) return error{where + r.err().message};
       restored.push_back(
           {snapshot->subtask_index, snapshot->parallelism, std::move(snapshot->operator_state)});
     }
@@ -638,6 +631,7 @@ result<void> stream_task::run_source(std::unique_lock<std::mutex>& turn) {
     deferred_writes_.clear();
     if (auto r = process_mailbox(); !r) return r;
     if (should_stop()) return success();
+    if (auto r = check_unaligned_timeouts(); !r) return r;
     if (!wait_for_room(turn, seen)) continue;
     if (exhausted_) {
       const bool may_finish = !config_.final_checkpoint || finish_requested_;
@@ -692,6 +686,10 @@ result<void> stream_task::run_inputs(std::unique_lock<std::mutex>& turn) {
     for (auto& write : deferred_writes_) config_.writer->submit(std::move(write));
     deferred_writes_.clear();
     if (auto r = process_mailbox(); !r) return r;
+    if (should_stop()) return success();
+    // Before the outputs' room is waited for: a barrier that overtakes records must not wait.
+    if (auto r = take_overtaking_barriers(); !r) return r;
+    if (auto r = check_unaligned_timeouts(); !r) return r;
     if (should_stop()) return success();
     if (!wait_for_room(turn, seen)) continue;
     bool progress = false;
@@ -754,7 +752,7 @@ bool stream_task::run_barrier_on_caller() {
           break;
         }
         while (!std::visit([i](auto& x) { return x.is_blocked(i); }, h)) {
-          auto batch = config_.inputs[i]->try_take();
+          auto batch = inputs_[i]->try_take();
           if (!batch) break;
           const auto* b = batch->size() == 1 ? std::get_if<checkpoint_barrier>(&batch->front())
                                              : nullptr;
@@ -800,9 +798,9 @@ result<bool> stream_task::process_input(std::size_t i) {
   }
   input_cursor& cursor = cursors_[i];
   if (cursor.next == cursor.batch.size()) {
-    auto batch = config_.inputs[i]->try_take();
+    auto batch = inputs_[i]->try_take();
     if (!batch) {
-      if (auto why = config_.inputs[i]->broken()) return error{*why};
+      if (auto why = inputs_[i]->broken()) return error{*why};
       return false;
     }
     cursor.batch = std::move(*batch);
@@ -816,8 +814,11 @@ result<bool> stream_task::process_input(std::size_t i) {
     if (auto* r = std::get_if<record>(&e)) {
       records_in_.store(records_in_.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
-      if (auto* aligner = std::get_if<barrier_aligner>(&h))
+      if (auto* aligner = std::get_if<barrier_aligner>(&h)) {
         aligner->on_bytes_processed(approximate_bytes(*r));
+        // Processed after an unaligned snapshot and before its barrier: in flight for it.
+        if (recording_ && aligner->owes_barrier(i)) record_in_flight(i, *r);
+      }
       std::visit([i](auto& x) { x.on_record_processed(i); }, h);
       if (keyed_) keyed_->set_current_key(r->key);
       if (auto p = operator_->process(*r, *output_); !p) return p.err();
@@ -860,7 +861,7 @@ void stream_task::hold(std::size_t i) {
     // Take the next batch of a blocked input without processing it, only to count what alignment
     // holds back: the cursor holds one batch whether or not its input is blocked, so this
     // buffers nothing more than reading the input would.
-    auto batch = config_.inputs[i]->try_take();
+    auto batch = inputs_[i]->try_take();
     if (!batch) return;
     cursor.batch = std::move(*batch);
     cursor.next = 0;
@@ -898,6 +899,7 @@ result<void> stream_task::process_mailbox() {
             },
             [&](const abort_message& m) -> result<void> {
               if (handler_) std::visit([&](auto& h) { h.on_checkpoint_aborted(m.id); }, *handler_);
+              drop_in_flight(m.id);
               return operator_->notify_checkpoint_aborted(m.id);
             },
             [&](const finish_message&) -> result<void> {
@@ -929,253 +931,14 @@ result<void> stream_task::perform(const barrier_actions& actions) {
   for (const auto& action : actions) {
     if (const auto* t = std::get_if<trigger_snapshot>(&action)) {
       if (auto r = take_snapshot(*t); !r) return r;
+    } else if (const auto* c = std::get_if<channel_state_complete>(&action)) {
+      on_channel_state_complete(c->id);
     } else {
       const auto& a = std::get<abort_snapshot>(action);
+      drop_in_flight(a.id);
       decline(a.id, a.reason, a.message);
     }
   }
-  return success();
-}
-
-result<void> stream_task::take_snapshot(const trigger_snapshot& t) {
-  const checkpoint_barrier& barrier = t.barrier;
-  assert(barrier.id > 0);
-  if (barrier.id > last_barrier_) last_barrier_ = barrier.id;
-  // The first barrier arrived when alignment began (a source: now, it has no alignment),
-  // read before forwarding.
-  const std::int64_t barrier_received_us = coordinator_clock::now_us() - t.alignment_duration_us;
-  hop_trace::record("t.snapshot", config_.vertex.id);
-  // Forward first: downstream aligns while this subtask copies its state.
-  for (auto& gate : gates_)
-    if (!gate.broadcast(barrier)) return success();  // torn down meanwhile
-
-  const auto sync_start = std::chrono::steady_clock::now();
-  auto op_snapshot = operator_->snapshot(barrier.id);
-  if (!op_snapshot) {
-    decline(barrier.id, checkpoint_failure_reason::checkpoint_declined,
-            "snapshot failed: " + op_snapshot.err().message);
-    return success();
-  }
-  auto snapshot = std::make_shared<subtask_snapshot>();
-  snapshot->operator_uid = config_.vertex.uid;
-  snapshot->subtask_index = config_.attempt.subtask.index;
-  snapshot->parallelism = config_.vertex.parallelism;
-  snapshot->checkpoint = barrier.id;
-  snapshot->operator_state = std::move(op_snapshot->state);
-  // The heap backend's copy goes in now; a deferred view (a large heap state, rocksdb) is
-  // streamed to the state file by the writer, off this thread.
-  std::shared_ptr<deferred_keyed_snapshot> keyed_later;
-  std::shared_ptr<incremental_keyed_snapshot> files_later;
-  // Savepoints own every file they name: always full.
-  if (keyed_ && barrier.options.kind != checkpoint_trigger_kind::savepoint) {
-    // A completion that arrived but still waits in the mailbox moves the base: naming files of an
-    // older checkpoint, which the completed one may have released, would fail this one.
-    if (auto completed = mailbox_.newest_queued_completion())
-      keyed_->notify_checkpoint_complete(*completed);
-    auto files = keyed_->snapshot_incremental(barrier.id);
-    if (!files) {
-      decline(barrier.id, checkpoint_failure_reason::checkpoint_declined,
-              "snapshot failed: " + files.err().message);
-      return success();
-    }
-    files_later = std::move(files).value();
-  }
-  if (keyed_ && !files_later) {
-    keyed_snapshot_part part = keyed_->snapshot();
-    if (part.deferred)
-      keyed_later = std::move(part.deferred);
-    else
-      snapshot->keyed = std::move(part.ready);
-  }
-  const auto sync_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                           std::chrono::steady_clock::now() - sync_start)
-                           .count();
-
-  checkpoint_ack ack;
-  ack.job = config_.job;
-  ack.attempt = config_.attempt;
-  ack.id = barrier.id;
-  ack.metrics.sync_duration_us = sync_us;
-  if (keyed_)
-    ack.state.keyed = keyed_state_scope{keyed_->max_parallelism(), keyed_->range().first,
-                                        keyed_->range().last};
-  ack.metrics.alignment_duration_us = t.alignment_duration_us;
-  ack.metrics.bytes_processed_during_alignment = t.bytes_processed_during_alignment;
-  ack.metrics.records_held_during_alignment = t.records_held_during_alignment;
-  ack.metrics.records_after_barrier = t.records_after_barrier;
-  ack.metrics.barrier_received_timestamp_us = barrier_received_us;
-  // Nothing asynchronous to run and no state, or a small one: acknowledge here, the state's
-  // bytes inline, with no file and no hand-off to the writer.
-  std::string encoded;
-  if (!op_snapshot->async_part && !keyed_later && !files_later && snapshot->empty()) {
-    ack.metrics.async_duration_us = 0;
-    hop_trace::record("t.ack", config_.vertex.id);
-    config_.responder->acknowledge(std::move(ack));
-    return success();
-  }
-  // A small state goes inline whether or not the operator has asynchronous work: a sink that
-  // fsyncs its pre-committed file still acknowledges its few bytes of state without a state
-  // file (and that file's own fsync) of its own.
-  bool state_inline = false;
-  if (!keyed_later && !files_later && !snapshot->empty() && config_.inline_state_max_bytes > 0 &&
-      state_file::may_fit(*snapshot, config_.inline_state_max_bytes)) {
-    const auto encode_start = std::chrono::steady_clock::now();
-    encoded = state_file::encode(*snapshot);
-    state_inline = encoded.size() <= config_.inline_state_max_bytes;
-    if (state_inline && !op_snapshot->async_part) {
-      ack.state.state_size = encoded.size();
-      ack.state.handles.push_back(state_file::make_inline(std::move(encoded)));
-      ack.metrics.async_duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                                          std::chrono::steady_clock::now() - encode_start)
-                                          .count();
-      hop_trace::record("t.ack", config_.vertex.id);
-      config_.responder->acknowledge(std::move(ack));
-      return success();
-    }
-  }
-  std::filesystem::path file;
-  if ((keyed_later || files_later) && !barrier.options.target_location.empty()) {
-    // Whether there is anything to write is known once it is streamed.
-    file = std::filesystem::path(barrier.options.target_location) /
-           state_file::file_name(config_.vertex.uid, config_.attempt.subtask.index,
-                                 config_.attempt.attempt);
-  } else if (!keyed_later && !snapshot->empty() && !state_inline) {
-    if (barrier.options.target_location.empty()) {
-      decline(barrier.id, checkpoint_failure_reason::checkpoint_declined,
-              "the barrier names no location for state files");
-      return success();
-    }
-    file = std::filesystem::path(barrier.options.target_location) /
-           state_file::file_name(config_.vertex.uid, config_.attempt.subtask.index,
-                                 config_.attempt.attempt);
-  }
-  // Off the task thread: everything it needs is captured by value (the task may be gone when
-  // it runs). A state encoded above but too large to go inline is written as it is.
-  std::function<void()> write = [responder = config_.responder, ack = std::move(ack), snapshot,
-                                 vertex = config_.vertex.id, file = std::move(file),
-                                 encoded = std::move(encoded), state_inline,
-                                 keyed_later = std::move(keyed_later),
-                                 files_later = std::move(files_later),
-                                 name_prefix = file_safe_uid(config_.vertex.uid) + "-" +
-                                               std::to_string(config_.attempt.subtask.index) +
-                                               "-" + std::to_string(config_.attempt.attempt),
-                                 inline_max = config_.inline_state_max_bytes,
-                                 async_part = std::move(op_snapshot->async_part)]() mutable {
-    const auto async_start = std::chrono::steady_clock::now();
-    checkpoint_decline decline{
-        ack.job, ack.attempt, ack.id, checkpoint_failure_reason::checkpoint_async_exception, {}};
-    // A deferred keyed state streams into its state file (or, while it stays within the inline
-    // limit, into memory): it is never held whole.
-    std::unique_ptr<state_file_writer> keyed_writer;
-    const auto decline_write = [&](const state_file_writer& w, const error& e) {
-      if (w.needs_location()) {
-        decline.reason = checkpoint_failure_reason::checkpoint_declined;
-        decline.message = "the barrier names no location for state files";
-      } else {
-        decline.message = e.message;
-      }
-      responder->decline(std::move(decline));
-    };
-    if (keyed_later) {
-      snapshot->keyed.max_parallelism = keyed_later->max_parallelism();
-      keyed_writer = std::make_unique<state_file_writer>(
-          file, state_file_writer::default_buffer_bytes, inline_max);
-      auto streamed = keyed_writer->head(*snapshot);
-      if (streamed) streamed = keyed_later->write_to(*keyed_writer);
-      keyed_later.reset();  // releases the backend's snapshot
-      if (!streamed) {
-        decline_write(*keyed_writer, streamed.err());
-        return;
-      }
-      // Nothing at all: no file.
-      if (snapshot->operator_state.empty() && keyed_writer->key_groups() == 0) {
-        keyed_writer.reset();
-        file.clear();
-      }
-    }
-    if (async_part) {
-      if (auto r = async_part(); !r) {
-        decline.message = r.err().message;
-        responder->decline(std::move(decline));
-        return;
-      }
-    }
-    // Keyed state as files: stored beside the state file (shared ones in the job's shared
-    // folder, the parent of this checkpoint's), which then carries their manifest.
-    std::vector<state_handle> file_handles;
-    std::uint64_t files_size = 0;
-    if (files_later) {
-      if (file.empty()) {
-        decline.reason = checkpoint_failure_reason::checkpoint_declined;
-        decline.message = "the barrier names no location for state files";
-        responder->decline(std::move(decline));
-        return;
-      }
-      const std::filesystem::path folder = file.parent_path();
-      auto stored = files_later->store(
-          folder.parent_path() / checkpoint_storage::shared_folder_name, folder, name_prefix);
-      files_later.reset();  // the local checkpoint goes
-      if (!stored) {
-        decline.message = stored.err().message;
-        responder->decline(std::move(decline));
-        return;
-      }
-      snapshot->keyed_files = std::move(stored->manifest);
-      file_handles = std::move(stored->handles);
-      files_size = stored->full_size;
-      if (inline_max > 0 && state_file::may_fit(*snapshot, inline_max)) {
-        encoded = state_file::encode(*snapshot);
-        state_inline = encoded.size() <= inline_max;
-      }
-    }
-    if (keyed_writer) {
-      auto written = keyed_writer->finish(std::nullopt);
-      if (!written) {
-        decline_write(*keyed_writer, written.err());
-        return;
-      }
-      keyed_writer.reset();
-      state_handle handle = std::move(written->handle);
-      ack.state.state_size = handle.size;
-      // Named relative to the checkpoint's folder, which is all the coordinator accepts.
-      if (!handle.is_inline()) handle.path = file.filename().string();
-      ack.state.handles.push_back(std::move(handle));
-    } else if (state_inline) {
-      ack.state.state_size = encoded.size();
-      ack.state.handles.push_back(state_file::make_inline(std::move(encoded)));
-    } else if (!file.empty()) {
-      auto handle = encoded.empty() ? state_file::write(file, *snapshot)
-                                    : state_file::write_encoded(file, std::move(encoded));
-      if (!handle) {
-        // The files stored for this checkpoint are nobody's: no acknowledgement names them.
-        remove_stored_files(file.parent_path(), file_handles);
-        decline.message = handle.err().message;
-        responder->decline(std::move(decline));
-        return;
-      }
-      ack.state.state_size = handle->size;
-      // Named relative to the checkpoint's folder, which is all the coordinator accepts.
-      handle->path = file.filename().string();
-      ack.state.handles.push_back(std::move(handle).value());
-    }
-    // The state's full size; the files this checkpoint did not store again included.
-    ack.state.state_size += files_size;
-    for (auto& h : file_handles) ack.state.handles.push_back(std::move(h));
-    ack.metrics.async_duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                                        std::chrono::steady_clock::now() - async_start)
-                                        .count();
-    hop_trace::record("t.ack", vertex);
-    responder->acknowledge(std::move(ack));
-  };
-  // Counted until it has ended, so that FINISHED follows this checkpoint's ack or decline.
-  write = writes_->track(std::move(write));
-  // On a trigger's thread (run_mailbox_on_caller) never wait for room in the writer's queue:
-  // the task thread submits what does not fit, first thing when it runs again.
-  if (on_caller_) {
-    if (!config_.writer->try_submit(write)) deferred_writes_.push_back(std::move(write));
-    return success();
-  }
-  config_.writer->submit(std::move(write));
   return success();
 }
 
@@ -1213,7 +976,10 @@ void stream_task::drain_before_end(std::unique_lock<std::mutex>& turn) {
   // The end of input must reach every consumer before the task ends.
   for (;;) {
     const std::uint64_t seen = wakeup_->generation();
-    if (should_stop() || !drain_outputs() || !outputs_backlogged()) return;
+    if (should_stop() || !drain_outputs()) return;
+    // A barrier still in a backlog may go out as a priority one meanwhile.
+    if (!check_unaligned_timeouts() || should_stop()) return;
+    if (!outputs_backlogged()) return;
     wait_idle(turn, seen, std::chrono::steady_clock::now() + config_.idle_recheck);
   }
 }
@@ -1230,6 +996,12 @@ bool stream_task::flush_outputs() {
 void stream_task::wait_idle(std::unique_lock<std::mutex>& turn, std::uint64_t seen,
                             std::chrono::steady_clock::time_point deadline) {
   assert(turn.owns_lock());
+  // An aligned timeout due earlier wakes the task for it.
+  if (auto due = next_unaligned_deadline_us())
+    deadline = std::min(deadline, std::chrono::steady_clock::time_point(
+                                      std::chrono::duration_cast<
+                                          std::chrono::steady_clock::duration>(
+                                          std::chrono::microseconds(*due))));
   idle_ = true;
   turn.unlock();
   wait_for_work(seen, deadline);

@@ -19,6 +19,7 @@
 #include "engine/runtime/barrier_aligner.hpp"
 #include "engine/runtime/barrier_tracker.hpp"
 #include "engine/runtime/channel.hpp"
+#include "engine/runtime/channel_state.hpp"
 #include "engine/runtime/checkpoint_responder.hpp"
 #include "engine/state/keyed_state_backend.hpp"
 #include "engine/state/state_backend_kind.hpp"
@@ -53,6 +54,9 @@ struct stream_task_config {
   // Every input channel of every incoming edge, in a fixed order (the barrier handler counts
   // them by index).
   std::vector<std::shared_ptr<input_channel>> inputs;
+  // Where each input comes from, parallel to `inputs` (the names of the input channel states an
+  // unaligned checkpoint persists). Empty: input i is {0, i}.
+  std::vector<channel_address> input_addresses;
   std::vector<output_edge> outputs;
   checkpointing_mode mode = checkpointing_mode::exactly_once;
   // Sources stay alive after their last record until a checkpoint taken after it completed
@@ -200,6 +204,72 @@ class stream_task {
   result<void> handle_trigger(const trigger_message& m);
   result<void> perform(const barrier_actions& actions);
   result<void> take_snapshot(const trigger_snapshot& t);
+
+  // --- snapshots (stream_task_snapshot.cpp) ---
+  // A checkpoint's snapshot once its synchronous part is taken: all its write needs.
+  struct prepared_snapshot {
+    checkpoint_barrier barrier;
+    checkpoint_ack ack;
+    std::shared_ptr<subtask_snapshot> snapshot;
+    std::function<result<void>()> async_part;
+    std::shared_ptr<deferred_keyed_snapshot> keyed_later;
+    std::shared_ptr<incremental_keyed_snapshot> files_later;
+  };
+  // The synchronous part: operator and keyed state. Nothing when it declined the checkpoint.
+  std::optional<prepared_snapshot> prepare_snapshot(const trigger_snapshot& t,
+                                                    std::int64_t barrier_received_us);
+  // Acknowledges at once (no state, or a small one inline) or hands the write to the writer.
+  void finish_snapshot(prepared_snapshot p);
+
+  // --- unaligned checkpoints (stream_task_unaligned.cpp) ---
+  // A checkpoint whose snapshot is taken while its channel state is still being gathered:
+  // inputs that owe the barrier (their records are persisted as they are processed), or, for a
+  // checkpoint that may go unaligned on a timeout, a barrier still waiting in an output backlog.
+  struct in_flight_checkpoint {
+    prepared_snapshot prepared;
+    std::map<std::size_t, std::vector<record>> inputs;  // by input index
+    std::vector<persisted_channel> outputs;
+    bool inputs_pending = false;
+    bool outputs_pending = false;
+    std::int64_t forwarded_us = 0;  // now_us() when the barrier was forwarded
+    std::uint64_t persisted_bytes = 0;
+  };
+  // What a barrier taken ahead of its input's records overtook there, until the snapshot it
+  // may trigger takes it as that input's channel state.
+  struct overtaken_input {
+    std::size_t input = 0;
+    checkpoint_id id = 0;
+    std::vector<record> records;
+  };
+  // Forwards the barrier of an unaligned snapshot ahead of the outputs' records and returns
+  // those records as output channel states. false: torn down.
+  bool forward_unaligned(const checkpoint_barrier& barrier, std::vector<persisted_channel>& out);
+  // The synchronous part is done: acknowledge now, or keep it in flight.
+  void hold_or_finish(prepared_snapshot p, bool unaligned, std::vector<persisted_channel> outputs);
+  // Takes the barriers that overtook records on the inputs (priority barriers, and once an
+  // unaligned checkpoint started, a barrier already queued on an input that owes it).
+  result<void> take_overtaking_barriers();
+  result<void> take_overtaking_barrier(std::size_t input);
+  void add_input_state(std::size_t input, std::vector<record> records);
+  void record_in_flight(std::size_t input, const record& r);
+  // The aligned timeout: switches alignment to unaligned, or a barrier still in an output
+  // backlog to a priority one, once due.
+  result<void> check_unaligned_timeouts();
+  // When check_unaligned_timeouts has something to do next (now_us() time line), if ever.
+  std::optional<std::int64_t> next_unaligned_deadline_us() const;
+  void on_channel_state_complete(checkpoint_id id);
+  void complete_in_flight();
+  void drop_in_flight(checkpoint_id id);
+  channel_address input_address(std::size_t input) const;
+  // The consuming subtask of channel `channel` of output `gate`.
+  std::uint32_t consumer_of(std::size_t gate, std::size_t channel) const;
+  // Restore: the channel states of an unaligned checkpoint go back where they were persisted,
+  // ahead of anything new (input ones before the live input, output ones into the gates).
+  result<void> replay_channel_state(std::vector<persisted_channel> channels);
+  result<void> replay_output(persisted_channel& c);
+  result<std::size_t> replay_input_of(const persisted_channel& c) const;
+  // Keeps the channel state of the old subtask `old_index` this subtask replays.
+  result<void> keep_channel_state(std::uint32_t old_index, subtask_snapshot& snapshot);
   void decline(checkpoint_id id, checkpoint_failure_reason reason, const std::string& message);
   result<void> finish_inputs(std::unique_lock<std::mutex>& turn);
   bool should_stop() const;
@@ -248,6 +318,14 @@ class stream_task {
   checkpoint_completion_listener* completion_listener_ = nullptr;  // the operator, if it is one
   std::unique_ptr<keyed_state_backend> keyed_;
   std::vector<output_gate> gates_;
+  // The inputs as the task reads them: config_.inputs, with those restored from an unaligned
+  // checkpoint wrapped to replay their channel state first.
+  std::vector<std::shared_ptr<input_channel>> inputs_;
+  std::optional<in_flight_checkpoint> in_flight_;
+  bool recording_ = false;  // in_flight_ has inputs that owe the barrier
+  bool scan_owed_ = false;  // look for a queued barrier on the inputs that owe it
+  std::optional<overtaken_input> overtaken_;
+  std::vector<persisted_channel> restored_channels_;  // read by restore_state
   std::unique_ptr<task_output> output_;
   std::optional<barrier_handler> handler_;
   std::vector<input_cursor> cursors_;

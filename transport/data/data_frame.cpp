@@ -61,7 +61,10 @@ struct element_packer {
     pack_str(pk, r.payload);
   }
   void operator()(const checkpoint_barrier& b) const {
-    pk.pack_array(7);
+    // The eighth item came later: written only when set, so a barrier without it encodes as
+    // before.
+    const bool with_timeout = b.options.aligned_timeout_ms != 0;
+    pk.pack_array(with_timeout ? 8 : 7);
     pk.pack_uint8(static_cast<std::uint8_t>(element_tag::barrier));
     pk.pack_int64(b.id);
     pk.pack_int64(b.timestamp_us);
@@ -69,6 +72,7 @@ struct element_packer {
     b.options.exactly_once ? pk.pack_true() : pk.pack_false();
     b.options.unaligned ? pk.pack_true() : pk.pack_false();
     pack_str(pk, b.options.target_location);
+    if (with_timeout) pk.pack_int64(b.options.aligned_timeout_ms);
   }
   void operator()(const end_of_input&) const {
     pk.pack_array(1);
@@ -205,7 +209,9 @@ class reader {
     const auto tag = u64(next(), {"tag", index}, 2);
     if (error) return;
     const std::uint32_t want[] = {5, 7, 1};
-    if (o.size != want[tag]) {
+    const bool barrier_with_timeout =
+        static_cast<element_tag>(tag) == element_tag::barrier && o.size == 8;
+    if (o.size != want[tag] && !barrier_with_timeout) {
       fail(wire::decode_errc::invalid_value, {"", index}, "wrong number of items");
       return;
     }
@@ -227,6 +233,11 @@ class reader {
         b.options.exactly_once = boolean(next(), {"exactly_once", index});
         b.options.unaligned = boolean(next(), {"unaligned", index});
         b.options.target_location = str(next(), {"location", index});
+        if (barrier_with_timeout) {
+          b.options.aligned_timeout_ms = i64(next(), {"aligned_timeout_ms", index});
+          if (b.options.aligned_timeout_ms < 0)
+            fail(wire::decode_errc::invalid_value, {"aligned_timeout_ms", index}, "negative");
+        }
         out.emplace_back(std::move(b));
         break;
       }

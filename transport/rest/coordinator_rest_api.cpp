@@ -111,6 +111,9 @@ json checkpoint_json(const checkpoint_stats& c) {
          {"end_to_end_duration_us", c.end_to_end_duration_us},
          {"alignment_buffered", 0},
          {"max_alignment_duration_us", c.max_alignment_duration_us},
+         {"unaligned_checkpoint", c.unaligned},
+         {"persisted_data", c.persisted_data_bytes},
+         {"processed_data", c.processed_data_bytes},
          {"num_subtasks", c.num_subtasks},
          {"num_acknowledged_subtasks", c.num_acknowledged},
          {"num_notified_subtasks", c.num_notified},
@@ -597,7 +600,10 @@ rest_response coordinator_rest_api::checkpoint_details(
                                        {"duration_us", a.alignment_duration_us},
                                        {"processed", a.bytes_processed_during_alignment},
                                        {"held_records", a.records_held_during_alignment},
-                                       {"records_after_barrier", a.records_after_barrier}}}});
+                                       {"records_after_barrier", a.records_after_barrier}}},
+                        {"unaligned_checkpoint", a.unaligned},
+                        {"persisted_data", a.persisted_data_bytes},
+                        {"processed_data", a.bytes_processed_during_alignment}});
     if (a.notified_timestamp_us) {
       subtasks.back()["notified_timestamp"] = ms(*a.notified_timestamp_us);
       subtasks.back()["notified_timestamp_us"] = *a.notified_timestamp_us;
@@ -739,6 +745,7 @@ std::string coordinator_rest_api::metrics_text() const {
     std::string name;
     checkpoint_counts counts;
     std::int64_t last_duration_ms = 0, last_size = 0, last_id = 0, restore_ts = -1;
+    std::int64_t last_persisted = 0, last_unaligned = 0;
     double since_last_s = -1;
     stats_summary e2e;
     const checkpoint_stage_histograms* stages = nullptr;  // null without checkpointing
@@ -763,6 +770,8 @@ std::string coordinator_rest_api::metrics_text() const {
       if (auto* l = stats.latest_completed()) {
         jm.last_duration_ms = ms(l->end_to_end_duration_us);
         jm.last_size = static_cast<std::int64_t>(l->state_size);
+        jm.last_persisted = static_cast<std::int64_t>(l->persisted_data_bytes);
+        jm.last_unaligned = l->unaligned ? 1 : 0;
         jm.last_id = l->id;
         if (l->end_timestamp_us) jm.since_last_s = (now_us - *l->end_timestamp_us) / 1e6;
       }
@@ -793,6 +802,11 @@ std::string coordinator_rest_api::metrics_text() const {
          [](const job_metrics& j) { return j.last_duration_ms; });
   series("flink_jobmanager_job_lastCheckpointSize", "bytes of state in the last checkpoint",
          [](const job_metrics& j) { return j.last_size; });
+  series("snapflow_last_checkpoint_persisted_data_bytes",
+         "in-flight bytes the last completed checkpoint persisted as channel state",
+         [](const job_metrics& j) { return j.last_persisted; });
+  series("snapflow_last_checkpoint_unaligned", "1 if the last completed checkpoint went unaligned",
+         [](const job_metrics& j) { return j.last_unaligned; });
   series("flink_jobmanager_job_lastCompletedCheckpointId", "id of the last completed checkpoint",
          [](const job_metrics& j) { return j.last_id; });
   series("flink_jobmanager_job_lastCheckpointRestoreTimestamp", "ms since epoch, -1 if none",

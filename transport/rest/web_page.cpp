@@ -137,13 +137,13 @@ function drawBreakdown(det,names){
  $('breakdown-title').textContent=`Subtasks of checkpoint #${det.id} (${det.status}, ${det.checkpoint_type})`;
  const rows=(det.subtasks||[]).slice().sort((a,b)=>a.vertex-b.vertex||a.index-b.index);
  const max=Math.max(1,...rows.map(s=>s.end_to_end_duration_us||0));
- let h='<tr><th>operator</th><th>subtask</th><th>end to end</th><th>stages</th><th>trigger→barrier</th><th>alignment</th><th>sync</th><th>async</th><th>written</th><th>state</th></tr>';
+ let h='<tr><th>operator</th><th>subtask</th><th>end to end</th><th>stages</th><th>trigger→barrier</th><th>alignment</th><th>sync</th><th>async</th><th>in flight</th><th>written</th><th>state</th></tr>';
  rows.forEach(s=>{const e=s.end_to_end_duration_us||0,d=s.start_delay_us||0,a=s.alignment.duration_us||0,
    sy=s.checkpoint.sync_us||0,as=s.checkpoint.async_us||0,rest=Math.max(0,e-d-a-sy-as);
   const seg=(v,c)=>`<span style="display:inline-block;height:10px;background:${c};width:${(160*v/max).toFixed(1)}px"></span>`;
   h+=`<tr class="subtask" data-vertex="${s.vertex}" data-index="${s.index}"><td>${esc(names[s.vertex]||s.vertex)}</td><td class="n">${s.index}</td><td class="n">${us(e)}</td>`+
    `<td style="white-space:nowrap">${seg(d,'#a142f4')}${seg(a,'#f9ab00')}${seg(sy,'#1a73e8')}${seg(as,'#12b5cb')}${seg(rest,'#bdc1c6')}</td>`+
-   `<td class="n">${us(d)}</td><td class="n">${us(a)}</td><td class="n">${us(sy)}</td><td class="n">${us(as)}</td><td class="n">${bytes(s.checkpointed_size)}</td><td class="n">${bytes(s.state_size)}</td></tr>`;});
+   `<td class="n">${us(d)}</td><td class="n">${us(a)}</td><td class="n">${us(sy)}</td><td class="n">${us(as)}</td><td class="n">${s.unaligned_checkpoint?'unaligned, '+bytes(s.persisted_data||0):'aligned'}</td><td class="n">${bytes(s.checkpointed_size)}</td><td class="n">${bytes(s.state_size)}</td></tr>`;});
  if(!rows.length&&det.tasks&&!det.subtasks){
   // Too many subtasks to list: one row per operator from the per-vertex summary.
   $('breakdown-title').textContent=`Operators of checkpoint #${det.id} (${det.status}, ${det.checkpoint_type}; ${det.num_subtasks} subtasks)`;
@@ -151,7 +151,7 @@ function drawBreakdown(det,names){
   det.tasks.forEach(t=>{const e=t.end_to_end_duration;
    h+=`<tr class="operator" data-vertex="${t.vertex}"><td>${esc(t.uid)}</td><td class="n">${t.num_acknowledged_subtasks} / ${t.num_subtasks}</td>`+
     `<td class="n">${us(e.min_us)} / ${us(e.avg_us)} / ${us(e.max_us)}</td><td class="n">${us(t.max_start_delay_us)}</td><td class="n">${us(t.max_alignment_duration_us)}</td><td class="n">${bytes(t.checkpointed_size)}</td><td class="n">${bytes(t.state_size)}</td></tr>`;});
- }else if(!rows.length)h+='<tr><td colspan="10" class="muted">no acknowledgements yet</td></tr>';
+ }else if(!rows.length)h+='<tr><td colspan="11" class="muted">no acknowledgements yet</td></tr>';
  $('breakdown').innerHTML=h;
 }
 
