@@ -264,6 +264,45 @@ TEST_CASE("typed job: union, connect, filter and flat_map into a callable sink")
   CHECK(*seen == std::multiset<std::string>{"n1", "n3", "n100", "n200", "wa", "wb", "wc"});
 }
 
+TEST_CASE("typed job: a keyed co-process shares keyed state between its two inputs") {
+  stream_environment env;
+  env.set_parallelism(2);
+  api::typed_environment typed(env);
+  auto events = typed.generate(40, [](std::int64_t n) {
+    return event{"user-" + std::to_string(n % 4), n, 1};
+  });
+  auto names = typed.from_collection(
+      std::vector<std::string>{"user-0", "user-1", "user-2", "user-3", "user-0"});
+  using seen_count = std::pair<std::string, std::int64_t>;
+  // Events count 1 and names 100 into the same state of their key.
+  const auto bump = [](api::keyed_process_context<std::string>& ctx,
+                       api::collector<seen_count>& out, std::int64_t by) {
+    auto seen = ctx.get_state<std::int64_t>("seen");
+    seen.update(seen.value_or(0) + by);
+    out.collect({ctx.key(), *seen.value()});
+  };
+  auto counts =
+      events.connect(names)
+          .key_by([](const event& e) { return e.user; }, [](const std::string& s) { return s; })
+          .process<seen_count>(
+              [bump](const event&, auto& ctx, auto& out) { bump(ctx, out, 1); },
+              [bump](const std::string&, auto& ctx, auto& out) { bump(ctx, out, 100); });
+  counts.set_parallelism(3);
+  auto last = std::make_shared<std::map<std::string, std::int64_t>>();
+  auto mutex = std::make_shared<std::mutex>();
+  counts.sink([last, mutex](const seen_count& c) {
+    std::lock_guard lock(*mutex);
+    (*last)[c.first] = std::max((*last)[c.first], c.second);
+  });
+  local_cluster cluster(env.build_job_graph(), {});
+  auto status = cluster.run(60s);
+  if (!status) FAIL(status.err().message);
+  INFO("failure: " << cluster.failure_cause().value_or("none"));
+  REQUIRE(*status == job_status::finished);
+  CHECK(*last == std::map<std::string, std::int64_t>{
+                     {"user-0", 210}, {"user-1", 110}, {"user-2", 110}, {"user-3", 110}});
+}
+
 TEST_CASE("typed job: a payload that is not the stream's type fails the job with a clear cause") {
   stream_environment env;
   api::typed_environment typed(env);
