@@ -1,6 +1,8 @@
 #include "engine/api/state_scope.hpp"
 
+#include <algorithm>
 #include <cassert>
+#include <limits>
 
 #include "engine/api/codec.hpp"
 
@@ -34,6 +36,15 @@ state_scope::state_scope(keyed_context& context, std::string encoded_key,
   prefix_ += encoded_key_;
 }
 
+std::int64_t state_scope::expiry_after(std::chrono::milliseconds ttl) const {
+  // Saturates: a ttl of years must not overflow into the past. A ttl of 0 or less expires the
+  // value at once.
+  const std::int64_t now = now_ms();
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  if (ttl.count() > 0 && now > 0 && ttl.count() > max - now) return max;
+  return now + std::max<std::int64_t>(ttl.count(), 0);
+}
+
 std::optional<std::string> state_scope::unwrap(std::string_view state,
                                                std::string_view stored) const {
   if (!stored.empty() && stored[0] == no_expiry) return std::string(stored.substr(1));
@@ -61,7 +72,7 @@ void state_scope::put(std::string_view state, std::string_view suffix, std::stri
   stored.reserve(1 + expiry_bytes + bytes.size());
   if (ttl) {
     stored.push_back(with_expiry);
-    append_big_endian(stored, static_cast<std::uint64_t>(now_ms() + ttl->count()), expiry_bytes);
+    append_big_endian(stored, static_cast<std::uint64_t>(expiry_after(*ttl)), expiry_bytes);
   } else {
     stored.push_back(no_expiry);
   }

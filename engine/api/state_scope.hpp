@@ -53,6 +53,7 @@ class state_scope {
 
  private:
   std::string map_key(std::string_view suffix) const { return prefix_ + std::string(suffix); }
+  std::int64_t expiry_after(std::chrono::milliseconds ttl) const;
   // The value bytes of envelope `stored`, or nothing when it expired; decode_error when it is
   // no envelope at all (a state written by something else under the same name).
   std::optional<std::string> unwrap(std::string_view state, std::string_view stored) const;

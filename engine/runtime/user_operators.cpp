@@ -29,6 +29,8 @@ result<void> guarded(const std::string& name, Call call) {
     return success();
   } catch (const std::exception& e) {
     return error{"user function '" + name + "' failed: " + e.what()};
+  } catch (...) {
+    return error{"user function '" + name + "' failed: it threw something not a std::exception"};
   }
 }
 

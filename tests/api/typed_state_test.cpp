@@ -166,6 +166,11 @@ TEST_CASE("typed state: TTL expires values on the injected clock and cleans them
   // A new write lives again.
   v.update(3);
   CHECK(v.value() == std::int64_t{3});
+  // A ttl too long to add to the clock saturates instead of wrapping into the past.
+  value_state<std::int64_t> forever(s.scope, "forever", std::chrono::milliseconds::max());
+  forever.update(4);
+  clock->advance(std::chrono::hours(24 * 365));
+  CHECK(forever.value() == std::int64_t{4});
 }
 
 TEST_CASE("typed state: survives a snapshot restored into either backend") {
