@@ -1,7 +1,8 @@
 // Typed jobs run whole on the in-process local_cluster: a user struct through map, key_by and a
 // process function with value, map and list state into the exactly-once file sink, across a
-// killed task and a restore from the latest checkpoint (both state backends); union and connect;
-// and a payload that is not what the stream's type says, which fails the job with a clear cause.
+// killed task and a restore from the latest checkpoint (both state backends, at the same and at
+// another parallelism); union, connect and a keyed co-process; and a payload that is not what the
+// stream's type says, which fails the job with a clear cause.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -133,7 +134,8 @@ void count_events(const event& e, api::keyed_process_context<std::string>& ctx,
 std::int64_t amount_of(std::int64_t seq) { return (seq % 7) * 3; }
 
 job_graph tally_job(const std::filesystem::path& out, std::int64_t count,
-                    const std::string& backend, const operator_registry& registry) {
+                    const std::string& backend, const operator_registry& registry,
+                    std::uint32_t tally_parallelism) {
   stream_environment env;
   env.set_job_name("typed-tally").set_parallelism(2);
   env.enable_checkpointing(10ms);
@@ -153,13 +155,13 @@ job_graph tally_job(const std::filesystem::path& out, std::int64_t count,
   tripled.uid("triple");
   auto tallies = tripled.key_by([](const event& e) { return e.user; })
                      .process<tally>(count_events, "tally");
-  tallies.uid("tally").set_parallelism(3);
+  tallies.uid("tally").set_parallelism(tally_parallelism);
   tallies.to_records(to_output)
       .uid("to-records")
-      .set_parallelism(3)
+      .set_parallelism(tally_parallelism)
       .add_sink("two_phase_commit_file_sink", {{"path", out.string()}})
       .uid("sink")
-      .set_parallelism(3);
+      .set_parallelism(tally_parallelism);
   return env.build_job_graph(registry);
 }
 
@@ -204,12 +206,15 @@ void check_tallies(const std::filesystem::path& out, std::int64_t count) {
 
 TEST_CASE("typed job: keyed state through checkpoints, a killed task and a restore, exactly once") {
   const std::string backend = GENERATE("hashmap", "rocksdb");
-  INFO("state backend " << backend);
+  // The restored job's process function and sink at the same parallelism, or rescaled: the
+  // typed state moves with its key groups.
+  const std::uint32_t restored_parallelism = GENERATE(3u, 2u);
+  INFO("state backend " << backend << ", restored at parallelism " << restored_parallelism);
   testing::temp_folder dir("api-job");
   constexpr std::int64_t count = 24'000;
   const auto out = dir.path() / "out";
   gated_kinds kinds(/*hold_after=*/5'000);  // per source subtask: 10,000 before the gate
-  const job_graph job = tally_job(out, count, backend, kinds.registry);
+  const job_graph job = tally_job(out, count, backend, kinds.registry, 3);
   {
     local_cluster first(job, kinds.options(dir));
     auto started = first.start();
@@ -223,7 +228,9 @@ TEST_CASE("typed job: keyed state through checkpoints, a killed task and a resto
   kinds.open->store(true);
   auto options = kinds.options(dir);
   options.restore_latest = true;
-  local_cluster second(job, options);
+  job_graph restored = tally_job(out, count, backend, kinds.registry, restored_parallelism);
+  restored.id = job.id;
+  local_cluster second(restored, options);
   auto status = second.run(120s);
   if (!status) FAIL(status.err().message);
   INFO("failure: " << second.failure_cause().value_or("none"));
