@@ -19,9 +19,9 @@ class keyed_stream;
 template <typename A, typename B>
 class connected_streams;
 
-// `next` runs where `input` runs: same parallelism and max parallelism, forward edge. For
-// operators the typed layer adds next to the user's (a source's decoder, connect's tags), so
-// they keep the input's order and cost no shuffle.
+// `next` takes `input`'s parallelism and max parallelism, so the edge between them is forward:
+// the operators the typed layer adds beside the user's (a sequence's generator, connect's tags)
+// keep their input's order and cost no shuffle.
 inline void follow_input(stream_environment& env, vertex_id input, vertex_id next) {
   const stream_node& from = env.graph().node(input);
   stream_node& to = env.graph().node(next);

@@ -27,7 +27,8 @@ inline tagged_record untag(const record& r, std::string_view op) {
                             r.payload[0] != static_cast<char>(input_side::second)))
     throw decode_error("record " + std::to_string(r.seq) + " entering '" + std::string(op) +
                        "' carries no input tag");
-  return {static_cast<input_side>(r.payload[0]), record{r.key, r.seq, r.value, r.payload.substr(1)}};
+  return {static_cast<input_side>(r.payload[0]),
+          record{r.key, r.seq, r.value, r.payload.substr(1)}};
 }
 
 }  // namespace snapflow::api

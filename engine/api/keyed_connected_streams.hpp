@@ -31,7 +31,8 @@ class keyed_connected_streams {
   // fa: void(const A&, keyed_process_context<K>&, collector<O>&), fb likewise for B.
   template <typename O, typename FA, typename FB>
   data_stream<O> process(FA fa, FB fb, std::string name = "co_process",
-                         std::shared_ptr<const processing_clock> clock = processing_clock::system()) {
+                         std::shared_ptr<const processing_clock> clock =
+                             processing_clock::system()) {
     process_function raw_fn = [fa = std::move(fa), fb = std::move(fb), ka = key_a_, kb = key_b_,
                                clock, name](const record& r, keyed_context& state,
                                             std::vector<record>& out) {

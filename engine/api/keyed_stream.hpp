@@ -30,7 +30,8 @@ class keyed_stream {
   // time state TTL uses (tests inject a manual_clock).
   template <typename O, typename F>
   data_stream<O> process(F fn, std::string name = "process",
-                         std::shared_ptr<const processing_clock> clock = processing_clock::system()) {
+                         std::shared_ptr<const processing_clock> clock =
+                             processing_clock::system()) {
     process_function raw_fn = [fn = std::move(fn), select = selector_, clock, name](
                                   const record& r, keyed_context& state, std::vector<record>& out) {
       const T value = decode_payload<T>(r, name);

@@ -24,14 +24,15 @@ class typed_environment {
   stream_environment& env() const { return *env_; }
 
   // gen: T(std::int64_t n), called for each sequence number `source` (a sequence_source, or a
-  // kind that emits like one) produces. The decoder runs where the source runs.
+  // kind that emits like one) produces. The generating operator takes the source's parallelism
+  // (read forward, in order); given another one later, it reads the source round robin.
   template <typename F>
   auto from_sequence(snapflow::data_stream source, F gen, std::string name = "generate") {
     using T = std::decay_t<std::invoke_result_t<F&, std::int64_t>>;
     map_function make = [gen = std::move(gen)](const record& r) {
       return record{r.key, r.seq, r.value, encode(gen(r.seq))};
     };
-    auto typed = source.forward().map(std::move(make), std::move(name));
+    auto typed = source.map(std::move(make), std::move(name));
     follow_input(*env_, source.id(), typed.id());
     return data_stream<T>(*env_, typed);
   }

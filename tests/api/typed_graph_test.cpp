@@ -1,4 +1,5 @@
-// The example of docs/api.md, kept compiling and valid: it builds a job graph.
+// Typed job graphs build: the example of docs/api.md (kept compiling and valid), and a typed
+// source given a parallelism of its own.
 #include <catch2/catch.hpp>
 
 #include "engine/api/typed_api.hpp"
@@ -42,4 +43,13 @@ TEST_CASE("docs example: the typed job of docs/api.md builds a valid job graph")
 
   snapflow::job_graph job = env.build_job_graph();
   CHECK(job.vertices.size() == 7);  // source, generate, filter, key_by, process, to_records, sink
+}
+
+TEST_CASE("typed graph: a generated stream may take a parallelism of its own") {
+  snapflow::stream_environment env;
+  snapflow::api::typed_environment typed(env);
+  auto numbers = typed.generate(10, [](std::int64_t n) { return n; });
+  numbers.set_parallelism(3);
+  numbers.sink([](std::int64_t) {});
+  CHECK_NOTHROW(env.build_job_graph());
 }
