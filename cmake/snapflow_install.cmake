@@ -9,7 +9,7 @@ set(SNAPFLOW_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/snapflow)
 set(SNAPFLOW_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/snapflow)
 
 set(snapflow_exported_libraries
-  snapflow_common snapflow_graph snapflow_engine snapflow_cluster snapflow_transport
+  snapflow_common snapflow_graph snapflow_engine snapflow_cluster snapflow_api snapflow_transport
   snapflow_process_logging snapflow_cpu_affinity snapflow_nexmark
   snapflow_worker_lib)
 # Headers are included from the repository root ("engine/runtime/stream_operator.hpp"): the
@@ -22,6 +22,7 @@ set_target_properties(snapflow_common PROPERTIES EXPORT_NAME common)
 set_target_properties(snapflow_graph PROPERTIES EXPORT_NAME graph)
 set_target_properties(snapflow_engine PROPERTIES EXPORT_NAME engine)
 set_target_properties(snapflow_cluster PROPERTIES EXPORT_NAME cluster)
+set_target_properties(snapflow_api PROPERTIES EXPORT_NAME api)
 set_target_properties(snapflow_transport PROPERTIES EXPORT_NAME transport)
 set_target_properties(snapflow_process_logging PROPERTIES EXPORT_NAME process_logging)
 set_target_properties(snapflow_cpu_affinity PROPERTIES EXPORT_NAME cpu_affinity)

@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include "engine/runtime/backend_keyed_context.hpp"
+
 namespace snapflow {
 
 namespace {
@@ -18,39 +20,54 @@ result<Fn> callable_of(const job_vertex& vertex) {
   return *fn;
 }
 
+// Runs user code: what it throws becomes the task's failure, named after the operator, instead
+// of an exception unwinding through the task.
+template <typename Call>
+result<void> guarded(const std::string& name, Call call) {
+  try {
+    call();
+    return success();
+  } catch (const std::exception& e) {
+    return error{"user function '" + name + "' failed: " + e.what()};
+  } catch (...) {
+    return error{"user function '" + name + "' failed: it threw something not a std::exception"};
+  }
+}
+
 }  // namespace
 
 result<std::unique_ptr<stream_operator>> user_map::create(const job_vertex& vertex) {
   auto fn = callable_of<map_function>(vertex);
   if (!fn) return fn.err();
-  return std::unique_ptr<stream_operator>(new user_map(std::move(*fn)));
+  return std::unique_ptr<stream_operator>(new user_map(vertex.name, std::move(*fn)));
 }
 
 result<void> user_map::process(const record& r, record_output& out) {
-  out.emit(fn_(r));
-  return success();
+  return guarded(name_, [&] { out.emit(fn_(r)); });
 }
 
 result<std::unique_ptr<stream_operator>> user_filter::create(const job_vertex& vertex) {
   auto fn = callable_of<filter_function>(vertex);
   if (!fn) return fn.err();
-  return std::unique_ptr<stream_operator>(new user_filter(std::move(*fn)));
+  return std::unique_ptr<stream_operator>(new user_filter(vertex.name, std::move(*fn)));
 }
 
 result<void> user_filter::process(const record& r, record_output& out) {
-  if (fn_(r)) out.emit(r);
-  return success();
+  return guarded(name_, [&] {
+    if (fn_(r)) out.emit(r);
+  });
 }
 
 result<std::unique_ptr<stream_operator>> user_flat_map::create(const job_vertex& vertex) {
   auto fn = callable_of<flat_map_function>(vertex);
   if (!fn) return fn.err();
-  return std::unique_ptr<stream_operator>(new user_flat_map(std::move(*fn)));
+  return std::unique_ptr<stream_operator>(new user_flat_map(vertex.name, std::move(*fn)));
 }
 
 result<void> user_flat_map::process(const record& r, record_output& out) {
   buffer_.clear();
-  fn_(r, buffer_);
+  auto called = guarded(name_, [&] { fn_(r, buffer_); });
+  if (!called) return called;
   for (auto& o : buffer_) out.emit(std::move(o));
   return success();
 }
@@ -58,50 +75,40 @@ result<void> user_flat_map::process(const record& r, record_output& out) {
 result<std::unique_ptr<stream_operator>> user_key_by::create(const job_vertex& vertex) {
   auto fn = callable_of<key_function>(vertex);
   if (!fn) return fn.err();
-  return std::unique_ptr<stream_operator>(new user_key_by(std::move(*fn)));
+  return std::unique_ptr<stream_operator>(new user_key_by(vertex.name, std::move(*fn)));
 }
 
 result<void> user_key_by::process(const record& r, record_output& out) {
-  record copy = r;
-  copy.key = fn_(r);
-  out.emit(std::move(copy));
-  return success();
+  return guarded(name_, [&] {
+    record copy = r;
+    copy.key = fn_(r);
+    out.emit(std::move(copy));
+  });
 }
 
-// keyed_context over the backend's value state of the current key.
-class user_process::backend_context final : public keyed_context {
- public:
-  explicit backend_context(keyed_state_backend& backend) : backend_(backend) {}
-  std::optional<std::int64_t> value(std::string_view state) const override {
-    return backend_.value(state);
-  }
-  void set_value(std::string_view state, std::int64_t v) override { backend_.set_value(state, v); }
-  void clear(std::string_view state) override { backend_.clear_value(state); }
-
- private:
-  keyed_state_backend& backend_;
-};
-
-user_process::user_process(process_function fn) : fn_(std::move(fn)) {}
+user_process::user_process(std::string name, process_function fn)
+    : name_(std::move(name)), fn_(std::move(fn)) {}
 user_process::~user_process() = default;
 
 result<std::unique_ptr<stream_operator>> user_process::create(const job_vertex& vertex) {
   auto fn = callable_of<process_function>(vertex);
   if (!fn) return fn.err();
-  return std::unique_ptr<stream_operator>(new user_process(std::move(*fn)));
+  return std::unique_ptr<stream_operator>(new user_process(vertex.name, std::move(*fn)));
 }
 
 result<void> user_process::open(const operator_context& context,
                                 const std::vector<restored_operator_state>&) {
   assert(context.keyed_state != nullptr);
-  context_ = std::make_unique<backend_context>(*context.keyed_state);
+  context_ = std::make_unique<backend_keyed_context>(*context.keyed_state);
   return success();
 }
 
 result<void> user_process::process(const record& r, record_output& out) {
   assert(context_);
   buffer_.clear();
-  fn_(r, *context_, buffer_);
+  // Records emitted before a failure are dropped with the failed task: the restore replays.
+  auto called = guarded(name_, [&] { fn_(r, *context_, buffer_); });
+  if (!called) return called;
   for (auto& o : buffer_) out.emit(std::move(o));
   return success();
 }

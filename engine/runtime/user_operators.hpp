@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/runtime/stream_operator.hpp"
@@ -11,7 +12,9 @@ namespace snapflow {
 // Operators that run the C++ callable stored in job_vertex::function (user_* kinds, declared
 // through stream_environment). The callable must be of the variant alternative the kind names;
 // otherwise create() refuses the vertex. A custom worker binary that receives a job graph over
-// the wire (where callables are not serialized) registers its own kinds instead.
+// the wire (where callables are not serialized) registers its own kinds instead. An exception
+// thrown by the callable (a typed payload that does not decode, a state of the wrong type)
+// fails the task with an error naming the operator; it never escapes the operator.
 
 class user_map final : public stream_operator {
  public:
@@ -19,7 +22,8 @@ class user_map final : public stream_operator {
   result<void> process(const record& r, record_output& out) override;
 
  private:
-  explicit user_map(map_function fn) : fn_(std::move(fn)) {}
+  user_map(std::string name, map_function fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name_;
   map_function fn_;
 };
 
@@ -29,7 +33,8 @@ class user_filter final : public stream_operator {
   result<void> process(const record& r, record_output& out) override;
 
  private:
-  explicit user_filter(filter_function fn) : fn_(std::move(fn)) {}
+  user_filter(std::string name, filter_function fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name_;
   filter_function fn_;
 };
 
@@ -39,7 +44,9 @@ class user_flat_map final : public stream_operator {
   result<void> process(const record& r, record_output& out) override;
 
  private:
-  explicit user_flat_map(flat_map_function fn) : fn_(std::move(fn)) {}
+  user_flat_map(std::string name, flat_map_function fn)
+      : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name_;
   flat_map_function fn_;
   std::vector<record> buffer_;
 };
@@ -51,7 +58,8 @@ class user_key_by final : public stream_operator {
   result<void> process(const record& r, record_output& out) override;
 
  private:
-  explicit user_key_by(key_function fn) : fn_(std::move(fn)) {}
+  user_key_by(std::string name, key_function fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name_;
   key_function fn_;
 };
 
@@ -65,11 +73,11 @@ class user_process final : public stream_operator {
   result<void> process(const record& r, record_output& out) override;
 
  private:
-  class backend_context;
-  explicit user_process(process_function fn);
+  user_process(std::string name, process_function fn);
 
+  std::string name_;
   process_function fn_;
-  std::unique_ptr<backend_context> context_;
+  std::unique_ptr<keyed_context> context_;
   std::vector<record> buffer_;
 };
 

@@ -1,0 +1,148 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "engine/api/codec.hpp"
+#include "engine/api/collector.hpp"
+#include "engine/api/key_hash.hpp"
+#include "graph/stream_environment.hpp"
+
+namespace snapflow::api {
+
+template <typename K, typename T>
+class keyed_stream;
+template <typename A, typename B>
+class connected_streams;
+
+// `next` takes `input`'s parallelism and max parallelism, so the edge between them is forward:
+// the operators the typed layer adds beside the user's (a sequence's generator, connect's tags)
+// keep their input's order and cost no shuffle.
+inline void follow_input(stream_environment& env, vertex_id input, vertex_id next) {
+  const stream_node& from = env.graph().node(input);
+  stream_node& to = env.graph().node(next);
+  to.parallelism = from.parallelism;
+  to.max_parallelism = from.max_parallelism;
+}
+
+// A stream of T (Flink's DataStream<T>): records whose payload holds one msgpack-encoded T.
+// A handle on one declared operator, cheap to copy; the stream_environment owns the graph and
+// must outlive it. Each operation adds a user_* operator whose callable decodes the input
+// payload (a payload that is not a T fails the task with a decode error naming the operator),
+// calls the user's function and encodes what it returns.
+template <typename T>
+class data_stream {
+ public:
+  using value_type = T;
+
+  data_stream(stream_environment& env, snapflow::data_stream raw) : env_(&env), raw_(raw) {}
+
+  snapflow::data_stream raw() const { return raw_; }
+  stream_environment& environment() const { return *env_; }
+
+  // fn: O(const T&). The output record keeps the input's key, seq and value.
+  template <typename F>
+  auto map(F fn, std::string name = "map") {
+    using O = std::decay_t<std::invoke_result_t<F&, const T&>>;
+    map_function raw_fn = [fn = std::move(fn), name](const record& r) {
+      return record{r.key, r.seq, r.value, encode(fn(decode_payload<T>(r, name)))};
+    };
+    return data_stream<O>(*env_, copy().map(std::move(raw_fn), name));
+  }
+
+  data_stream<T> filter(std::function<bool(const T&)> fn, std::string name = "filter") {
+    filter_function raw_fn = [fn = std::move(fn), name](const record& r) {
+      return fn(decode_payload<T>(r, name));
+    };
+    return data_stream<T>(*env_, copy().filter(std::move(raw_fn), name));
+  }
+
+  // fn: void(const T&, collector<O>&), any number of outputs per input.
+  template <typename O, typename F>
+  data_stream<O> flat_map(F fn, std::string name = "flat_map") {
+    flat_map_function raw_fn = [fn = std::move(fn), name](const record& r,
+                                                         std::vector<record>& out) {
+      collector<O> c(out, r);
+      fn(decode_payload<T>(r, name), c);
+    };
+    return data_stream<O>(*env_, copy().flat_map(std::move(raw_fn), name));
+  }
+
+  // selector: K(const T&). record.key becomes key_hash(encode(K)); the keyed operator after it
+  // reads a hash-partitioned edge.
+  template <typename F>
+  auto key_by(F selector, std::string name = "key_by") {
+    using K = std::decay_t<std::invoke_result_t<F&, const T&>>;
+    std::function<K(const T&)> select = std::move(selector);
+    key_function raw_fn = [select, name](const record& r) {
+      return hash_of_key(select(decode_payload<T>(r, name)));
+    };
+    return keyed_stream<K, T>(*env_, copy().key_by(std::move(raw_fn), name), select);
+  }
+
+  // This stream and `others` into one operator (Flink's union): every record of each, in no
+  // particular order between them.
+  data_stream<T> union_with(const std::vector<data_stream<T>>& others,
+                            std::string name = "union") {
+    auto merged = copy().map(map_function([](const record& r) { return r; }), std::move(name));
+    for (const auto& other : others) env_->graph().add_edge(other.raw_.id(), merged.id(), {});
+    return data_stream<T>(*env_, merged);
+  }
+
+  // Two streams of different types into one two-input operator (Flink's connect).
+  template <typename U>
+  connected_streams<T, U> connect(const data_stream<U>& other) const {
+    return connected_streams<T, U>(*env_, raw_, other.raw());
+  }
+
+  // Calls fn for every value, in the sink's subtasks (at least once: values are replayed after
+  // a restore). Returns the sink operator.
+  snapflow::data_stream sink(std::function<void(const T&)> fn, std::string name = "sink") {
+    filter_function consume = [fn = std::move(fn), name](const record& r) {
+      fn(decode_payload<T>(r, name));
+      return false;
+    };
+    return copy().filter(std::move(consume), name).add_sink("discard_sink");
+  }
+
+  // Back to the runtime's fixed record (for the built-in sinks, exactly-once ones included).
+  snapflow::data_stream to_records(std::function<record(const T&)> fn,
+                                   std::string name = "to_records") {
+    map_function raw_fn = [fn = std::move(fn), name](const record& r) {
+      return fn(decode_payload<T>(r, name));
+    };
+    return copy().map(std::move(raw_fn), std::move(name));
+  }
+
+  data_stream& uid(std::string id) {
+    raw_.uid(std::move(id));
+    return *this;
+  }
+  data_stream& name(std::string n) {
+    raw_.name(std::move(n));
+    return *this;
+  }
+  data_stream& set_parallelism(std::uint32_t parallelism) {
+    raw_.set_parallelism(parallelism);
+    return *this;
+  }
+  data_stream& set_max_parallelism(std::uint32_t max_parallelism) {
+    raw_.set_max_parallelism(max_parallelism);
+    return *this;
+  }
+
+ private:
+  snapflow::data_stream copy() const { return raw_; }
+
+  stream_environment* env_;
+  snapflow::data_stream raw_;
+};
+
+}  // namespace snapflow::api
+
+#include "engine/api/connected_streams.hpp"
+#include "engine/api/keyed_stream.hpp"
