@@ -131,7 +131,11 @@ operator_registry make_builtin() {
          "running sum of record.value per key"});
   r.add({"keyed_count", operator_role::keyed, {}, "running count of records per key"});
   r.add({"print_sink", operator_role::sink, {}, "prints records to standard output"});
-  r.add({"discard_sink", operator_role::sink, {},
+  r.add({"discard_sink",
+         operator_role::sink,
+         {bounded("delay_us_per_record", false, "0",
+                  "sleep before each record, 0..1000000 (a deliberately slow sink)", 0,
+                  max_delay_us)},
          "drops every record (benchmarks: the pipeline's cost without a sink's)"});
   r.add({"file_sink",
          operator_role::sink,

@@ -38,7 +38,7 @@ operator_factory make_builtin() {
   f.add("keyed_sum", keyed_sum::create);
   f.add("keyed_count", simple<keyed_count>());
   f.add("print_sink", simple<print_sink>());
-  f.add("discard_sink", simple<discard_sink>());
+  f.add("discard_sink", discard_sink::create);
   f.add("file_sink", simple<file_sink>());
   f.add("two_phase_commit_file_sink", simple<two_phase_commit_file_sink>());
   f.add("user_map", user_map::create);

@@ -42,6 +42,17 @@ result<void> print_sink::process(const record& r, record_output&) {
   return success();
 }
 
+result<std::unique_ptr<stream_operator>> discard_sink::create(const job_vertex& vertex) {
+  auto delay = delay_us_per_record_param(vertex);
+  if (!delay) return delay.err();
+  return std::unique_ptr<stream_operator>(new discard_sink(*delay));
+}
+
+result<void> discard_sink::process(const record&, record_output&) {
+  delay_record(delay_us_);
+  return success();
+}
+
 result<void> file_sink::open(const operator_context& context,
                              const std::vector<restored_operator_state>&) {
   auto folder = string_param(*context.vertex, "path");

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/runtime/sink_file.hpp"
@@ -21,11 +23,19 @@ class print_sink final : public stream_operator {
   result<void> process(const record& r, record_output& out) override;
 };
 
-// Drops every record: lets a benchmark tell the pipeline's cost from a real sink's.
+// Drops every record: lets a benchmark tell the pipeline's cost from a real sink's. With
+// `delay_us_per_record` it sleeps before each record: a deliberately slow sink that keeps every
+// buffer upstream full (backpressure benchmarks), never a synchronisation device.
 class discard_sink final : public stream_operator {
  public:
   bool snapshot_on_any_thread() const override { return true; }  // no state
-  result<void> process(const record&, record_output&) override { return success(); }
+  static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
+  discard_sink() = default;
+  result<void> process(const record& r, record_output& out) override;
+
+ private:
+  explicit discard_sink(std::int64_t delay_us) : delay_us_(delay_us) {}
+  std::int64_t delay_us_ = 0;
 };
 
 // At-least-once file sink: appends lines to "<path>/part-<job>-<uid>-<subtask>" (job: the job

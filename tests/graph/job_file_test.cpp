@@ -522,6 +522,8 @@ TEST_CASE("job file error: a parameter out of its bounds is refused at submissio
               "must be at least 0 (got -3)");
   check_error(op("map_identity", "delay_us_per_record = 1000001"),
               "operator[1].params.delay_us_per_record", 10, "between 0 and 1000000 (got 1000001)");
+  check_error(op("discard_sink", "delay_us_per_record = -1"),
+              "operator[1].params.delay_us_per_record", 10, "between 0 and 1000000 (got -1)");
   check_error(op("flat_map_repeat", "times = 2000000"), "operator[1].params.times", 10,
               "between 0 and 1000000");
   check_error(op("filter_modulo", "modulus = 0"), "operator[1].params.modulus", 10,

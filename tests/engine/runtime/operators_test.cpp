@@ -242,8 +242,8 @@ TEST_CASE("operator factory: unknown kinds and bad params are errors; custom kin
 }
 
 TEST_CASE(
-    "delay_us_per_record: map_identity and file_sink take it in 0..1 s; out of range or "
-    "malformed is an error naming it") {
+    "delay_us_per_record: map_identity, discard_sink and file_sink take it in 0..1 s; out of "
+    "range or malformed is an error naming it") {
   {
     harness h(make_vertex("map_identity", {{"delay_us_per_record", "1"}}));
     h.process(record{1, 2, 3, {}});
@@ -252,6 +252,23 @@ TEST_CASE(
   for (const std::string bad : {"-1", "1000001", "slow"}) {
     auto made = operator_factory::builtin().create(
         make_vertex("map_identity", {{"delay_us_per_record", bad}}));
+    REQUIRE_FALSE(made);
+    CHECK_THAT(made.err().message, Catch::Contains("delay_us_per_record"));
+  }
+  // discard_sink takes it the same way: a throttled sink still drops every record.
+  {
+    harness h(make_vertex("discard_sink", {{"delay_us_per_record", "1"}}));
+    h.process(record{1, 2, 3, {}});
+    CHECK(h.out.records.empty());
+  }
+  {
+    harness h(make_vertex("discard_sink", {}));  // no delay: the default
+    h.process(record{1, 2, 3, {}});
+    CHECK(h.out.records.empty());
+  }
+  for (const std::string bad : {"-1", "1000001", "slow"}) {
+    auto made = operator_factory::builtin().create(
+        make_vertex("discard_sink", {{"delay_us_per_record", bad}}));
     REQUIRE_FALSE(made);
     CHECK_THAT(made.err().message, Catch::Contains("delay_us_per_record"));
   }

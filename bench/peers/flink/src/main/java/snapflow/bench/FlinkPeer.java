@@ -54,6 +54,7 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
  *   latency    --parallelism P --depth D --interval-ms I --state-bytes N --seconds S --rate R
  *   throughput --parallelism P --depth D --interval-ms I (0 = off) --records N
  *   state, state-throughput: keyed state of K keys x V bytes (StatePeer)
+ *   backpressure: checkpoints behind a throttled sink, aligned or unaligned (BackpressurePeer)
  * </pre>
  *
  * Latency mode reads, per checkpoint, Flink's own end-to-end duration from the MiniCluster's
@@ -251,6 +252,10 @@ public final class FlinkPeer {
   }
 
   public static void main(String[] args) throws Exception {
+    if (args.length > 0 && args[0].equals("backpressure")) {
+      BackpressurePeer.main(args);
+      return;
+    }
     if (args.length > 0 && args[0].startsWith("state")) {
       if (!args[0].equals("state") && !args[0].equals("state-throughput"))
         usage("unknown mode " + args[0]);
