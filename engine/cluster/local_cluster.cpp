@@ -365,6 +365,7 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
               c.input_addresses.push_back({input_gate, j});
             }
           ++input_gate;
+          c.input_gates.push_back(edge.part);
         }
         if (edge.source == v.id) {
           const job_vertex* to = job_.find_vertex(edge.target);
@@ -379,6 +380,7 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
       }
       c.mode =
           job_.checkpointing ? job_.checkpointing->config.mode : checkpointing_mode::exactly_once;
+      c.unaligned_checkpoints = job_.checkpointing && job_.checkpointing->config.unaligned;
       c.final_checkpoint = job_.checkpointing.has_value();
       if (job_.checkpointing) {
         c.inline_state_max_bytes =

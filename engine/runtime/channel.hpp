@@ -114,12 +114,19 @@ inline bool is_single_barrier(const element_batch& batch) {
   return batch.size() == 1 && std::holds_alternative<checkpoint_barrier>(batch.front());
 }
 
+// A barrier with id 0 is no checkpoint's: it ends the output channel state a restored producer
+// replayed (stream_task's recovery alignment). It keeps its place: take_first_barrier passes it.
+inline bool is_recovery_marker(const checkpoint_barrier& b) { return b.id == 0; }
+
 // take_first_barrier() over a channel's queue of entries with `batch` and `priority`: `take`
 // removes the entry an iterator names and returns its batch (freeing what it held).
 template <class Queue, class Take>
 std::optional<queued_barrier> take_first_barrier_of(Queue& queue, Take&& take) {
   auto it = std::find_if(queue.begin(), queue.end(),
-                         [](const auto& q) { return is_single_barrier(q.batch); });
+                         [](const auto& q) {
+                           return is_single_barrier(q.batch) &&
+                                  !is_recovery_marker(std::get<checkpoint_barrier>(q.batch.front()));
+                         });
   if (it == queue.end()) return std::nullopt;
   queued_barrier out;
   out.priority = it->priority;

@@ -163,6 +163,7 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
         c.input_addresses.push_back({input_gate, j});
       }
       ++input_gate;
+      c.input_gates.push_back(edge.part);
     }
     if (edge.source == v->id) {
       const job_vertex* to = job.find_vertex(edge.target);
@@ -181,6 +182,7 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
     }
   }
   c.mode = job.checkpointing ? job.checkpointing->config.mode : checkpointing_mode::exactly_once;
+  c.unaligned_checkpoints = job.checkpointing && job.checkpointing->config.unaligned;
   c.final_checkpoint = job.checkpointing.has_value();
   if (job.checkpointing) {
     c.inline_state_max_bytes =

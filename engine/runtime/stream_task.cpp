@@ -414,6 +414,7 @@ result<void> stream_task::initialize() {
                    r.err().message};
     restored_channels_.clear();
   }
+  begin_recovery_alignment();
 
   operator_context context;
   context.job = config_.job;
@@ -758,7 +759,8 @@ bool stream_task::run_barrier_on_caller() {
                                              : nullptr;
           // A barrier forwarded used each output's one batch of room seen above: a second
           // one (another checkpoint) might have to wait.
-          if (b == nullptr || (last_barrier_ != snapshots_before && !outputs_take_a_batch_now())) {
+          if (b == nullptr || is_recovery_marker(*b) ||
+              (last_barrier_ != snapshots_before && !outputs_take_a_batch_now())) {
             // Records or an end of input (or that second checkpoint): the task thread's, from
             // the cursor, in order.
             cursor.batch = std::move(*batch);
@@ -796,6 +798,7 @@ result<bool> stream_task::process_input(std::size_t i) {
     hold(i);
     return false;
   }
+  if (held_by_recovery(i)) return false;
   input_cursor& cursor = cursors_[i];
   if (cursor.next == cursor.batch.size()) {
     auto batch = inputs_[i]->try_take();
@@ -826,11 +829,17 @@ result<bool> stream_task::process_input(std::size_t i) {
       continue;
     }
     if (auto* b = std::get_if<checkpoint_barrier>(&e)) {
+      if (is_recovery_marker(*b)) {
+        on_recovery_marker(i);
+        if (held_by_recovery(i)) break;
+        continue;
+      }
       if (auto acted = take_barrier(i, *b); !acted) return acted.err();
       if (blocked()) break;  // the rest of the batch waits until alignment ends
       continue;
     }
     assert(std::holds_alternative<end_of_input>(e));
+    on_recovery_marker(i);
     auto actions = std::visit([&](auto& x) { return x.on_end_of_input(i, now_us()); }, h);
     if (auto r = perform(actions); !r) return r.err();
     cursor.batch.clear();

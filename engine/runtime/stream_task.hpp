@@ -57,6 +57,14 @@ struct stream_task_config {
   // Where each input comes from, parallel to `inputs` (the names of the input channel states an
   // unaligned checkpoint persists). Empty: input i is {0, i}.
   std::vector<channel_address> input_addresses;
+  // The partitioning of each incoming edge, by gate (channel_address::gate). Empty: hash for a
+  // keyed subtask, else rebalance.
+  std::vector<partitioning> input_gates;
+  // The job takes unaligned checkpoints: after a restore, every subtask ends what it replays on
+  // its outputs with a recovery marker, and a subtask with inputs takes nothing new before every
+  // input delivered its marker (recovery alignment), so all restored in-flight records are
+  // processed before any new one, in their order, at any parallelism.
+  bool unaligned_checkpoints = false;
   std::vector<output_edge> outputs;
   checkpointing_mode mode = checkpointing_mode::exactly_once;
   // Sources stay alive after their last record until a checkpoint taken after it completed
@@ -268,8 +276,19 @@ class stream_task {
   result<void> replay_channel_state(std::vector<persisted_channel> channels);
   result<void> replay_output(persisted_channel& c);
   result<std::size_t> replay_input_of(const persisted_channel& c) const;
+  // After a restore of a job with unaligned checkpoints: the markers on every output, and the
+  // recovery alignment of the inputs.
+  void begin_recovery_alignment();
+  void on_recovery_marker(std::size_t input);
+  // Input `input` delivered its marker while others have not: it waits.
+  bool held_by_recovery(std::size_t input) const {
+    return recovering_left_ > 0 && recovered_[input];
+  }
   // Keeps the channel state of the old subtask `old_index` this subtask replays.
   result<void> keep_channel_state(std::uint32_t old_index, subtask_snapshot& snapshot);
+  // Rescaled: the new subtask that replays old subtask `old_index`'s output channel state.
+  std::uint32_t output_state_owner(std::uint32_t old_index, std::uint32_t old_parallelism) const;
+  partitioning input_gate_kind(std::uint32_t gate) const;
   void decline(checkpoint_id id, checkpoint_failure_reason reason, const std::string& message);
   result<void> finish_inputs(std::unique_lock<std::mutex>& turn);
   bool should_stop() const;
@@ -326,6 +345,10 @@ class stream_task {
   bool scan_owed_ = false;  // look for a queued barrier on the inputs that owe it
   std::optional<overtaken_input> overtaken_;
   std::vector<persisted_channel> restored_channels_;  // read by restore_state
+  // Recovery alignment (stream_task_config::unaligned_checkpoints): inputs that delivered their
+  // recovery marker, and how many have not yet; 0 once every one did.
+  std::vector<bool> recovered_;
+  std::size_t recovering_left_ = 0;
   std::unique_ptr<task_output> output_;
   std::optional<barrier_handler> handler_;
   std::vector<input_cursor> cursors_;

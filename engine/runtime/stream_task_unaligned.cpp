@@ -6,6 +6,7 @@
 #include "engine/runtime/byte_gauge.hpp"
 #include "engine/runtime/replaying_input_channel.hpp"
 #include "engine/runtime/stream_task.hpp"
+#include "engine/state/key_groups.hpp"
 
 // stream_task's part in unaligned checkpoints (docs/unaligned-checkpoints.md): the barrier
 // overtakes what the channels hold, the snapshot is taken at once, and what was overtaken is
@@ -213,18 +214,88 @@ std::uint32_t stream_task::consumer_of(std::size_t gate, std::size_t channel) co
   return static_cast<std::uint32_t>(channel);
 }
 
+void stream_task::begin_recovery_alignment() {
+  if (!config_.restore_checkpoint || !config_.unaligned_checkpoints) return;
+  // After what this subtask replayed on its outputs (broadcast sends what is pending first).
+  for (auto& gate : gates_)
+    if (!gate.broadcast(checkpoint_barrier{})) {
+      outputs_cancelled_ = true;
+      return;
+    }
+  recovered_.assign(inputs_.size(), false);
+  recovering_left_ = inputs_.size();
+}
+
+void stream_task::on_recovery_marker(std::size_t input) {
+  if (recovering_left_ == 0 || recovered_[input]) return;
+  recovered_[input] = true;
+  --recovering_left_;
+}
+
 result<void> stream_task::keep_channel_state(std::uint32_t old_index, subtask_snapshot& snapshot) {
   if (snapshot.channels.empty()) return success();
-  // At the same parallelism each subtask replays its own channel state.
-  if (snapshot.parallelism != config_.vertex.parallelism)
+  const std::uint32_t index = config_.attempt.subtask.index;
+  const std::uint32_t p_new = config_.vertex.parallelism;
+  const std::uint32_t p_old = snapshot.parallelism;
+  if (p_old == 0 || old_index >= p_old)
     return error{"the state of old subtask " + std::to_string(old_index) + " of '" +
-                 config_.vertex.uid + "' holds channel state of an unaligned checkpoint taken at "
-                 "parallelism " + std::to_string(snapshot.parallelism) +
-                 "; it restores at that parallelism only (take a savepoint to rescale)"};
-  if (old_index != config_.attempt.subtask.index) return success();
-  for (auto& c : snapshot.channels) restored_channels_.push_back(std::move(c));
+                 config_.vertex.uid + "' names parallelism " + std::to_string(p_old)};
+  // Each persisted record is replayed by exactly one new subtask (docs/unaligned-checkpoints.md,
+  // "Rescaling"): at the same parallelism each subtask replays its own.
+  for (auto& c : snapshot.channels) {
+    if (p_old == p_new) {
+      if (old_index == index) restored_channels_.push_back(std::move(c));
+      continue;
+    }
+    if (c.side == channel_side::output) {
+      if (output_state_owner(old_index, p_old) == index)
+        restored_channels_.push_back(std::move(c));
+      continue;
+    }
+    switch (input_gate_kind(c.gate)) {
+      case partitioning::hash:
+        if (keyed_) {
+          // Every new subtask whose key groups overlap the old one's received its state: each
+          // keeps the records of its own key groups.
+          const key_group_range own = keyed_->range();
+          std::erase_if(c.records, [&](const record& r) {
+            const std::uint32_t group =
+                key_groups::key_group_for_key(r.key, config_.vertex.max_parallelism);
+            return group < own.first || group > own.last;
+          });
+          if (!c.records.empty()) restored_channels_.push_back(std::move(c));
+          continue;
+        }
+        [[fallthrough]];
+      case partitioning::forward:
+      case partitioning::rebalance:
+        if (old_index % p_new == index) restored_channels_.push_back(std::move(c));
+        continue;
+      case partitioning::broadcast:
+        // Broadcast records in flight to an old consumer belong to the new consumer that took
+        // its place (its operator state too); a consumer gone takes them along.
+        if (old_index == index) restored_channels_.push_back(std::move(c));
+        continue;
+    }
+  }
   snapshot.channels.clear();
   return success();
+}
+
+std::uint32_t stream_task::output_state_owner(std::uint32_t old_index,
+                                              std::uint32_t old_parallelism) const {
+  const std::uint32_t p_new = config_.vertex.parallelism;
+  if (!keyed_) return old_index % p_new;  // as round-robin operator state moves
+  // The new subtask that owns the old one's first key group received its state.
+  const key_group_range old_range =
+      key_groups::range_for_subtask(old_index, old_parallelism, config_.vertex.max_parallelism);
+  return key_groups::subtask_for_key_group(old_range.first, p_new,
+                                           config_.vertex.max_parallelism);
+}
+
+partitioning stream_task::input_gate_kind(std::uint32_t gate) const {
+  if (gate < config_.input_gates.size()) return config_.input_gates[gate];
+  return keyed_ ? partitioning::hash : partitioning::rebalance;
 }
 
 result<void> stream_task::replay_channel_state(std::vector<persisted_channel> channels) {
@@ -268,8 +339,11 @@ result<void> stream_task::replay_output(persisted_channel& c) {
                      " of subtask " + std::to_string(config_.attempt.subtask.index)};
       break;
     case partitioning::rebalance:
-    case partitioning::broadcast:
       // A consumer gone (fewer of them now) hands its records to another one.
+      break;
+    case partitioning::broadcast:
+      // A consumer gone took its broadcast records along (its place is nobody's now).
+      if (c.channel >= n) return success();
       break;
   }
   const std::size_t position = config_.outputs[c.gate].part == partitioning::forward

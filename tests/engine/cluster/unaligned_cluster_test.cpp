@@ -25,7 +25,8 @@ constexpr std::int64_t keys = 16;
 // sequence_source (2) -hash-> keyed_sum (2) -`edge`-> map_identity, throttled (2)
 // -forward-> two_phase_commit_file_sink (2).
 job_graph backpressured_job(const std::filesystem::path& out, std::int64_t count,
-                            partitioning edge, std::chrono::milliseconds aligned_timeout) {
+                            partitioning edge, std::chrono::milliseconds aligned_timeout,
+                            std::uint32_t source_parallelism = 2, std::uint32_t parallelism = 2) {
   stream_environment env;
   env.set_job_name("unaligned");
   env.enable_checkpointing(20ms);
@@ -36,16 +37,16 @@ job_graph backpressured_job(const std::filesystem::path& out, std::int64_t count
   auto source =
       env.add_source("sequence_source", {{"count", std::to_string(count)},
                                          {"keys", std::to_string(keys)}});
-  source.uid("source").set_parallelism(2);
+  source.uid("source").set_parallelism(source_parallelism);
   auto sums = source.key_by().sum();
-  sums.uid("sum").set_parallelism(2);
+  sums.uid("sum").set_parallelism(parallelism);
   auto next = edge == partitioning::rebalance ? sums.rebalance() : sums.forward();
   auto slow = next.map("map_identity", {{"delay_us_per_record", "60"}});
-  slow.uid("slow").set_parallelism(2);
+  slow.uid("slow").set_parallelism(parallelism);
   slow.forward()
       .add_sink("two_phase_commit_file_sink", {{"path", out.string()}})
       .uid("sink")
-      .set_parallelism(2);
+      .set_parallelism(parallelism);
   return env.build_job_graph();
 }
 
@@ -116,6 +117,46 @@ TEST_CASE("unaligned cluster: a backpressured job killed mid-run restores its ch
   CHECK(persisted_records(folder) > 0);
   options.restore_latest = true;
   local_cluster second(job, options);
+  auto status = second.run(120s);
+  if (!status) FAIL(status.err().message);
+  INFO("failure: " << second.failure_cause().value_or("none"));
+  REQUIRE(*status == job_status::finished);
+  REQUIRE(second.restored_checkpoint() == restored_from);
+  check_exactly_once(out, count);
+}
+
+TEST_CASE("unaligned cluster: restored at twice and at half the parallelism from an unaligned "
+          "checkpoint, channel state reassigned by edge, exactly once") {
+  // Every vertex rescales: the source's splits, keyed_sum's key groups (its input channel state
+  // filtered by key group), the throttled map over a rebalance edge and the sink over forward.
+  const std::uint32_t before = GENERATE(2u, 4u);
+  const std::uint32_t after = before == 2 ? 4 : 2;
+  INFO("parallelism " << before << " -> " << after);
+  temp_folder dir;
+  constexpr std::int64_t count = 60'000;
+  const auto out = dir.path() / "out";
+  const job_graph job =
+      backpressured_job(out, count, partitioning::rebalance, 0ms, before, before);
+  local_cluster_options options;
+  options.state_dir = dir.path() / "state";
+  options.batch_size = 64;
+  checkpoint_id restored_from = 0;
+  {
+    local_cluster first(job, options);
+    auto started = first.start();
+    if (!started) FAIL(started.err().message);
+    REQUIRE(first.wait_for_completed_checkpoints(3, 60s));
+    first.kill_task({job.vertices[1].id, 0}, "killed by test");  // a keyed_sum subtask
+    REQUIRE(first.wait(60s) == job_status::failed);
+    restored_from = first.latest_completed_checkpoint();
+  }
+  const auto folder = dir.path() / "state" / job.id / ("chk-" + std::to_string(restored_from));
+  CHECK(persisted_records(folder) > 0);
+  job_graph rescaled =
+      backpressured_job(out, count, partitioning::rebalance, 0ms, after, after);
+  rescaled.id = job.id;
+  options.restore_latest = true;
+  local_cluster second(rescaled, options);
   auto status = second.run(120s);
   if (!status) FAIL(status.err().message);
   INFO("failure: " << second.failure_cause().value_or("none"));

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "engine/runtime/local_channel.hpp"
@@ -140,6 +141,12 @@ TEST_CASE("unaligned stream task: barriers overtake a full pipeline, the snapsho
     if (k < 8) REQUIRE(in1->send(records(1000 + k * 4, 4)));
   }
   const bool priority_on_both = GENERATE(true, false);
+  // The task processed what its output and a backlog hold, then waits for room: the output
+  // holds records (one batch of 4 in the channel, more in the backlog) when the barrier comes.
+  for (int rounds = 0; rounds < 10'000 && task.records_out() <= 4; ++rounds)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls a state, bounded
+  REQUIRE(task.records_out() > 4);
+  REQUIRE(task.idle_after_turn());
   REQUIRE(in0->send_priority({f.barrier(1)}));
   if (priority_on_both) {
     // Both barriers overtake: the ack comes while the output is still full.
