@@ -15,6 +15,7 @@ void sim_task::connect(std::vector<sim_channel*> inputs, std::vector<sim_channel
   inputs_ = std::move(inputs);
   outputs_ = std::move(outputs);
   blocked_.assign(inputs_.size(), false);
+  owed_.assign(inputs_.size(), false);
 }
 
 void sim_task::restore(checkpoint_id id, const sim_task_state* state) {
@@ -27,6 +28,13 @@ void sim_task::restore(checkpoint_id id, const sim_task_state* state) {
   // transaction committed before the failure is recognised by its uid).
   if (role_ == sim_role::sink)
     for (const auto& txn : state->pending) host_.commit(*this, txn);
+  // Unaligned: the records in flight at the checkpoint come first, before anything new.
+  for (const sim_record& r : state->channel_records) {
+    if (role_ == sim_role::sink)
+      open_.push_back(r);
+    else
+      push(route(r), sim_item{false, r, 0, {}});
+  }
 }
 
 sim_channel& sim_task::route(const sim_record& r) const {
@@ -79,7 +87,11 @@ void sim_task::trigger(checkpoint_id id, const std::string& location) {
   }
   last_done_ = id;
   snapshot(id, location);
-  forward_barrier(id, location);
+  // Unaligned from the start: the barrier jumps the queues of the channels (the consumers
+  // persist what it overtook).
+  const bool priority = unaligned_mode_ && aligned_timeout_us_ == 0;
+  if (priority) host_.took_unaligned(false);
+  forward_barrier(id, location, priority);
 }
 
 bool sim_task::has_work() const {
@@ -95,6 +107,7 @@ bool sim_task::has_work() const {
 bool sim_task::process(std::uint32_t max_items) {
   assert(role_ != sim_role::source);
   std::uint32_t done = 0;
+  check_alignment_timeout();
   while (alive_ && done < max_items) {
     bool progressed = false;
     for (std::size_t k = 0; k < inputs_.size() && !progressed; ++k) {
@@ -113,9 +126,14 @@ bool sim_task::process(std::uint32_t max_items) {
           open_.push_back(r);
         }
         ++processed_;
+        // Processed after an unaligned snapshot, before this input's barrier: in flight.
+        if (unaligned_active_ && owed_[i]) unaligned_state_.channel_records.push_back(r);
       } else {
         sim_item barrier = pop(in);
-        on_barrier(i, barrier.id, barrier.location);
+        if (barrier.priority)
+          on_priority_barrier(i, barrier);
+        else
+          on_barrier(i, barrier.id, barrier.location);
       }
       next_input_ = (i + 1) % inputs_.size();
       progressed = true;
@@ -127,8 +145,22 @@ bool sim_task::process(std::uint32_t max_items) {
 }
 
 void sim_task::on_barrier(std::size_t input, checkpoint_id id, const std::string& location) {
+  if (unaligned_active_ && id == unaligned_id_) {
+    if (!owed_[input]) return;  // a duplicate
+    owed_[input] = false;
+    maybe_finish_unaligned();
+    return;
+  }
   if (id <= last_done_) {
     ++stale_barriers_;
+    return;
+  }
+  if (unaligned_active_ && id > unaligned_id_) {
+    host_.decline(*this, unaligned_id_, checkpoint_failure_reason::checkpoint_declined_subsumed);
+    drop_unaligned();
+  }
+  if (unaligned_mode_ && aligned_timeout_us_ == 0) {
+    on_priority_barrier(input, sim_item{true, {}, id, location, true, 0});
     return;
   }
   if (aligning_ && id > aligning_id_) {
@@ -141,6 +173,8 @@ void sim_task::on_barrier(std::size_t input, checkpoint_id id, const std::string
     aligning_id_ = id;
     aligning_location_ = location;
     barriers_seen_ = 0;
+    alignment_start_us_ = host_.now_us();
+    if (unaligned_mode_) host_.wake_at(*this, alignment_start_us_ + aligned_timeout_us_);
   }
   if (id < aligning_id_) {
     ++stale_barriers_;
@@ -166,6 +200,10 @@ void sim_task::cancel_alignment() {
 }
 
 void sim_task::snapshot(checkpoint_id id, const std::string& location) {
+  write_and_ack(make_state(id), location);
+}
+
+sim_task_state sim_task::make_state(checkpoint_id id) {
   sim_task_state state;
   state.checkpoint = id;
   state.attempt = attempt_;
@@ -178,13 +216,116 @@ void sim_task::snapshot(checkpoint_id id, const std::string& location) {
     open_.clear();
     state.pending = pending_;
   }
-  const std::string path = host_.write_state(state, location);
-  host_.acknowledge(*this, id, path);
+  return state;
 }
 
-void sim_task::forward_barrier(checkpoint_id id, const std::string& location) {
+void sim_task::write_and_ack(const sim_task_state& state, const std::string& location) {
+  const std::string path = host_.write_state(state, location);
+  host_.acknowledge(*this, state.checkpoint, path);
+}
+
+void sim_task::forward_barrier(checkpoint_id id, const std::string& location, bool priority) {
   // Barriers are not held back by a full channel: at most one per checkpoint per channel.
-  for (sim_channel* out : outputs_) push(*out, sim_item{true, {}, id, location});
+  for (sim_channel* out : outputs_) {
+    if (!priority) {
+      push(*out, sim_item{true, {}, id, location});
+      continue;
+    }
+    // Ahead of everything the consumer has not taken yet.
+    out->items.push_front(sim_item{true, {}, id, location, true, out->items.size()});
+    if (out->consumer != nullptr && out->consumer->alive()) host_.wake(*out->consumer);
+  }
+}
+
+void sim_task::on_priority_barrier(std::size_t input, const sim_item& barrier) {
+  const checkpoint_id id = barrier.id;
+  // What it overtook: the items behind it now, sent before it.
+  std::vector<sim_record> overtaken;
+  const sim_channel& in = *inputs_[input];
+  for (std::size_t k = 0; k < barrier.overtaken && k < in.items.size(); ++k)
+    if (!in.items[k].barrier) overtaken.push_back(in.items[k].record);
+  const auto keep = [&] {
+    auto& to = unaligned_state_.channel_records;
+    to.insert(to.end(), overtaken.begin(), overtaken.end());
+  };
+  if (unaligned_active_ && id == unaligned_id_) {
+    if (!owed_[input]) return;
+    owed_[input] = false;
+    keep();
+    maybe_finish_unaligned();
+    return;
+  }
+  if (id <= last_done_ || (aligning_ && id < aligning_id_) ||
+      (unaligned_active_ && id < unaligned_id_)) {
+    ++stale_barriers_;
+    return;
+  }
+  if (unaligned_active_) {
+    host_.decline(*this, unaligned_id_, checkpoint_failure_reason::checkpoint_declined_subsumed);
+    drop_unaligned();
+  }
+  std::vector<bool> delivered(inputs_.size(), false);
+  std::string location = barrier.location;
+  bool switched = false;
+  if (aligning_ && id > aligning_id_) {
+    host_.decline(*this, aligning_id_, checkpoint_failure_reason::checkpoint_declined_subsumed);
+    cancel_alignment();
+  } else if (aligning_) {
+    // The checkpoint being aligned: it cannot stay aligned past a barrier that overtook records.
+    delivered = blocked_;
+    location = aligning_location_;
+    aligning_ = false;
+    barriers_seen_ = 0;
+    std::fill(blocked_.begin(), blocked_.end(), false);
+    switched = true;
+  }
+  delivered[input] = true;
+  start_unaligned(id, location, delivered, switched);
+  keep();
+  maybe_finish_unaligned();
+}
+
+void sim_task::start_unaligned(checkpoint_id id, const std::string& location,
+                               const std::vector<bool>& delivered, bool switched) {
+  assert(!unaligned_active_);
+  unaligned_active_ = true;
+  unaligned_id_ = id;
+  unaligned_location_ = location;
+  for (std::size_t k = 0; k < owed_.size(); ++k) owed_[k] = !delivered[k];
+  unaligned_state_ = make_state(id);
+  host_.took_unaligned(switched);
+  if (role_ != sim_role::sink) forward_barrier(id, location, true);
+}
+
+void sim_task::maybe_finish_unaligned() {
+  if (!unaligned_active_) return;
+  for (bool owed : owed_)
+    if (owed) return;
+  unaligned_active_ = false;
+  last_done_ = std::max(last_done_, unaligned_id_);
+  write_and_ack(unaligned_state_, unaligned_location_);
+}
+
+void sim_task::drop_unaligned() {
+  assert(unaligned_active_);
+  unaligned_active_ = false;
+  std::fill(owed_.begin(), owed_.end(), false);
+  last_done_ = std::max(last_done_, unaligned_id_);
+}
+
+void sim_task::check_alignment_timeout() {
+  if (!aligning_ || !unaligned_mode_ || aligned_timeout_us_ == 0) return;
+  if (host_.now_us() < alignment_start_us_ + aligned_timeout_us_) return;
+  // Alignment took too long: snapshot now; the inputs that delivered the barrier are released
+  // (what waits on them came after it), the others owe it.
+  std::vector<bool> delivered = blocked_;
+  const checkpoint_id id = aligning_id_;
+  const std::string location = aligning_location_;
+  aligning_ = false;
+  barriers_seen_ = 0;
+  std::fill(blocked_.begin(), blocked_.end(), false);
+  start_unaligned(id, location, delivered, true);
+  maybe_finish_unaligned();
 }
 
 void sim_task::notify_complete(checkpoint_id id) {
@@ -206,6 +347,7 @@ void sim_task::notify_aborted(checkpoint_id id) {
     cancel_alignment();
     host_.wake(*this);
   }
+  if (unaligned_active_ && unaligned_id_ == id) drop_unaligned();
 }
 
 }  // namespace snapflow::sim

@@ -35,6 +35,9 @@ struct sim_task_state {
   std::uint64_t next_seq = 0;            // sources: the position
   std::uint64_t processed = 0;           // middle and sink: records taken in
   std::vector<sim_transaction> pending;  // sinks: pre-committed, not yet committed
+  // Unaligned checkpoints: the records in flight on the inputs when it was taken (what the
+  // barrier overtook, and what arrived on an input before its barrier did). Replayed on restore.
+  std::vector<sim_record> channel_records;
 };
 
 enum class sim_role : std::uint8_t { source, middle, sink };
@@ -44,6 +47,10 @@ struct sim_item {
   sim_record record;
   checkpoint_id id = 0;
   std::string location;  // barriers: the folder the snapshot goes to
+  // An unaligned barrier put at the front of the channel, ahead of `overtaken` items that were
+  // sent before it.
+  bool priority = false;
+  std::size_t overtaken = 0;
 };
 
 class sim_task;
@@ -72,6 +79,11 @@ class sim_task_host {
   // `task` has input to process.
   virtual void wake(sim_task& task) = 0;
   virtual std::uint64_t next_transaction_uid() = 0;
+  // Simulated time, and a step of `task` at `at_us` (the aligned timeout).
+  virtual std::int64_t now_us() const = 0;
+  virtual void wake_at(sim_task& task, std::int64_t at_us) = 0;
+  // A subtask took a checkpoint unaligned (`switched`: after its aligned timeout).
+  virtual void took_unaligned(bool switched) = 0;
 };
 
 // A subtask of the simulated job: a source emitting sequence numbers, a middle stage passing
@@ -101,6 +113,13 @@ class sim_task {
   void notify_complete(checkpoint_id id);
   void notify_aborted(checkpoint_id id);
   void kill() { alive_ = false; }
+  // Unaligned checkpoints (exactly-once): barriers jump the channels' queues and what they
+  // overtake is persisted; with a timeout > 0 a checkpoint starts aligned and switches after it.
+  void set_unaligned(bool unaligned, std::int64_t aligned_timeout_us) {
+    unaligned_mode_ = unaligned;
+    aligned_timeout_us_ = aligned_timeout_us;
+  }
+
 
   bool alive() const { return alive_; }
   sim_role role() const { return role_; }
@@ -116,7 +135,17 @@ class sim_task {
   void on_barrier(std::size_t input, checkpoint_id id, const std::string& location);
   void cancel_alignment();
   void snapshot(checkpoint_id id, const std::string& location);
-  void forward_barrier(checkpoint_id id, const std::string& location);
+  void forward_barrier(checkpoint_id id, const std::string& location, bool priority = false);
+  // Unaligned: a barrier that jumped its channel's queue, with the records it overtook.
+  void on_priority_barrier(std::size_t input, const sim_item& barrier);
+  // Takes the snapshot of `id` now; the open inputs not in `delivered` owe its barrier.
+  void start_unaligned(checkpoint_id id, const std::string& location,
+                       const std::vector<bool>& delivered, bool switched);
+  void maybe_finish_unaligned();
+  void drop_unaligned();
+  void check_alignment_timeout();
+  sim_task_state make_state(checkpoint_id id);
+  void write_and_ack(const sim_task_state& state, const std::string& location);
   void push(sim_channel& channel, sim_item item);
   sim_item pop(sim_channel& channel);
   sim_channel& route(const sim_record& r) const;
@@ -142,6 +171,16 @@ class sim_task {
   checkpoint_id aligning_id_ = 0;
   std::string aligning_location_;
   std::size_t barriers_seen_ = 0;
+  std::int64_t alignment_start_us_ = 0;
+  bool unaligned_mode_ = false;
+  std::int64_t aligned_timeout_us_ = 0;
+  // An unaligned checkpoint taken here whose inputs still owe its barrier.
+  bool unaligned_active_ = false;
+  checkpoint_id unaligned_id_ = 0;
+  std::vector<bool> owed_;
+  sim_task_state unaligned_state_;
+  std::string unaligned_location_;
+
   std::size_t next_input_ = 0;
   std::uint64_t stale_barriers_ = 0;
 };

@@ -90,6 +90,9 @@ TEST_CASE("simulation: the seeded faults are actually exercised") {
   CHECK(c.savepoints_completed > 0);
   CHECK(c.checkpoints_failed > 0);
   CHECK(c.checkpoints_completed > c.runs);
+  // Barriers overtaking records, and alignments switched to unaligned by their timeout.
+  CHECK(c.unaligned_snapshots > 0);
+  CHECK(c.switched_to_unaligned > 0);
 }
 
 TEST_CASE("simulation: a seed replays exactly") {

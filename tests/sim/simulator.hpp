@@ -59,6 +59,8 @@ struct sim_counters {
   // From a checkpoint no coordinator had declared complete: its metadata became durable in a
   // crash, or after a write was reported failed.
   std::uint64_t restores_from_undeclared = 0;
+  std::uint64_t unaligned_snapshots = 0;    // subtask snapshots taken unaligned
+  std::uint64_t switched_to_unaligned = 0;  // of them, after the aligned timeout
   std::uint64_t records_emitted = 0;
   std::uint64_t records_committed = 0;
 
@@ -86,7 +88,9 @@ struct sim_result {
 // that drops, delays, duplicates and reorders, storage with slow and failing writes, crashes of
 // workers and of the coordinator. Invariants are checked after every step; the run ends with a
 // quiet period without faults in which the job must complete a checkpoint, after which the
-// sinks' committed output must be exactly the records that checkpoint covers, each once.
+// sinks' committed output must be exactly the records that checkpoint covers, each once (but
+// for those it persisted as in flight, an unaligned checkpoint's channel state, which the next
+// checkpoint commits).
 //
 // One seed is one run: everything random comes from the seed, and nothing reads a clock or
 // iterates a hash container, so a failing seed replays exactly.
