@@ -334,9 +334,9 @@ result<void> stream_task::replay_output(persisted_channel& c) {
         if (!gate.emit(std::move(r))) return success();  // torn down
       return success();
     case partitioning::forward:
-      if (c.channel != config_.attempt.subtask.index)
-        return error{"channel state names forward consumer " + std::to_string(c.channel) +
-                     " of subtask " + std::to_string(config_.attempt.subtask.index)};
+      // Its one channel: to the consumer with this subtask's index, which took the place of
+      // the old consumer (the old producer's own, or, rescaled, one of those this subtask
+      // replays for).
       break;
     case partitioning::rebalance:
       // A consumer gone (fewer of them now) hands its records to another one.
