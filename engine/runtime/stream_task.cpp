@@ -146,6 +146,9 @@ class stream_task::task_output final : public record_output {
     if (!gates.back().emit(std::move(r))) task_.outputs_cancelled_ = true;
   }
   void emit_watermark(const watermark& w) override {
+    // The end of time goes no further: the end of input that follows it says the same to every
+    // consumer, and a job without event time sends no watermark at all.
+    if (w.timestamp == max_watermark && !w.idle) return;
     for (auto& gate : task_.gates_)
       if (!gate.emit_watermark(w)) task_.outputs_cancelled_ = true;
   }
