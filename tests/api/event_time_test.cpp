@@ -77,6 +77,12 @@ class harness {
     return out;
   }
   const std::vector<record>& records() const { return out_.records; }
+  stream_operator& op() { return *op_; }
+  collecting_output& out() { return out_; }
+  void send_raw(record r) {
+    backend_.set_current_key(r.key);
+    REQUIRE(op_->process(r, out_));
+  }
   void clear() { out_.records.clear(); }
 
  private:
@@ -278,6 +284,71 @@ TEST_CASE("a process function's event-time timers fire at the watermark with the
   REQUIRE(second.size() == 1);
   CHECK(second[0].first.sensor == "b");
   CHECK(second[0].first.v == 7);
+}
+
+TEST_CASE("processing-time timers fire once by the operator's clock") {
+  stream_environment env;
+  api::typed_environment typed(env);
+  auto readings = typed.from_collection(std::vector<reading>{});
+  readings.key_by([](const reading& r) { return r.sensor; })
+      .process<reading>(
+          [](const reading& r, api::keyed_process_context<std::string>& ctx,
+             api::collector<reading>&) { ctx.register_processing_time_timer(r.t); },
+          [](std::int64_t t, api::keyed_process_context<std::string>& ctx,
+             api::collector<reading>& c) { c.collect(reading{ctx.key(), t, 0}); },
+          "processing")
+      .sink([](const reading&) {});
+  harness h(env.build_job_graph());
+  h.send({"a", 5000, 0});
+  h.send({"b", 3000, 0});
+  CHECK(h.op().next_processing_time() == 3000);
+  REQUIRE(h.op().on_processing_time(2999, h.out()));
+  CHECK(h.records().empty());
+  REQUIRE(h.op().on_processing_time(5000, h.out()));
+  REQUIRE(h.records().size() == 2);
+  CHECK(api::decode_or_throw<reading>(h.records()[0].payload, "").sensor == "b");
+  CHECK(h.records()[0].timestamp == no_timestamp);  // processing time is no event time
+  REQUIRE(h.op().on_processing_time(9000, h.out()));
+  CHECK(h.records().size() == 2);
+  CHECK_FALSE(h.op().next_processing_time());
+}
+
+namespace {
+// Collects watermarks too.
+struct watermark_output : collecting_output {
+  void emit_watermark(const watermark& w) override { watermarks.push_back(w); }
+  std::vector<watermark> watermarks;
+};
+}  // namespace
+
+TEST_CASE("the timestamp assigner stamps records and emits watermarks per split on its period") {
+  stream_environment env;
+  api::typed_environment typed(env);
+  typed.from_collection(std::vector<reading>{})
+      .assign_timestamps_and_watermarks([](const reading& r) { return r.t; }, 100ms, 0ms,
+                                        [](const reading& r) {
+                                          return static_cast<std::uint32_t>(r.v);
+                                        })
+      .sink([](const reading&) {});
+  job_vertex v;
+  for (const auto& x : env.build_job_graph().vertices)
+    if (x.kind == "user_timestamps") v = x;
+  auto made = operator_factory::builtin().create(v);
+  REQUIRE(made);
+  auto& op = *made.value();
+  watermark_output out;
+  auto send = [&](const reading& r) { REQUIRE(op.process(record{1, 0, 0, api::encode(r)}, out)); };
+  send({"a", 1000, 0});
+  send({"a", 5000, 1});
+  REQUIRE(out.records.size() == 2);
+  CHECK(out.records[1].timestamp == 5000);
+  REQUIRE(op.next_processing_time());
+  REQUIRE(op.on_processing_time(*op.next_processing_time(), out));
+  // The minimum over splits 0 and 1: 1000 - 100 - 1.
+  CHECK(out.watermarks == std::vector<watermark>{watermark{899, false}});
+  // Its input's watermarks are its own business, but for the end of input.
+  REQUIRE(op.process_watermark(watermark{4000, false}, out));
+  CHECK(out.watermarks.size() == 1);
 }
 
 namespace {
