@@ -890,7 +890,8 @@ std::optional<std::chrono::steady_clock::time_point> stream_task::processing_tim
   const auto due = operator_->next_processing_time();
   if (!due) return std::nullopt;
   const auto now_sys = std::chrono::system_clock::now();
-  const auto wait = std::chrono::system_clock::time_point(std::chrono::milliseconds(*due)) - now_sys;
+  const auto wait =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(*due)) - now_sys;
   return std::chrono::steady_clock::now() +
          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
              std::max(wait, std::chrono::system_clock::duration::zero()));

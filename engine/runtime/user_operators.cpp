@@ -173,7 +173,8 @@ result<std::unique_ptr<stream_operator>> user_timestamps::create(const job_verte
   if (a == nullptr || !a->timestamp)
     return error{"kind '" + vertex.kind + "' needs a timestamp assigner callable"};
   if (a->max_out_of_orderness_ms < 0 || a->idle_ms < 0)
-    return error{"kind '" + vertex.kind + "': the out-of-orderness and idleness must not be negative"};
+    return error{"kind '" + vertex.kind +
+                 "': the out-of-orderness and idleness must not be negative"};
   return std::unique_ptr<stream_operator>(new user_timestamps(vertex.name, *a));
 }
 

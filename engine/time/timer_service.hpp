@@ -62,7 +62,9 @@ class timer_service {
 
  private:
   using entry = std::tuple<std::int64_t, std::uint64_t, std::string>;  // time, key, namespace
-  std::set<entry>& index(time_domain d) { return d == time_domain::event_time ? event_ : processing_; }
+  std::set<entry>& index(time_domain d) {
+    return d == time_domain::event_time ? event_ : processing_;
+  }
   const std::set<entry>& index(time_domain d) const {
     return d == time_domain::event_time ? event_ : processing_;
   }

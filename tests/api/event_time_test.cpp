@@ -256,7 +256,8 @@ TEST_CASE("a process function's event-time timers fire at the watermark with the
                      },
                      [](std::int64_t t, api::keyed_process_context<std::string>& ctx,
                         api::collector<reading>& c) {
-                       c.collect(reading{ctx.key(), t, ctx.get_state<std::int64_t>("total").value_or(0)});
+                       auto total = ctx.get_state<std::int64_t>("total");
+                       c.collect(reading{ctx.key(), t, total.value_or(0)});
                      },
                      "timers");
   out.sink([](const reading&) {});

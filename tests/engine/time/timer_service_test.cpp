@@ -104,7 +104,8 @@ TEST_CASE("timers are in snapshots: fired before it never again, pending after r
       for (std::uint64_t k = 0; k < 20; ++k) {
         b->set_current_key(k);
         timers.register_timer(time_domain::event_time, static_cast<std::int64_t>(k) * 10, "w");
-        timers.register_timer(time_domain::processing_time, 5000 + static_cast<std::int64_t>(k), "");
+        timers.register_timer(time_domain::processing_time,
+                              5000 + static_cast<std::int64_t>(k), "");
       }
       fired_list fired;
       REQUIRE(timers.advance_watermark(95, collect(fired, *b)));  // 0..90: ten of them
@@ -147,7 +148,8 @@ TEST_CASE("timers move with their key groups on a rescale, 2x up and 2x down, an
       std::set<std::uint64_t> all;
       for (std::uint64_t k = 0; k < 200; ++k) {
         const auto g = key_groups::key_group_for_key(k, max_parallelism);
-        const std::uint32_t owner = key_groups::range_for_subtask(0, 2, max_parallelism).contains(g) ? 0 : 1;
+        const std::uint32_t owner =
+            key_groups::range_for_subtask(0, 2, max_parallelism).contains(g) ? 0 : 1;
         two[owner]->set_current_key(k);
         timers2[owner]->register_timer(time_domain::event_time, static_cast<std::int64_t>(k), "");
         all.insert(k);
