@@ -154,6 +154,8 @@ operator_registry make_builtin() {
   r.add({"user_flat_map", operator_role::transform, {}, "C++ flat_map callable"});
   r.add({"user_key_by", operator_role::transform, {}, "C++ key selector"});
   r.add({"user_process", operator_role::keyed, {}, "C++ keyed process callable"});
+  r.add({"user_timestamps", operator_role::transform, {},
+         "C++ timestamp assigner: event time and watermarks"});
   return std::move(r.registry);
 }
 

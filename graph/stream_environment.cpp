@@ -25,6 +25,11 @@ data_stream data_stream::map(std::string kind, operator_params params) {
   auto name = kind;
   return then(std::move(kind), std::move(name), std::move(params), nullptr, std::nullopt);
 }
+data_stream data_stream::assign_timestamps(timestamp_assigner assigner, std::string name) {
+  return then("user_timestamps", std::move(name), {},
+              std::make_shared<const user_function>(std::move(assigner)), std::nullopt);
+}
+
 data_stream data_stream::map(map_function fn, std::string name) {
   return then("user_map", std::move(name), {},
               std::make_shared<const user_function>(std::move(fn)), std::nullopt);
@@ -104,6 +109,11 @@ data_stream keyed_stream::process(std::string kind, operator_params params) {
 }
 
 data_stream keyed_stream::process(process_function fn, std::string name) {
+  return input_.then("user_process", std::move(name), {},
+                     std::make_shared<const user_function>(std::move(fn)), partitioning::hash);
+}
+
+data_stream keyed_stream::process(timed_process_function fn, std::string name) {
   return input_.then("user_process", std::move(name), {},
                      std::make_shared<const user_function>(std::move(fn)), partitioning::hash);
 }

@@ -18,6 +18,9 @@ class data_stream {
  public:
   data_stream map(std::string kind, operator_params params = {});
   data_stream map(map_function fn, std::string name = "map");
+  // Event time and watermarks from here on (docs/event-time.md).
+  data_stream assign_timestamps(timestamp_assigner assigner,
+                                std::string name = "timestamps_and_watermarks");
   data_stream filter(std::string kind, operator_params params = {});
   data_stream filter(filter_function fn, std::string name = "filter");
   data_stream flat_map(std::string kind, operator_params params = {});
@@ -62,6 +65,8 @@ class keyed_stream {
  public:
   data_stream process(std::string kind, operator_params params = {});
   data_stream process(process_function fn, std::string name = "process");
+  // With keyed timers (docs/event-time.md).
+  data_stream process(timed_process_function fn, std::string name = "process");
   data_stream sum() { return process("keyed_sum"); }
   data_stream count() { return process("keyed_count"); }
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +35,42 @@ class keyed_context {
   // The current key's entries of map state `state`, ordered by map key (bytewise).
   virtual std::vector<std::pair<std::string, std::string>> map_entries_bytes(
       std::string_view state) const = 0;
+
+  // Timers of the current key (engine/time/timer_service.hpp), for a function that has an
+  // on_timer callback (timed_process_function). `ns` tells the timers of one key apart (the
+  // typed API puts the encoded user key there). Event time and the clock are in milliseconds.
+  // A context without timers throws std::logic_error: a user function asked for what its
+  // operator does not offer.
+  virtual std::int64_t current_watermark() const { return no_timers(); }
+  virtual std::int64_t processing_time_ms() const { return no_timers(); }
+  virtual void register_event_time_timer(std::int64_t t, std::string_view ns) {
+    (void)t, (void)ns, no_timers();
+  }
+  virtual void register_processing_time_timer(std::int64_t t, std::string_view ns) {
+    (void)t, (void)ns, no_timers();
+  }
+  virtual void delete_event_time_timer(std::int64_t t, std::string_view ns) {
+    (void)t, (void)ns, no_timers();
+  }
+  virtual void delete_processing_time_timer(std::int64_t t, std::string_view ns) {
+    (void)t, (void)ns, no_timers();
+  }
+
+ private:
+  [[noreturn]] static std::int64_t no_timers() {
+    throw std::logic_error("timers need a keyed process function with an on_timer callback");
+  }
+};
+
+enum class time_domain : std::uint8_t { event_time, processing_time };
+
+// A timer that fired: its time, its domain, the namespace it was registered under and its key. The
+// keyed context is scoped to the timer's key when on_timer runs.
+struct fired_timer {
+  std::int64_t timestamp = 0;
+  time_domain domain = time_domain::event_time;
+  std::string ns;
+  std::uint64_t key = 0;  // record.key of the timer's key
 };
 
 using map_function = std::function<record(const record&)>;
@@ -42,11 +79,30 @@ using flat_map_function = std::function<void(const record&, std::vector<record>&
 using key_function = std::function<std::uint64_t(const record&)>;
 using process_function =
     std::function<void(const record&, keyed_context& state, std::vector<record>& out)>;
+using timer_function =
+    std::function<void(const fired_timer&, keyed_context& state, std::vector<record>& out)>;
+// A keyed process function with timers (Flink's KeyedProcessFunction with onTimer). The output
+// of on_timer carries the timer's time as its event timestamp unless it sets one.
+struct timed_process_function {
+  process_function process;
+  timer_function on_timer;
+};
+// Event time from a record, and the watermarks that follow (engine/time/watermark_generator):
+// bounded out-of-orderness per split of the source, idle splits left out after `idle_ms` of
+// processing time without a record (0: never idle). `split` says which split a record came
+// from (null: one split per subtask).
+struct timestamp_assigner {
+  std::function<std::int64_t(const record&)> timestamp;
+  std::int64_t max_out_of_orderness_ms = 0;
+  std::int64_t idle_ms = 0;
+  std::function<std::uint32_t(const record&)> split;
+};
 
 // A C++ callable attached to a vertex. It lives only in the process that declared it (or in a
 // custom worker binary that registers the same code under the vertex's uid): job files and the
 // msgpack form of a job graph name operators by registered kind instead.
 using user_function =
-    std::variant<map_function, filter_function, flat_map_function, key_function, process_function>;
+    std::variant<map_function, filter_function, flat_map_function, key_function, process_function,
+                 timed_process_function, timestamp_assigner>;
 
 }  // namespace snapflow

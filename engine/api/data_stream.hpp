@@ -1,6 +1,9 @@
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
+#include <stdexcept>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -107,6 +110,44 @@ class data_stream {
       return false;
     };
     return copy().filter(std::move(consume), name).add_sink("discard_sink");
+  }
+
+  // Event time from here on (Flink's assignTimestampsAndWatermarks with a bounded
+  // out-of-orderness strategy and withIdleness): timestamp_fn: std::int64_t(const T&), the
+  // event time in milliseconds. Watermarks trail the highest timestamp of each split of the
+  // source by `max_out_of_orderness`; a split without a record for `idleness` (0: never) stops
+  // holding them back. A record's split is its seq modulo the input's max parallelism (the
+  // built-in sources' splits, source_splits.hpp); `split_of` says otherwise. The assigner runs
+  // at its input's parallelism, forward, so it sees each source subtask's records in order.
+  template <typename F>
+  data_stream<T> assign_timestamps_and_watermarks(
+      F timestamp_fn, std::chrono::milliseconds max_out_of_orderness,
+      std::chrono::milliseconds idleness = std::chrono::milliseconds(0),
+      std::function<std::uint32_t(const T&)> split_of = nullptr,
+      std::string name = "timestamps_and_watermarks") {
+    if (max_out_of_orderness.count() < 0 || idleness.count() < 0)
+      throw std::invalid_argument("out-of-orderness and idleness must not be negative");
+    const std::uint32_t declared = env_->graph().node(raw_.id()).max_parallelism;
+    const std::uint32_t splits =
+        std::max<std::uint32_t>(1, declared ? declared : env_->graph().default_max_parallelism);
+    timestamp_assigner a;
+    a.timestamp = [fn = std::move(timestamp_fn), name](const record& r) -> std::int64_t {
+      return fn(decode_payload<T>(r, name));
+    };
+    a.max_out_of_orderness_ms = max_out_of_orderness.count();
+    a.idle_ms = idleness.count();
+    if (split_of)
+      a.split = [split_of = std::move(split_of), name](const record& r) {
+        return split_of(decode_payload<T>(r, name));
+      };
+    else
+      a.split = [splits](const record& r) {
+        const std::int64_t s = r.seq % static_cast<std::int64_t>(splits);
+        return static_cast<std::uint32_t>(s < 0 ? s + splits : s);
+      };
+    auto assigned = copy().assign_timestamps(std::move(a), std::move(name));
+    follow_input(*env_, raw_.id(), assigned.id());
+    return data_stream<T>(*env_, assigned);
   }
 
   // Back to the runtime's fixed record (for the built-in sinks, exactly-once ones included).

@@ -32,6 +32,25 @@ class keyed_process_context {
   std::int64_t now_ms() const { return scope_.now_ms(); }
   // The record the input value arrived in (its seq and hashed key).
   const record& input_record() const { return input_; }
+  // Event time (docs/event-time.md): the input's timestamp (no_timestamp without an assigner,
+  // and in on_timer), the operator's watermark, and timers of this key. A timer fires once, in
+  // on_timer (the process overload that takes one), with this key's state; registering the same
+  // time twice makes one timer. Throws std::logic_error in a function without on_timer.
+  std::int64_t timestamp() const { return input_.timestamp; }
+  std::int64_t current_watermark() const { return scope_.context().current_watermark(); }
+  std::int64_t current_processing_time() const { return scope_.context().processing_time_ms(); }
+  void register_event_time_timer(std::int64_t t) {
+    scope_.context().register_event_time_timer(t, scope_.encoded_key());
+  }
+  void register_processing_time_timer(std::int64_t t) {
+    scope_.context().register_processing_time_timer(t, scope_.encoded_key());
+  }
+  void delete_event_time_timer(std::int64_t t) {
+    scope_.context().delete_event_time_timer(t, scope_.encoded_key());
+  }
+  void delete_processing_time_timer(std::int64_t t) {
+    scope_.context().delete_processing_time_timer(t, scope_.encoded_key());
+  }
 
   template <typename V>
   api::value_state<V> get_state(std::string name, ttl time_to_live = std::nullopt) {

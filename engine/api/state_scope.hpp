@@ -37,6 +37,8 @@ class state_scope {
               std::shared_ptr<const processing_clock> clock);
 
   const std::string& encoded_key() const { return encoded_key_; }
+  // The runtime's context under the scope (timers go to it directly, under the encoded key).
+  keyed_context& context() const { return context_; }
   std::int64_t now_ms() const { return clock_->now_ms(); }
 
   // The live value bytes of entry `suffix` of backend state `state`.

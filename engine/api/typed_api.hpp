@@ -9,3 +9,4 @@
 #include "engine/api/keyed_stream.hpp"
 #include "engine/api/manual_clock.hpp"
 #include "engine/api/typed_environment.hpp"
+#include "engine/api/windowed_stream.hpp"

@@ -1,5 +1,8 @@
 #include "engine/runtime/backend_keyed_context.hpp"
 
+#include <chrono>
+#include <stdexcept>
+
 namespace snapflow {
 
 std::optional<std::int64_t> backend_keyed_context::value(std::string_view state) const {
@@ -30,6 +33,42 @@ void backend_keyed_context::map_remove(std::string_view state, std::string_view 
 std::vector<std::pair<std::string, std::string>> backend_keyed_context::map_entries_bytes(
     std::string_view state) const {
   return backend_.map_entries_bytes(state);
+}
+
+}  // namespace snapflow
+
+namespace snapflow {
+
+timer_service& backend_keyed_context::timers() const {
+  if (timers_ == nullptr)
+    throw std::logic_error("timers need a keyed process function with an on_timer callback");
+  return *timers_;
+}
+
+std::int64_t backend_keyed_context::current_watermark() const {
+  return timers().current_watermark();
+}
+
+std::int64_t backend_keyed_context::processing_time_ms() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void backend_keyed_context::register_event_time_timer(std::int64_t t, std::string_view ns) {
+  timers().register_timer(time_domain::event_time, t, ns);
+}
+
+void backend_keyed_context::register_processing_time_timer(std::int64_t t, std::string_view ns) {
+  timers().register_timer(time_domain::processing_time, t, ns);
+}
+
+void backend_keyed_context::delete_event_time_timer(std::int64_t t, std::string_view ns) {
+  timers().delete_timer(time_domain::event_time, t, ns);
+}
+
+void backend_keyed_context::delete_processing_time_timer(std::int64_t t, std::string_view ns) {
+  timers().delete_timer(time_domain::processing_time, t, ns);
 }
 
 }  // namespace snapflow

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "engine/state/keyed_state_backend.hpp"
+#include "engine/time/timer_service.hpp"
 #include "graph/user_function.hpp"
 
 namespace snapflow {
@@ -10,7 +11,9 @@ namespace snapflow {
 // stored, checkpointed and redistributed by key group with all other keyed state.
 class backend_keyed_context final : public keyed_context {
  public:
-  explicit backend_keyed_context(keyed_state_backend& backend) : backend_(backend) {}
+  // `timers`: the operator's timer service, for a function with timers (null: none).
+  explicit backend_keyed_context(keyed_state_backend& backend, timer_service* timers = nullptr)
+      : backend_(backend), timers_(timers) {}
 
   std::optional<std::int64_t> value(std::string_view state) const override;
   void set_value(std::string_view state, std::int64_t v) override;
@@ -26,8 +29,18 @@ class backend_keyed_context final : public keyed_context {
   std::vector<std::pair<std::string, std::string>> map_entries_bytes(
       std::string_view state) const override;
 
+  std::int64_t current_watermark() const override;
+  std::int64_t processing_time_ms() const override;
+  void register_event_time_timer(std::int64_t t, std::string_view ns) override;
+  void register_processing_time_timer(std::int64_t t, std::string_view ns) override;
+  void delete_event_time_timer(std::int64_t t, std::string_view ns) override;
+  void delete_processing_time_timer(std::int64_t t, std::string_view ns) override;
+
  private:
+  timer_service& timers() const;
+
   keyed_state_backend& backend_;
+  timer_service* timers_;
 };
 
 }  // namespace snapflow

@@ -29,6 +29,12 @@ bool output_gate::emit(record r) {
   return append(channels_.size() - 1, std::move(r));
 }
 
+bool output_gate::emit_watermark(const watermark& w) {
+  for (std::size_t i = 0; i < channels_.size(); ++i)
+    if (!append(i, w)) return false;
+  return true;
+}
+
 bool output_gate::broadcast(const stream_element& e) {
   for (std::size_t i = 0; i < channels_.size(); ++i) {
     if (!pending_[i].empty() && !send(i)) return false;

@@ -31,6 +31,9 @@ class output_gate {
 
   // false once a channel was cancelled (the job is being torn down).
   bool emit(record r);
+  // A watermark to every channel, in-band: after the records before it, in the same batches
+  // (it needs no batch of its own, nobody looks for it ahead of the records).
+  bool emit_watermark(const watermark& w);
   // Sends what is pending on every channel, then `e` alone in a batch of its own, on every
   // channel (barriers, end-of-input).
   bool broadcast(const stream_element& e);

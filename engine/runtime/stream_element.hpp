@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_messages.hpp"
+#include "engine/time/watermark.hpp"
 #include "graph/ids.hpp"
 #include "graph/record.hpp"
 
@@ -26,7 +27,8 @@ struct end_of_input {
   bool operator==(const end_of_input&) const = default;
 };
 
-using stream_element = std::variant<record, checkpoint_barrier, end_of_input>;
+// Watermarks (engine/time/watermark.hpp) travel in the batches of records, in their order.
+using stream_element = std::variant<record, checkpoint_barrier, end_of_input, watermark>;
 
 // Channels move elements in batches: one lock, one wakeup and (for a network transport) one
 // frame per batch instead of per record.

@@ -3,12 +3,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/result.hpp"
 #include "engine/runtime/state_file.hpp"
 #include "engine/state/keyed_state_backend.hpp"
+#include "engine/time/watermark.hpp"
 #include "graph/job_graph.hpp"
 #include "graph/record.hpp"
 
@@ -19,6 +21,8 @@ class record_output {
  public:
   virtual ~record_output() = default;
   virtual void emit(record r) = 0;
+  // In-band, to every consumer (docs/event-time.md). Outputs that carry no event time ignore it.
+  virtual void emit_watermark(const watermark& w) { (void)w; }
 };
 
 // Operator state of one old subtask, handed to open() on restore. Which old subtasks a new one
@@ -77,6 +81,23 @@ class stream_operator {
     (void)id;
     return success();
   }
+  // Event time: the task's watermark (the minimum over its active inputs, watermark_valve)
+  // advanced to `w.timestamp`, or every input went idle (`w.idle`). Fires what it is due and
+  // passes it on; an operator that makes its own watermarks (an assigner) ignores it instead.
+  virtual result<void> process_watermark(const watermark& w, record_output& out) {
+    out.emit_watermark(w);
+    return success();
+  }
+  // Processing time (system clock, epoch milliseconds): when the operator next wants
+  // on_processing_time (a processing-time timer, a periodic watermark), if ever. The task asks
+  // after each round and wakes for it.
+  virtual std::optional<std::int64_t> next_processing_time() const { return std::nullopt; }
+  virtual result<void> on_processing_time(std::int64_t now_ms, record_output& out) {
+    (void)now_ms;
+    (void)out;
+    return success();
+  }
+
   // Every input ended; the last chance to emit.
   virtual result<void> end_input(record_output& out) {
     (void)out;

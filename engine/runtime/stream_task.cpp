@@ -134,6 +134,8 @@ class stream_task::task_output final : public record_output {
  public:
   explicit task_output(stream_task& task) : task_(task) {}
   void emit(record r) override {
+    // An output without event time of its own is at its input's (Flink's TimestampedCollector).
+    if (r.timestamp == no_timestamp) r.timestamp = task_.input_timestamp_;
     // Only the task thread writes the counter: a relaxed load and store, no locked add.
     task_.records_out_.store(task_.records_out_.load(std::memory_order_relaxed) + 1,
                              std::memory_order_relaxed);
@@ -142,6 +144,13 @@ class stream_task::task_output final : public record_output {
     for (std::size_t i = 0; i + 1 < gates.size(); ++i)
       if (!gates[i].emit(r)) task_.outputs_cancelled_ = true;
     if (!gates.back().emit(std::move(r))) task_.outputs_cancelled_ = true;
+  }
+  void emit_watermark(const watermark& w) override {
+    // The end of time goes no further: the end of input that follows it says the same to every
+    // consumer, and a job without event time sends no watermark at all.
+    if (w.timestamp == max_watermark && !w.idle) return;
+    for (auto& gate : task_.gates_)
+      if (!gate.emit_watermark(w)) task_.outputs_cancelled_ = true;
   }
 
  private:
@@ -390,6 +399,7 @@ result<void> stream_task::initialize() {
 
   if (!config_.inputs.empty()) {
     cursors_.resize(config_.inputs.size());
+    valve_.emplace(config_.inputs.size());
     if (config_.mode == checkpointing_mode::exactly_once)
       handler_.emplace(std::in_place_type<barrier_aligner>, config_.inputs.size());
     else
@@ -693,6 +703,7 @@ result<void> stream_task::run_inputs(std::unique_lock<std::mutex>& turn) {
     if (auto r = check_unaligned_timeouts(); !r) return r;
     if (should_stop()) return success();
     if (!wait_for_room(turn, seen)) continue;
+    if (auto r = run_processing_time(); !r) return r;
     bool progress = false;
     for (std::size_t k = 0; k < n && !should_stop() && !outputs_backlogged(); ++k) {
       const std::size_t i = (next_input_ + k) % n;
@@ -823,7 +834,10 @@ result<bool> stream_task::process_input(std::size_t i) {
         if (recording_ && aligner->owes_barrier(i)) record_in_flight(i, *r);
       }
       std::visit([i](auto& x) { x.on_record_processed(i); }, h);
+      if (valve_->any_idle())
+        if (auto a = advance_event_time(valve_->on_record(i)); !a) return a.err();
       if (keyed_) keyed_->set_current_key(r->key);
+      input_timestamp_ = r->timestamp;
       if (auto p = operator_->process(*r, *output_); !p) return p.err();
       if (should_stop()) return true;
       continue;
@@ -838,8 +852,15 @@ result<bool> stream_task::process_input(std::size_t i) {
       if (blocked()) break;  // the rest of the batch waits until alignment ends
       continue;
     }
+    if (const auto* w = std::get_if<watermark>(&e)) {
+      if (auto a = advance_event_time(valve_->on_watermark(i, *w)); !a) return a.err();
+      if (should_stop()) return true;
+      continue;
+    }
     assert(std::holds_alternative<end_of_input>(e));
     on_recovery_marker(i);
+    // An ended input is at the end of time: the last one's end fires every event-time timer.
+    if (auto a = advance_event_time(valve_->on_end(i)); !a) return a.err();
     auto actions = std::visit([&](auto& x) { return x.on_end_of_input(i, now_us()); }, h);
     if (auto r = perform(actions); !r) return r.err();
     cursor.batch.clear();
@@ -852,6 +873,37 @@ result<bool> stream_task::process_input(std::size_t i) {
   }
   if (blocked()) hold(i);
   return true;
+}
+
+result<void> stream_task::advance_event_time(const std::optional<watermark>& w) {
+  if (!w) return success();
+  // What a timer emits is at the timer's time unless it says otherwise (the operator sets it).
+  input_timestamp_ = no_timestamp;
+  return operator_->process_watermark(*w, *output_);
+}
+
+result<void> stream_task::run_processing_time() {
+  const auto due = operator_->next_processing_time();
+  if (!due) return success();
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  if (now < *due) return success();
+  input_timestamp_ = no_timestamp;
+  return operator_->on_processing_time(now, *output_);
+}
+
+std::optional<std::chrono::steady_clock::time_point> stream_task::processing_time_deadline()
+    const {
+  if (!operator_) return std::nullopt;
+  const auto due = operator_->next_processing_time();
+  if (!due) return std::nullopt;
+  const auto now_sys = std::chrono::system_clock::now();
+  const auto wait =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(*due)) - now_sys;
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::max(wait, std::chrono::system_clock::duration::zero()));
 }
 
 result<bool> stream_task::take_barrier(std::size_t i, checkpoint_barrier barrier) {
@@ -1011,6 +1063,8 @@ void stream_task::wait_idle(std::unique_lock<std::mutex>& turn, std::uint64_t se
                                       std::chrono::duration_cast<
                                           std::chrono::steady_clock::duration>(
                                           std::chrono::microseconds(*due))));
+  // So is the operator's next processing-time work (a timer, a periodic watermark).
+  if (auto due = processing_time_deadline()) deadline = std::min(deadline, *due);
   idle_ = true;
   turn.unlock();
   wait_for_work(seen, deadline);

@@ -30,6 +30,7 @@
 #include "engine/runtime/stream_operator.hpp"
 #include "engine/runtime/task_mailbox.hpp"
 #include "engine/runtime/task_status_listener.hpp"
+#include "engine/time/watermark_valve.hpp"
 #include "graph/checkpoint_config.hpp"
 #include "graph/job_graph.hpp"
 #include "graph/operator_registry.hpp"
@@ -291,6 +292,11 @@ class stream_task {
   partitioning input_gate_kind(std::uint32_t gate) const;
   void decline(checkpoint_id id, checkpoint_failure_reason reason, const std::string& message);
   result<void> finish_inputs(std::unique_lock<std::mutex>& turn);
+  // The valve passed something on: the operator handles it (and usually forwards it).
+  result<void> advance_event_time(const std::optional<watermark>& w);
+  // Runs the operator's processing-time work if it is due; when it next is, for the wait.
+  result<void> run_processing_time();
+  std::optional<std::chrono::steady_clock::time_point> processing_time_deadline() const;
   bool should_stop() const;
   bool flush_outputs();
   // Whether an output has a batch its channel did not take yet (output_gate::backlogged): the
@@ -350,6 +356,10 @@ class stream_task {
   std::vector<bool> recovered_;
   std::size_t recovering_left_ = 0;
   std::unique_ptr<task_output> output_;
+  // Event time (docs/event-time.md): the watermark over the inputs, and the timestamp of the
+  // record in progress, which its outputs take unless they carry their own.
+  std::optional<watermark_valve> valve_;
+  std::int64_t input_timestamp_ = no_timestamp;
   std::optional<barrier_handler> handler_;
   std::vector<input_cursor> cursors_;
   std::size_t next_input_ = 0;

@@ -1,6 +1,7 @@
 #include "engine/runtime/user_operators.hpp"
 
 #include <cassert>
+#include <chrono>
 
 #include "engine/runtime/backend_keyed_context.hpp"
 
@@ -86,20 +87,35 @@ result<void> user_key_by::process(const record& r, record_output& out) {
   });
 }
 
-user_process::user_process(std::string name, process_function fn)
-    : name_(std::move(name)), fn_(std::move(fn)) {}
+user_process::user_process(std::string name, process_function fn, timer_function on_timer)
+    : name_(std::move(name)), fn_(std::move(fn)), on_timer_(std::move(on_timer)) {}
 user_process::~user_process() = default;
 
 result<std::unique_ptr<stream_operator>> user_process::create(const job_vertex& vertex) {
+  if (vertex.function)
+    if (const auto* timed = std::get_if<timed_process_function>(vertex.function.get())) {
+      if (!timed->process || !timed->on_timer)
+        return error{"kind '" + vertex.kind + "' carries a timed process function without " +
+                     (timed->process ? "its on_timer callback" : "its process function")};
+      return std::unique_ptr<stream_operator>(
+          new user_process(vertex.name, timed->process, timed->on_timer));
+    }
   auto fn = callable_of<process_function>(vertex);
   if (!fn) return fn.err();
-  return std::unique_ptr<stream_operator>(new user_process(vertex.name, std::move(*fn)));
+  return std::unique_ptr<stream_operator>(new user_process(vertex.name, std::move(*fn), {}));
 }
 
 result<void> user_process::open(const operator_context& context,
                                 const std::vector<restored_operator_state>&) {
   assert(context.keyed_state != nullptr);
-  context_ = std::make_unique<backend_keyed_context>(*context.keyed_state);
+  if (on_timer_) {
+    timers_ = std::make_unique<timer_service>(*context.keyed_state);
+    // The timers restored with the keyed state (those of the key groups this subtask owns now).
+    if (context.restored_checkpoint != 0)
+      if (auto r = timers_->load(); !r)
+        return error{"user function '" + name_ + "': " + r.err().message};
+  }
+  context_ = std::make_unique<backend_keyed_context>(*context.keyed_state, timers_.get());
   return success();
 }
 
@@ -110,6 +126,87 @@ result<void> user_process::process(const record& r, record_output& out) {
   auto called = guarded(name_, [&] { fn_(r, *context_, buffer_); });
   if (!called) return called;
   for (auto& o : buffer_) out.emit(std::move(o));
+  return success();
+}
+
+result<void> user_process::fire(const fired_timer& t, record_output& out) {
+  buffer_.clear();
+  auto called = guarded(name_, [&] { on_timer_(t, *context_, buffer_); });
+  if (!called) return called;
+  for (auto& o : buffer_) {
+    if (o.timestamp == no_timestamp && t.domain == time_domain::event_time)
+      o.timestamp = t.timestamp;
+    out.emit(std::move(o));
+  }
+  return success();
+}
+
+result<void> user_process::process_watermark(const watermark& w, record_output& out) {
+  if (timers_ && !w.idle)
+    if (auto r = timers_->advance_watermark(
+            w.timestamp, [&](const fired_timer& t) { return fire(t, out); });
+        !r)
+      return r;
+  out.emit_watermark(w);
+  return success();
+}
+
+std::optional<std::int64_t> user_process::next_processing_time() const {
+  if (!timers_) return std::nullopt;
+  return timers_->next_processing_timer();
+}
+
+result<void> user_process::on_processing_time(std::int64_t now_ms, record_output& out) {
+  if (!timers_) return success();
+  return timers_->advance_processing_time(now_ms,
+                                          [&](const fired_timer& t) { return fire(t, out); });
+}
+
+user_timestamps::user_timestamps(std::string name, timestamp_assigner assigner)
+    : name_(std::move(name)),
+      assigner_(std::move(assigner)),
+      generator_(assigner_.max_out_of_orderness_ms, assigner_.idle_ms) {}
+
+result<std::unique_ptr<stream_operator>> user_timestamps::create(const job_vertex& vertex) {
+  const timestamp_assigner* a =
+      vertex.function ? std::get_if<timestamp_assigner>(vertex.function.get()) : nullptr;
+  if (a == nullptr || !a->timestamp)
+    return error{"kind '" + vertex.kind + "' needs a timestamp assigner callable"};
+  if (a->max_out_of_orderness_ms < 0 || a->idle_ms < 0)
+    return error{"kind '" + vertex.kind +
+                 "': the out-of-orderness and idleness must not be negative"};
+  return std::unique_ptr<stream_operator>(new user_timestamps(vertex.name, *a));
+}
+
+namespace {
+std::int64_t system_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+result<void> user_timestamps::process(const record& r, record_output& out) {
+  return guarded(name_, [&] {
+    record copy = r;
+    copy.timestamp = assigner_.timestamp(r);
+    // The "none" value would read as no event time downstream.
+    if (copy.timestamp == no_timestamp) copy.timestamp = no_timestamp + 1;
+    const std::uint32_t split = assigner_.split ? assigner_.split(r) : 0;
+    generator_.on_event(split, copy.timestamp, system_now_ms());
+    out.emit(std::move(copy));
+  });
+}
+
+result<void> user_timestamps::process_watermark(const watermark& w, record_output& out) {
+  // The end of input passes: everything is on time from here, nothing more will come.
+  if (!w.idle && w.timestamp == max_watermark) out.emit_watermark(w);
+  return success();
+}
+
+result<void> user_timestamps::on_processing_time(std::int64_t now_ms, record_output& out) {
+  next_periodic_ms_ = now_ms + periodic_ms;
+  if (auto w = generator_.on_periodic(now_ms)) out.emit_watermark(*w);
   return success();
 }
 

@@ -6,6 +6,8 @@
 
 #include "engine/runtime/stream_operator.hpp"
 #include "graph/user_function.hpp"
+#include "engine/time/timer_service.hpp"
+#include "engine/time/watermark_generator.hpp"
 
 namespace snapflow {
 
@@ -64,6 +66,9 @@ class user_key_by final : public stream_operator {
 };
 
 // A keyed process function; its keyed_context is the backend's value state of the current key.
+// With an on_timer callback (timed_process_function) it has keyed timers too, kept in the
+// backend (timer_service): event-time ones fire as the watermark passes them, before the
+// watermark goes on; processing-time ones by the system clock.
 class user_process final : public stream_operator {
  public:
   static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
@@ -71,14 +76,44 @@ class user_process final : public stream_operator {
   result<void> open(const operator_context& context,
                     const std::vector<restored_operator_state>& restored) override;
   result<void> process(const record& r, record_output& out) override;
+  result<void> process_watermark(const watermark& w, record_output& out) override;
+  std::optional<std::int64_t> next_processing_time() const override;
+  result<void> on_processing_time(std::int64_t now_ms, record_output& out) override;
 
  private:
-  user_process(std::string name, process_function fn);
+  user_process(std::string name, process_function fn, timer_function on_timer);
+  result<void> fire(const fired_timer& t, record_output& out);
 
   std::string name_;
   process_function fn_;
+  timer_function on_timer_;  // empty: no timers
+  std::unique_ptr<timer_service> timers_;
   std::unique_ptr<keyed_context> context_;
   std::vector<record> buffer_;
+};
+
+// Event time from each record and watermarks after them (timestamp_assigner): bounded
+// out-of-orderness per split, idle splits left out (watermark_generator), emitted every
+// `periodic_ms` of processing time when they advanced. Watermarks from its input are dropped
+// (it makes its own), but for the end of input's.
+class user_timestamps final : public stream_operator {
+ public:
+  static constexpr std::int64_t periodic_ms = 50;
+
+  static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
+  result<void> process(const record& r, record_output& out) override;
+  result<void> process_watermark(const watermark& w, record_output& out) override;
+  std::optional<std::int64_t> next_processing_time() const override { return next_periodic_ms_; }
+  result<void> on_processing_time(std::int64_t now_ms, record_output& out) override;
+  bool snapshot_on_any_thread() const override { return true; }
+
+ private:
+  user_timestamps(std::string name, timestamp_assigner assigner);
+
+  std::string name_;
+  timestamp_assigner assigner_;
+  watermark_generator generator_;
+  std::int64_t next_periodic_ms_ = 0;
 };
 
 }  // namespace snapflow

@@ -199,7 +199,7 @@ TEST_CASE("a bad element is named by its index and item") {
       [&](auto& pk) {
         good_record(pk);
         pk.pack_array(1);
-        pk.pack(3);
+        pk.pack(4);  // 3 is a watermark
       },
       2));
   CHECK(bad_tag.detail == "el[1] tag: out of range");

@@ -16,7 +16,7 @@ namespace {
 // envelope map -> elements array -> element array: three levels; a little room beyond.
 constexpr std::size_t max_depth = 6;
 
-enum class element_tag : std::uint8_t { record = 0, barrier = 1, end_of_input = 2 };
+enum class element_tag : std::uint8_t { record = 0, barrier = 1, end_of_input = 2, watermark = 3 };
 
 struct string_sink {
   std::string* out;
@@ -53,12 +53,22 @@ void pack_header(packer& pk, std::string_view type, const channel_key& k, std::u
 struct element_packer {
   packer& pk;
   void operator()(const record& r) const {
-    pk.pack_array(5);
+    // The sixth item (the event timestamp) came later: written only when set, so a record
+    // without one encodes as before and an older peer reads it.
+    const bool with_timestamp = r.timestamp != no_timestamp;
+    pk.pack_array(with_timestamp ? 6 : 5);
     pk.pack_uint8(static_cast<std::uint8_t>(element_tag::record));
     pk.pack_uint64(r.key);
     pk.pack_int64(r.seq);
     pk.pack_int64(r.value);
     pack_str(pk, r.payload);
+    if (with_timestamp) pk.pack_int64(r.timestamp);
+  }
+  void operator()(const watermark& w) const {
+    pk.pack_array(w.idle ? 3 : 2);
+    pk.pack_uint8(static_cast<std::uint8_t>(element_tag::watermark));
+    pk.pack_int64(w.timestamp);
+    if (w.idle) pk.pack_true();
   }
   void operator()(const checkpoint_barrier& b) const {
     // The eighth item came later: written only when set, so a barrier without it encodes as
@@ -206,12 +216,19 @@ class reader {
       items.skip_elements(v);
       return v;
     };
-    const auto tag = u64(next(), {"tag", index}, 2);
+    const auto tag = u64(next(), {"tag", index}, 3);
     if (error) return;
-    const std::uint32_t want[] = {5, 7, 1};
+    const std::uint32_t want[] = {5, 7, 1, 2};
+    // Optional trailing items: a barrier's aligned timeout, a record's timestamp, a watermark's
+    // idle flag.
     const bool barrier_with_timeout =
         static_cast<element_tag>(tag) == element_tag::barrier && o.size == 8;
-    if (o.size != want[tag] && !barrier_with_timeout) {
+    const bool record_with_timestamp =
+        static_cast<element_tag>(tag) == element_tag::record && o.size == 6;
+    const bool idle_watermark =
+        static_cast<element_tag>(tag) == element_tag::watermark && o.size == 3;
+    if (o.size != want[tag] && !barrier_with_timeout && !record_with_timestamp &&
+        !idle_watermark) {
       fail(wire::decode_errc::invalid_value, {"", index}, "wrong number of items");
       return;
     }
@@ -222,6 +239,12 @@ class reader {
         r.seq = i64(next(), {"seq", index});
         r.value = i64(next(), {"value", index});
         r.payload = str(next(), {"payload", index});
+        if (record_with_timestamp) {
+          r.timestamp = i64(next(), {"timestamp", index});
+          // The "none" value is never written: a peer that sends it sends nonsense.
+          if (r.timestamp == no_timestamp)
+            fail(wire::decode_errc::invalid_value, {"timestamp", index}, "out of range");
+        }
         out.emplace_back(std::move(r));
         break;
       }
@@ -244,6 +267,13 @@ class reader {
       case element_tag::end_of_input:
         out.emplace_back(end_of_input{});
         break;
+      case element_tag::watermark: {
+        watermark w;
+        w.timestamp = i64(next(), {"watermark", index});
+        if (idle_watermark) w.idle = boolean(next(), {"idle", index});
+        out.emplace_back(w);
+        break;
+      }
     }
   }
 };

@@ -1,0 +1,109 @@
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+namespace snapflow::api {
+
+// An event-time window [start, end) in milliseconds (Flink's TimeWindow). Its results carry
+// max_timestamp() as their event time, and it fires once the watermark reaches it.
+struct time_window {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+
+  std::int64_t max_timestamp() const { return end - 1; }
+  // Overlapping or touching ([0, 10) and [10, 20)), as Flink's TimeWindow: sessions that touch
+  // merge.
+  bool intersects(const time_window& o) const { return start <= o.end && o.start <= end; }
+  time_window cover(const time_window& o) const {
+    return {std::min(start, o.start), std::max(end, o.end)};
+  }
+  bool operator==(const time_window&) const = default;
+};
+
+namespace window_detail {
+// The start of the window of `size` (shifted by `offset`) that holds `t`, also for negative t.
+inline std::int64_t window_start(std::int64_t t, std::int64_t offset, std::int64_t size) {
+  const std::int64_t r = (t - offset) % size;
+  return t - (r < 0 ? r + size : r);
+}
+inline std::int64_t positive_ms(std::chrono::milliseconds d, const char* what) {
+  if (d.count() <= 0) throw std::invalid_argument(std::string(what) + " must be positive");
+  return d.count();
+}
+}  // namespace window_detail
+
+// Fixed-size, non-overlapping windows (Flink's TumblingEventTimeWindows).
+struct tumbling_event_time_windows {
+  static constexpr bool merging = false;
+  std::int64_t size_ms;
+  std::int64_t offset_ms;
+
+  explicit tumbling_event_time_windows(std::chrono::milliseconds size,
+                                       std::chrono::milliseconds offset = {})
+      : size_ms(window_detail::positive_ms(size, "a tumbling window's size")),
+        offset_ms(offset.count() % size_ms) {}
+
+  std::vector<time_window> assign(std::int64_t t) const {
+    const std::int64_t start = window_detail::window_start(t, offset_ms, size_ms);
+    return {{start, start + size_ms}};
+  }
+};
+
+// Windows of `size` starting every `slide` (Flink's SlidingEventTimeWindows): each element is in
+// size / slide of them (rounded up).
+struct sliding_event_time_windows {
+  static constexpr bool merging = false;
+  std::int64_t size_ms;
+  std::int64_t slide_ms;
+
+  sliding_event_time_windows(std::chrono::milliseconds size, std::chrono::milliseconds slide)
+      : size_ms(window_detail::positive_ms(size, "a sliding window's size")),
+        slide_ms(window_detail::positive_ms(slide, "a sliding window's slide")) {}
+
+  std::vector<time_window> assign(std::int64_t t) const {
+    std::vector<time_window> out;
+    const std::int64_t last = window_detail::window_start(t, 0, slide_ms);
+    for (std::int64_t start = last; start > t - size_ms; start -= slide_ms)
+      out.push_back({start, start + size_ms});
+    return out;
+  }
+};
+
+// Sessions (Flink's EventTimeSessionWindows): each element opens [t, t + gap), and windows of
+// one key that overlap merge, so a session ends after `gap` without an element.
+struct event_time_session_windows {
+  static constexpr bool merging = true;
+  std::int64_t gap_ms;
+
+  explicit event_time_session_windows(std::chrono::milliseconds gap)
+      : gap_ms(window_detail::positive_ms(gap, "a session gap")) {}
+
+  std::vector<time_window> assign(std::int64_t t) const { return {{t, t + gap_ms}}; }
+};
+
+// Sessions: the windows of `existing` that `fresh` overlaps, transitively through the merged
+// cover (a window that bridges two sessions merges all three). Returns the cover and the indexes
+// of the merged ones.
+inline time_window merge_sessions(const std::vector<time_window>& existing, time_window fresh,
+                                  std::vector<std::size_t>& merged) {
+  merged.clear();
+  std::vector<bool> taken(existing.size(), false);
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (std::size_t i = 0; i < existing.size(); ++i) {
+      if (taken[i] || !fresh.intersects(existing[i])) continue;
+      taken[i] = true;
+      merged.push_back(i);
+      fresh = fresh.cover(existing[i]);
+      grew = true;
+    }
+  }
+  return fresh;
+}
+
+}  // namespace snapflow::api
