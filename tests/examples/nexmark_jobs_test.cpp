@@ -298,3 +298,26 @@ TEST_CASE("nexmark output: hex round trip and lines that are not rows") {
   { std::ofstream(dir.path() / "part") << "1,2\n"; }
   CHECK(!read_output_payloads(dir.path()));
 }
+
+TEST_CASE("nexmark source: a sequence source of the numbers, its rate, the generator beside it") {
+  stream_environment env;
+  env.set_parallelism(2);
+  api::typed_environment typed(env);
+  source_options options;
+  options.events = 1234;
+  options.rate_per_subtask = 500;
+  q0_job(nexmark_source(typed, options)).sink([](const bid&) {});
+  const job_graph job = env.build_job_graph();
+  const auto with_uid = [&job](const std::string& uid) {
+    const auto it = std::find_if(job.vertices.begin(), job.vertices.end(),
+                                 [&uid](const job_vertex& v) { return v.uid == uid; });
+    REQUIRE(it != job.vertices.end());
+    return *it;
+  };
+  const job_vertex source = with_uid("nexmark-source");
+  CHECK(source.kind == "sequence_source");
+  CHECK(source.params.at("count") == "1234");
+  CHECK(source.params.at("rate") == "500");
+  const job_vertex generate = with_uid("nexmark-source-generate");
+  CHECK(generate.parallelism == source.parallelism);
+}
