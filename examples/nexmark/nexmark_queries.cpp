@@ -110,6 +110,31 @@ void q3_on_auction(const auction& a, api::keyed_process_context<std::int64_t>& c
   ctx.get_list_state<std::int64_t>("waiting").add(a.id);
 }
 
+using person_window = std::pair<std::int64_t, std::int64_t>;  // (person id, window start)
+
+// q8's state per (person, window): the person's name once seen, whether one of their auctions
+// was seen, and whether the row went out.
+void q8_emit_once(api::keyed_process_context<person_window>& ctx, api::collector<q8_row>& out) {
+  auto name = ctx.get_state<std::string>("name");
+  auto sold = ctx.get_state<bool>("sold");
+  auto emitted = ctx.get_state<bool>("emitted");
+  if (!name.value() || !sold.value_or(false) || emitted.value_or(false)) return;
+  emitted.update(true);
+  out.collect(q8_row{ctx.key().first, *name.value(), ctx.key().second});
+}
+
+void q8_on_person(const person& p, api::keyed_process_context<person_window>& ctx,
+                  api::collector<q8_row>& out) {
+  ctx.get_state<std::string>("name").update(p.name);
+  q8_emit_once(ctx, out);
+}
+
+void q8_on_auction(const auction&, api::keyed_process_context<person_window>& ctx,
+                   api::collector<q8_row>& out) {
+  ctx.get_state<bool>("sold").update(true);
+  q8_emit_once(ctx, out);
+}
+
 }  // namespace
 
 api::data_stream<bid> q0_job(api::data_stream<nexmark_event> events) {
@@ -154,6 +179,22 @@ api::data_stream<q4_update> q4_job(api::data_stream<nexmark_event> events) {
                       .process<q4_update>(q4_average, "q4-average");
   averages.uid("q4-average");
   return averages;
+}
+
+api::data_stream<q8_row> q8_job(api::data_stream<nexmark_event> events) {
+  auto joined =
+      persons(events)
+          .connect(auctions(events))
+          .key_by(
+              [](const person& p) {
+                return person_window{p.id, tumbling_window_start(p.date_time, window_ms)};
+              },
+              [](const auction& a) {
+                return person_window{a.seller, tumbling_window_start(a.date_time, window_ms)};
+              })
+          .process<q8_row>(q8_on_person, q8_on_auction, "q8-join");
+  joined.uid("q8-join");
+  return joined;
 }
 
 }  // namespace snapflow::nexmark

@@ -48,7 +48,14 @@ struct q4_update {
 // emitted as a q4_update.
 api::data_stream<q4_update> q4_job(api::data_stream<nexmark_event> events);
 
-// q5 (hot items), q7 (highest bid) and q8 (new users) close event-time windows: they wait for
-// the runtime's watermarks and timers.
+// q8, new users: people who registered and started an auction in the same 10 s tumbling
+// window, as an incremental join instead of a window join: persons and auctions keyed by
+// (person id, window start) into a keyed co-process that emits the person once, when both
+// sides have been seen. Without timers its state is never dropped (a window join frees it when
+// the window closes), but its output, once the input ended, is exactly the reference's.
+api::data_stream<q8_row> q8_job(api::data_stream<nexmark_event> events);
+
+// q5 (hot items) and q7 (highest bid) report per closed event-time window: they wait for the
+// runtime's watermarks and timers.
 
 }  // namespace snapflow::nexmark
