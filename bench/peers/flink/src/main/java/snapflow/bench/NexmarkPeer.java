@@ -34,14 +34,14 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.util.Collector;
 
 /**
- * Nexmark q0..q4 on Flink's DataStream API, the same queries as examples/nexmark: events by
+ * Nexmark q0..q4 and q8 on Flink's DataStream API, the same queries as examples/nexmark: events by
  * number from DataGeneratorSource (which splits the numbers over the source subtasks) through
  * {@link NexmarkGenerator}, rows into a DiscardingSink. One bounded run on a MiniCluster; prints one
  * JSON line with events/s (events / the job's net runtime) and checkpoint durations as Flink's
  * coordinator logged them (trigger -> completion, CheckpointLog).
  *
  * <pre>
- *   nexmark --query q0..q4 --events N --parallelism P --interval-ms I (0 = off) [--checkpoint-dir D]
+ *   nexmark --query q0..q4|q8 --events N --parallelism P --interval-ms I (0 = off) [--checkpoint-dir D]
  * </pre>
  */
 public final class NexmarkPeer {
@@ -69,14 +69,14 @@ public final class NexmarkPeer {
         default -> usage("unknown option " + args[i]);
       }
     }
-    if (!List.of("q0", "q1", "q2", "q3", "q4").contains(o.query)) usage("unknown query " + o.query);
+    if (!List.of("q0", "q1", "q2", "q3", "q4", "q8").contains(o.query)) usage("unknown query " + o.query);
     if (o.events < 1 || o.parallelism < 1 || o.intervalMs < 0) usage("bad number");
     return o;
   }
 
   static void usage(String why) {
     System.err.println(why);
-    System.err.println("usage: FlinkPeer nexmark --query q0|q1|q2|q3|q4 [--events N]"
+    System.err.println("usage: FlinkPeer nexmark --query q0|q1|q2|q3|q4|q8 [--events N]"
         + " [--parallelism P] [--interval-ms I] [--checkpoint-dir FOLDER]");
     System.exit(2);
   }
@@ -215,6 +215,50 @@ public final class NexmarkPeer {
     }
   }
 
+  /**
+   * q8 as examples/nexmark writes it: an incremental join keyed by (person id, window start)
+   * that emits (person, name, window start) once both sides were seen.
+   */
+  static final class Q8Join
+      extends KeyedCoProcessFunction<Tuple2<Long, Long>, NexmarkEvents.Person,
+                                     NexmarkEvents.Auction, Tuple3<Long, String, Long>> {
+    private transient ValueState<String> name;
+    private transient ValueState<Boolean> sold;
+    private transient ValueState<Boolean> emitted;
+
+    @Override
+    public void open(OpenContext context) {
+      name = getRuntimeContext().getState(new ValueStateDescriptor<>("name", String.class));
+      sold = getRuntimeContext().getState(new ValueStateDescriptor<>("sold", Boolean.class));
+      emitted = getRuntimeContext().getState(new ValueStateDescriptor<>("emitted", Boolean.class));
+    }
+
+    void emitOnce(Context ctx, Collector<Tuple3<Long, String, Long>> out) throws Exception {
+      if (name.value() == null || sold.value() == null || emitted.value() != null) return;
+      emitted.update(true);
+      Tuple2<Long, Long> key = ctx.getCurrentKey();
+      out.collect(Tuple3.of(key.f0, name.value(), key.f1));
+    }
+
+    @Override
+    public void processElement1(NexmarkEvents.Person p, Context ctx,
+                                Collector<Tuple3<Long, String, Long>> out) throws Exception {
+      name.update(p.name);
+      emitOnce(ctx, out);
+    }
+
+    @Override
+    public void processElement2(NexmarkEvents.Auction a, Context ctx,
+                                Collector<Tuple3<Long, String, Long>> out) throws Exception {
+      sold.update(true);
+      emitOnce(ctx, out);
+    }
+  }
+
+  static long window(long t) {
+    return t - Math.floorMod(t, 10_000L);
+  }
+
   static DataStream<NexmarkEvents.Bid> bids(DataStream<NexmarkEvents.Event> events) {
     return events.filter(e -> e.bid != null).name("bids").map(e -> e.bid)
         .returns(NexmarkEvents.Bid.class).name("bids");
@@ -252,6 +296,19 @@ public final class NexmarkPeer {
             .process(new Q3Join())
             .returns(Types.TUPLE(Types.STRING, Types.STRING, Types.STRING, Types.LONG))
             .uid("q3-join").name("q3-join");
+      }
+      case "q8" -> {
+        DataStream<NexmarkEvents.Person> persons = events.filter(e -> e.person != null)
+            .name("persons").map(e -> e.person).returns(NexmarkEvents.Person.class).name("persons");
+        DataStream<NexmarkEvents.Auction> auctions = events.filter(e -> e.auction != null)
+            .name("auctions").map(e -> e.auction).returns(NexmarkEvents.Auction.class)
+            .name("auctions");
+        rows = persons.connect(auctions)
+            .keyBy(p -> Tuple2.of(p.id, window(p.dateTime)),
+                   a -> Tuple2.of(a.seller, window(a.dateTime)), Types.TUPLE(Types.LONG, Types.LONG))
+            .process(new Q8Join())
+            .returns(Types.TUPLE(Types.LONG, Types.STRING, Types.LONG))
+            .uid("q8-join").name("q8-join");
       }
       default -> {
         DataStream<NexmarkEvents.Auction> auctions = events.filter(e -> e.auction != null)
