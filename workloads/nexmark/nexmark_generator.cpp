@@ -147,11 +147,20 @@ event generator::at(std::uint64_t n) const {
 person generator::make_person(std::uint64_t n, draw& d) const {
   person p;
   p.id = last_person(n) + first_person_id;
-  p.name = std::string(d.pick(first_names)) + " " + std::string(d.pick(last_names));
-  p.email_address = d.letters(7) + "@" + d.letters(5) + ".com";
-  p.credit_card = std::to_string(1000 + d.below(9000)) + " " + std::to_string(1000 + d.below(9000)) +
-                  " " + std::to_string(1000 + d.below(9000)) + " " +
-                  std::to_string(1000 + d.below(9000));
+  // The draws of one field are taken one statement each, in a fixed order: the operands of a
+  // `+` are evaluated in an order the compiler chooses, so draws inside one expression would
+  // make the event depend on the compiler. (The order is the one GCC chose when the draws
+  // were inline, so events stay what they were; bench/peers/flink's port follows it.)
+  const std::string_view last_name = d.pick(last_names);
+  const std::string_view first_name = d.pick(first_names);
+  p.name = std::string(first_name) + " " + std::string(last_name);
+  const std::string domain = d.letters(5);
+  const std::string user = d.letters(7);
+  p.email_address = user + "@" + domain + ".com";
+  std::int64_t card[4];
+  for (int i = 3; i >= 0; --i) card[i] = 1000 + d.below(9000);
+  p.credit_card = std::to_string(card[0]) + " " + std::to_string(card[1]) + " " +
+                  std::to_string(card[2]) + " " + std::to_string(card[3]);
   p.city = d.pick(us_cities);
   p.state = d.pick(us_states);
   p.date_time = timestamp_of(n);
@@ -211,7 +220,9 @@ bid generator::make_bid(std::uint64_t n, draw& d) const {
   } else {
     const std::int64_t channel = d.below(other_channels);
     b.channel = "channel-" + std::to_string(channel);
-    b.url = "https://www.nexmark.com/" + d.letters(5) + "/" + d.letters(5) +
+    const std::string second = d.letters(5);  // one draw a statement, as in make_person
+    const std::string first = d.letters(5);
+    b.url = "https://www.nexmark.com/" + first + "/" + second +
             "/item.htm?query=1&channel_id=" + std::to_string(channel);
   }
   b.date_time = timestamp_of(n);

@@ -256,6 +256,10 @@ public final class FlinkPeer {
       BackpressurePeer.main(args);
       return;
     }
+    if (args.length > 0 && args[0].equals("nexmark")) {
+      NexmarkPeer.main(args);
+      return;
+    }
     if (args.length > 0 && args[0].startsWith("state")) {
       if (!args[0].equals("state") && !args[0].equals("state-throughput"))
         usage("unknown mode " + args[0]);

@@ -1,0 +1,200 @@
+#include "examples/nexmark/nexmark_queries.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace snapflow::nexmark {
+
+namespace {
+
+// What q4's first stage keeps of an auction.
+struct q4_auction {
+  std::int64_t start = 0;
+  std::int64_t expires = 0;
+  std::int64_t reserve = 0;
+  std::int64_t category = 0;
+  MSGPACK_DEFINE_MAP(start, expires, reserve, category);
+};
+
+// What it keeps of a bid that came before its auction.
+struct q4_early_bid {
+  std::int64_t date_time = 0;
+  std::int64_t price = 0;
+  MSGPACK_DEFINE_MAP(date_time, price);
+};
+
+// An auction's best valid price so far, from the first stage to the second.
+struct q4_winning {
+  std::int64_t auction = 0;
+  std::int64_t category = 0;
+  std::int64_t price = 0;
+  MSGPACK_DEFINE_MAP(auction, category, price);
+};
+
+// Whether a bid at `date_time` of `price` counts for the auction (the reference's rule).
+bool valid_for(const q4_auction& a, std::int64_t date_time, std::int64_t price) {
+  return date_time >= a.start && date_time <= a.expires && price >= a.reserve;
+}
+
+// Raises the auction's best price to `price` if higher, and reports the change.
+void offer(const q4_auction& a, std::int64_t price, api::keyed_process_context<std::int64_t>& ctx,
+           api::collector<q4_winning>& out) {
+  auto best = ctx.get_state<std::int64_t>("best");
+  if (best.value() && *best.value() >= price) return;
+  best.update(price);
+  out.collect(q4_winning{ctx.key(), a.category, price});
+}
+
+void q4_on_auction(const auction& a, api::keyed_process_context<std::int64_t>& ctx,
+                   api::collector<q4_winning>& out) {
+  const q4_auction kept{a.date_time, a.expires, a.reserve, a.category};
+  ctx.get_state<q4_auction>("auction").update(kept);
+  auto early = ctx.get_list_state<q4_early_bid>("early");
+  std::int64_t best = -1;
+  for (const auto& b : early.get())
+    if (valid_for(kept, b.date_time, b.price)) best = std::max(best, b.price);
+  early.clear();
+  if (best >= 0) offer(kept, best, ctx, out);
+}
+
+void q4_on_bid(const bid& b, api::keyed_process_context<std::int64_t>& ctx,
+               api::collector<q4_winning>& out) {
+  const auto kept = ctx.get_state<q4_auction>("auction").value();
+  if (!kept) {
+    ctx.get_list_state<q4_early_bid>("early").add(q4_early_bid{b.date_time, b.price});
+    return;
+  }
+  if (valid_for(*kept, b.date_time, b.price)) offer(*kept, b.price, ctx, out);
+}
+
+void q4_average(const q4_winning& w, api::keyed_process_context<std::int64_t>& ctx,
+                api::collector<q4_update>& out) {
+  auto prices = ctx.get_map_state<std::int64_t, std::int64_t>("prices");
+  auto sum = ctx.get_state<std::int64_t>("sum");
+  auto count = ctx.get_state<std::int64_t>("count");
+  auto version = ctx.get_state<std::int64_t>("version");
+  std::int64_t s = sum.value_or(0);
+  std::int64_t n = count.value_or(0);
+  if (const auto old = prices.get(w.auction)) {
+    s += w.price - *old;
+  } else {
+    s += w.price;
+    ++n;
+  }
+  prices.put(w.auction, w.price);
+  sum.update(s);
+  count.update(n);
+  const std::int64_t v = version.value_or(0) + 1;
+  version.update(v);
+  out.collect(q4_update{ctx.key(), s / n, v});
+}
+
+bool q3_state(const person& p) { return p.state == "OR" || p.state == "ID" || p.state == "CA"; }
+
+void q3_on_person(const person& p, api::keyed_process_context<std::int64_t>& ctx,
+                  api::collector<q3_row>& out) {
+  ctx.get_state<person>("person").update(p);
+  auto waiting = ctx.get_list_state<std::int64_t>("waiting");
+  for (const std::int64_t auction_id : waiting.get())
+    out.collect(q3_row{p.name, p.city, p.state, auction_id});
+  waiting.clear();
+}
+
+void q3_on_auction(const auction& a, api::keyed_process_context<std::int64_t>& ctx,
+                   api::collector<q3_row>& out) {
+  if (const auto p = ctx.get_state<person>("person").value()) {
+    out.collect(q3_row{p->name, p->city, p->state, a.id});
+    return;
+  }
+  ctx.get_list_state<std::int64_t>("waiting").add(a.id);
+}
+
+using person_window = std::pair<std::int64_t, std::int64_t>;  // (person id, window start)
+
+// q8's state per (person, window): the person's name once seen, whether one of their auctions
+// was seen, and whether the row went out.
+void q8_emit_once(api::keyed_process_context<person_window>& ctx, api::collector<q8_row>& out) {
+  auto name = ctx.get_state<std::string>("name");
+  auto sold = ctx.get_state<bool>("sold");
+  auto emitted = ctx.get_state<bool>("emitted");
+  if (!name.value() || !sold.value_or(false) || emitted.value_or(false)) return;
+  emitted.update(true);
+  out.collect(q8_row{ctx.key().first, *name.value(), ctx.key().second});
+}
+
+void q8_on_person(const person& p, api::keyed_process_context<person_window>& ctx,
+                  api::collector<q8_row>& out) {
+  ctx.get_state<std::string>("name").update(p.name);
+  q8_emit_once(ctx, out);
+}
+
+void q8_on_auction(const auction&, api::keyed_process_context<person_window>& ctx,
+                   api::collector<q8_row>& out) {
+  ctx.get_state<bool>("sold").update(true);
+  q8_emit_once(ctx, out);
+}
+
+}  // namespace
+
+api::data_stream<bid> q0_job(api::data_stream<nexmark_event> events) {
+  return bids(events).map([](const bid& b) { return b; }, "q0-pass");
+}
+
+api::data_stream<bid> q1_job(api::data_stream<nexmark_event> events) {
+  return bids(events).map(
+      [](bid b) {
+        b.price = q1_price(b.price);
+        return b;
+      },
+      "q1-convert");
+}
+
+api::data_stream<q2_row> q2_job(api::data_stream<nexmark_event> events) {
+  return bids(events)
+      .filter([](const bid& b) { return b.auction % q2_auction_modulus == 0; }, "q2-select")
+      .map([](const bid& b) { return q2_row{b.auction, b.price}; }, "q2-project");
+}
+
+api::data_stream<q3_row> q3_job(api::data_stream<nexmark_event> events) {
+  auto sellers = persons(events).filter(q3_state, "q3-states");
+  auto items = auctions(events).filter(
+      [](const auction& a) { return a.category == q3_category; }, "q3-category");
+  auto joined = sellers.connect(items)
+                    .key_by([](const person& p) { return p.id; },
+                            [](const auction& a) { return a.seller; })
+                    .process<q3_row>(q3_on_person, q3_on_auction, "q3-join");
+  joined.uid("q3-join");
+  return joined;
+}
+
+api::data_stream<q4_update> q4_job(api::data_stream<nexmark_event> events) {
+  auto winning = auctions(events)
+                     .connect(bids(events))
+                     .key_by([](const auction& a) { return a.id; },
+                             [](const bid& b) { return b.auction; })
+                     .process<q4_winning>(q4_on_auction, q4_on_bid, "q4-winning");
+  winning.uid("q4-winning");
+  auto averages = winning.key_by([](const q4_winning& w) { return w.category; })
+                      .process<q4_update>(q4_average, "q4-average");
+  averages.uid("q4-average");
+  return averages;
+}
+
+api::data_stream<q8_row> q8_job(api::data_stream<nexmark_event> events) {
+  auto joined =
+      persons(events)
+          .connect(auctions(events))
+          .key_by(
+              [](const person& p) {
+                return person_window{p.id, tumbling_window_start(p.date_time, window_ms)};
+              },
+              [](const auction& a) {
+                return person_window{a.seller, tumbling_window_start(a.date_time, window_ms)};
+              })
+          .process<q8_row>(q8_on_person, q8_on_auction, "q8-join");
+  joined.uid("q8-join");
+  return joined;
+}
+
+}  // namespace snapflow::nexmark
