@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include <openssl/evp.h>

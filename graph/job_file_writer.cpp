@@ -35,8 +35,8 @@ toml::table checkpointing_table(const checkpoint_config& c) {
   if (c.unaligned)
     t.insert("aligned_checkpoint_timeout_ms",
              static_cast<std::int64_t>(c.aligned_checkpoint_timeout.count()));
-  t.insert("checkpoint_dir", c.checkpoint_dir);
-  t.insert("savepoint_dir", c.savepoint_dir);
+  if (!c.checkpoint_dir.empty()) t.insert("checkpoint_dir", c.checkpoint_dir);
+  if (!c.savepoint_dir.empty()) t.insert("savepoint_dir", c.savepoint_dir);
   t.insert("stats_history_size", static_cast<std::int64_t>(c.stats_history_size));
   t.insert("state_backend", c.state_backend);
   t.insert("inline_state_max_bytes", static_cast<std::int64_t>(c.inline_state_max_bytes));

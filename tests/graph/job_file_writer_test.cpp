@@ -109,8 +109,8 @@ TEST_CASE("a job file cannot run a C++ callable unless it names its program") {
 }
 
 TEST_CASE("a job file's program fingerprint must be lowercase hex") {
-  for (const std::string bad : {"\"\"", "\"XYZ\"", "\"0A\"", "12"}) {
-    auto r = parse_job_file("[job]\nprogram_fingerprint = " + bad +
+  for (const char* bad : {"\"\"", "\"XYZ\"", "\"0A\"", "12"}) {
+    auto r = parse_job_file("[job]\nprogram_fingerprint = " + std::string(bad) +
                                 "\n\n[[operator]]\nuid = \"s\"\nkind = \"sequence_source\"\n"
                                 "params = { count = 1 }\n",
                             "j.toml");
