@@ -3,7 +3,7 @@
 #include <charconv>
 #include <sstream>
 
-#include <toml++/toml.hpp>
+#include <toml++/toml.h>
 
 namespace snapflow {
 
