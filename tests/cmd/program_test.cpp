@@ -39,6 +39,10 @@ void small_job(api::typed_environment& typed, const program_args& args) {
       .uid("sink");
 }
 
+program_args args_of(std::map<std::string, std::string> values) {
+  return program_args(std::move(values));
+}
+
 job_graph build(const program_args& args, const std::string& name = "small 1") {
   auto job = build_program_job(small_job, program_info{name, ""}, args);
   INFO((job ? std::string("ok") : job.err().message));
@@ -98,10 +102,10 @@ TEST_CASE("the fingerprint follows the graph and the program, not the run's sett
   // Built again (another process would do the same): the same.
   CHECK(build(program_args{}).program->fingerprint == base);
   // Another job name or checkpoint interval: the same callables, the same fingerprint.
-  CHECK(build(program_args({{"name", "renamed"}, {"interval", "7"}})).program->fingerprint ==
+  CHECK(build(args_of({{"name", "renamed"}, {"interval", "7"}})).program->fingerprint ==
         base);
   // Another parameter, another program name or version: another fingerprint.
-  CHECK(build(program_args({{"count", "11"}})).program->fingerprint != base);
+  CHECK(build(args_of({{"count", "11"}})).program->fingerprint != base);
   CHECK(build(program_args{}, "small 2").program->fingerprint != base);
   // Read back from the job file it submits (vertices numbered afresh): the same.
   const job_graph g = build(program_args{});
@@ -116,7 +120,7 @@ TEST_CASE("the fingerprint follows the graph and the program, not the run's sett
 TEST_CASE("a program that throws while building its job is an error, not a crash") {
   auto job = build_program_job(
       [](api::typed_environment&, const program_args& args) { (void)args.get_int("count", 1); },
-      program_info{"p", ""}, program_args({{"count", "ten"}}));
+      program_info{"p", ""}, args_of({{"count", "ten"}}));
   REQUIRE_FALSE(job.ok());
   CHECK(job.err().message.find("--arg count=ten") != std::string::npos);
   CHECK_FALSE(build_program_job(small_job, program_info{"", ""}, program_args{}).ok());
@@ -124,7 +128,7 @@ TEST_CASE("a program that throws while building its job is an error, not a crash
 
 TEST_CASE("a worker refuses a task of a program it does not hold, naming both") {
   const job_graph mine = build(program_args{});
-  const job_graph theirs = build(program_args({{"count", "99"}}));
+  const job_graph theirs = build(args_of({{"count", "99"}}));
   auto listener = std::make_shared<recording_listener>();
   auto inner = std::make_shared<recording_executor>();
   program_guard_executor guard(inner, listener,
