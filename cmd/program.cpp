@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -178,7 +179,7 @@ int run_submit(const std::string& self, job_graph job, std::vector<char*> rest) 
   if (claim) path += "&claimMode=" + std::string(to_string(*claim));
   auto answer = client.post(path, *text, "application/toml");
   if (!answer) {
-    std::cerr << self << ": the coordinator refused the job: " << answer.err().message << "\n";
+    std::cerr << self << ": cannot submit the job: " << answer.err().message << "\n";
     return exit_failure;
   }
   if (json)
@@ -222,7 +223,11 @@ result<job_graph> build_program_job(const job_builder& build_job, const program_
 }
 
 int run_program(int argc, char** argv, program_info info, job_builder build_job) {
-  const std::string self = argc > 0 && argv[0] != nullptr ? argv[0] : "program";
+  // Messages name the program as users type it, without the folder it was started from.
+  const std::string self =
+      argc > 0 && argv[0] != nullptr && argv[0][0] != '\0'
+          ? std::filesystem::path(argv[0]).filename().string()
+          : std::string("program");
   if (argc < 2) return usage(self, info, std::cerr, exit_usage);
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help")
