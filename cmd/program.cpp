@@ -210,6 +210,7 @@ std::int64_t program_args::get_int(const std::string& key, std::int64_t fallback
 result<job_graph> build_program_job(const job_builder& build_job, const program_info& info,
                                     const program_args& args) {
   if (info.name.empty()) return error{"the program's name must not be blank"};
+  if (auto why = program_name_problem(info.name)) return error{"program_info::name: " + *why};
   try {
     stream_environment env;
     api::typed_environment typed(env);

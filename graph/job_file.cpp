@@ -365,8 +365,8 @@ class job_file_parser {
       return fail("job.program_fingerprint", line_of(*fingerprint), *why);
     if (name != nullptr) {
       if (!read_string(*name, "job.program", p.name)) return false;
-      if (p.name.empty() || p.name.size() > 256)
-        return fail("job.program", line_of(*name), "program must be 1 to 256 characters");
+      if (p.name.empty()) return fail("job.program", line_of(*name), "program must not be blank");
+      if (auto why = program_name_problem(p.name)) return fail("job.program", line_of(*name), *why);
     }
     program_ = std::move(p);
     return true;

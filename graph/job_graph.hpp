@@ -117,6 +117,10 @@ job_checkpointing_settings make_checkpointing_settings(const job_graph& graph,
 // nothing.
 std::optional<std::string> program_fingerprint_problem(std::string_view fingerprint);
 
+// Why `name` cannot be a program's name (at most 256 printable ASCII characters: it is echoed
+// in logs, REST answers and refusals), or nothing.
+std::optional<std::string> program_name_problem(std::string_view name);
+
 // A random 32-hex-digit job id, like Flink's JobID.
 job_id generate_job_id();
 

@@ -547,6 +547,10 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
   for (const auto& root : m.data_roots) roots.push_back(root.path);
   std::map<std::string, std::string> programs;
   for (const auto& p : m.programs) {
+    if (auto why = program_name_problem(p.name)) {
+      refuse_registration(peer, *why);
+      return;
+    }
     if (auto why = program_fingerprint_problem(p.fingerprint)) {
       refuse_registration(peer, "program '" + p.name + "': " + *why);
       return;
