@@ -1,7 +1,8 @@
 # `cmake --install` puts snapflow's headers, static libraries, binaries and a CMake package
 # (snapflowConfig.cmake + exported targets) under the prefix, so a user's own project can
 # find_package(snapflow) and link snapflow::worker to build a worker with custom operators
-# (tests/install/out_of_tree_worker is such a project).
+# (tests/install/out_of_tree_worker is such a project), or snapflow::program to build a user
+# program that is both its job's client and its worker (examples/user-program).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -11,7 +12,7 @@ set(SNAPFLOW_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/snapflow)
 set(snapflow_exported_libraries
   snapflow_common snapflow_graph snapflow_engine snapflow_cluster snapflow_api snapflow_transport
   snapflow_process_logging snapflow_cpu_affinity snapflow_nexmark
-  snapflow_worker_lib)
+  snapflow_worker_lib snapflow_rest_client snapflow_program)
 # Headers are included from the repository root ("engine/runtime/stream_operator.hpp"): the
 # same paths work under <prefix>/include/snapflow.
 foreach(lib IN LISTS snapflow_exported_libraries)
@@ -28,6 +29,8 @@ set_target_properties(snapflow_process_logging PROPERTIES EXPORT_NAME process_lo
 set_target_properties(snapflow_cpu_affinity PROPERTIES EXPORT_NAME cpu_affinity)
 set_target_properties(snapflow_worker_lib PROPERTIES EXPORT_NAME worker)
 set_target_properties(snapflow_nexmark PROPERTIES EXPORT_NAME nexmark)
+set_target_properties(snapflow_rest_client PROPERTIES EXPORT_NAME rest_client)
+set_target_properties(snapflow_program PROPERTIES EXPORT_NAME program)
 # Users' translation units must allocate through Asio the way snapflow's do (see the root
 # CMakeLists), so the definition travels with the Asio target.
 target_compile_definitions(snapflow_asio INTERFACE ASIO_DISABLE_STD_ALIGNED_ALLOC)

@@ -16,6 +16,7 @@
 
 #include "cmd/cpu_affinity.hpp"
 #include "cmd/process_logging.hpp"
+#include "cmd/program_guard_executor.hpp"
 #include "cmd/thread_scheduling.hpp"
 #include "engine/runtime/runtime_task_executor.hpp"
 #include "engine/runtime/state_file.hpp"
@@ -257,6 +258,8 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
     if (root.size() > 1 && root.back() == '/') root.pop_back();
   }
   o.data_roots = data_roots;
+  for (const auto& [fingerprint, name] : extensions.programs)
+    o.programs.push_back(wire::worker_program{fingerprint, name});
   o.worker_id = id.empty() ? default_worker_id() : id;
   o.heartbeat_interval = std::chrono::milliseconds(interval_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(timeout_ms);
@@ -313,6 +316,8 @@ int worker_main(int argc, char** argv, worker_extensions extensions) {
     return exit_usage;
   }
   std::shared_ptr<task_executor> tasks = *executor;
+  if (!extensions.programs.empty())
+    tasks = std::make_shared<program_guard_executor>(tasks, context.listener, extensions.programs);
   endpoint->set_executor(tasks);
 
   int exit_code = exit_ok;

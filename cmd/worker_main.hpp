@@ -66,6 +66,11 @@ struct worker_extensions {
   // More executors, selected with --executor NAME. "runtime" (the default: stream tasks over
   // the network data plane) and "stub" are built in.
   std::map<std::string, executor_factory> executors;
+  // The user programs whose callables register_operators gave this worker, fingerprint ->
+  // program name (cmd/program.hpp fills it). Sent at registration, so the coordinator deploys
+  // those programs' jobs here; a deployed job naming another program is refused. Empty: the
+  // worker runs only jobs that name no program.
+  std::map<std::string, std::string> programs;
 };
 
 // The whole worker process: options (--help), logging, the control-plane endpoint, the task

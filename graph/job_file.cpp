@@ -47,7 +47,8 @@ constexpr std::int64_t parallelism_limit = job_graph::max_parallelism_limit;
 
 constexpr std::array<std::string_view, 4> top_level_keys = {"job", "checkpointing", "restart",
                                                             "operator"};
-constexpr std::array<std::string_view, 3> job_keys = {"name", "parallelism", "max_parallelism"};
+constexpr std::array<std::string_view, 5> job_keys = {"name", "parallelism", "max_parallelism",
+                                                      "program", "program_fingerprint"};
 constexpr std::array<std::string_view, 16> checkpointing_keys = {
     "interval_ms", "mode", "timeout_ms", "min_pause_ms", "max_concurrent", "tolerable_failures",
     "retained", "retention", "unaligned", "checkpoint_dir", "savepoint_dir", "stats_history_size",
@@ -348,6 +349,26 @@ class job_file_parser {
       if (!read_parallelism(*p, "job.parallelism", default_parallelism_)) return false;
     if (const toml::node* p = find_entry(*keys, "max_parallelism"))
       if (!read_parallelism(*p, "job.max_parallelism", default_max_parallelism_)) return false;
+    return parse_program(*keys);
+  }
+
+  // A job a user program submits names the program its callables live in.
+  bool parse_program(const entry_list& keys) {
+    const toml::node* name = find_entry(keys, "program");
+    const toml::node* fingerprint = find_entry(keys, "program_fingerprint");
+    if (name == nullptr && fingerprint == nullptr) return true;
+    if (fingerprint == nullptr)
+      return fail("job.program", line_of(*name), "program needs program_fingerprint");
+    job_program p;
+    if (!read_string(*fingerprint, "job.program_fingerprint", p.fingerprint)) return false;
+    if (auto why = program_fingerprint_problem(p.fingerprint))
+      return fail("job.program_fingerprint", line_of(*fingerprint), *why);
+    if (name != nullptr) {
+      if (!read_string(*name, "job.program", p.name)) return false;
+      if (p.name.empty()) return fail("job.program", line_of(*name), "program must not be blank");
+      if (auto why = program_name_problem(p.name)) return fail("job.program", line_of(*name), *why);
+    }
+    program_ = std::move(p);
     return true;
   }
 
@@ -554,6 +575,13 @@ class job_file_parser {
           operator_kind{kind_name, *role, {}, "custom kind, known only to the workers"});
       op.custom = true;
     }
+    // The built-in kinds that run a C++ callable: a job file carries none, so only a job a
+    // user program submitted (naming its fingerprint) can run on workers that have them.
+    if (!op.custom && kind_name.starts_with("user_") && !program_)
+      return fail(kind_key, line_of(*kind),
+                  who + ": operator kind '" + kind_name +
+                      "' runs a C++ callable, which a job file cannot carry: submit the job "
+                      "from its program (PROGRAM submit), which names its program_fingerprint");
 
     op.name = op.kind->name;  // what stream_environment names an operator too
     if (const toml::node* name = find("name")) {
@@ -854,6 +882,7 @@ class job_file_parser {
     }
     if (checkpointing_) g.checkpointing = make_checkpointing_settings(g, *checkpointing_);
     g.restart = restart_;
+    g.program = program_;
     return g;
   }
 
@@ -884,6 +913,7 @@ class job_file_parser {
   std::uint32_t default_max_parallelism_ = 1;
   std::optional<checkpoint_config> checkpointing_;
   std::optional<restart_strategy_config> restart_;
+  std::optional<job_program> program_;
   std::vector<operator_decl> operators_;
   std::map<std::string, std::size_t, std::less<>> by_uid_;
   std::deque<operator_kind> custom_kinds_;  // shapes of custom kinds, one per operator using one

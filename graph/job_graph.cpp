@@ -67,6 +67,11 @@ std::optional<std::string> validate(const job_graph& graph, const operator_regis
   if (graph.vertices.empty()) return std::string("job has no operators");
   if (graph.restart)
     if (auto error = graph.restart->validate()) return error;
+  if (graph.program) {
+    if (auto error = program_name_problem(graph.program->name)) return *error;
+    if (auto error = program_fingerprint_problem(graph.program->fingerprint))
+      return "program '" + graph.program->name + "': " + *error;
+  }
   std::unordered_map<vertex_id, const job_vertex*> by_id;
   std::set<std::string, std::less<>> uids;
   for (const auto& v : graph.vertices) {
@@ -177,6 +182,24 @@ job_checkpointing_settings make_checkpointing_settings(const job_graph& graph,
     s.to_confirm.push_back(v.id);
   }
   return s;
+}
+
+std::optional<std::string> program_fingerprint_problem(std::string_view fingerprint) {
+  if (fingerprint.empty() || fingerprint.size() > 128)
+    return "a program fingerprint is 1 to 128 hex digits, not " +
+           std::to_string(fingerprint.size()) + " characters";
+  for (char c : fingerprint)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return std::string("a program fingerprint is lowercase hex digits only");
+  return std::nullopt;
+}
+
+std::optional<std::string> program_name_problem(std::string_view name) {
+  if (name.size() > 256)
+    return "a program name is at most 256 characters, not " + std::to_string(name.size());
+  for (char c : name)
+    if (c < 0x20 || c > 0x7e) return std::string("a program name is printable ASCII only");
+  return std::nullopt;
 }
 
 job_id generate_job_id() {

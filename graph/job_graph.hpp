@@ -6,6 +6,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/checkpoint_config.hpp"
@@ -68,6 +69,17 @@ struct job_checkpointing_settings {
   bool operator==(const job_checkpointing_settings&) const = default;
 };
 
+// The user program a job's C++ callables live in (snapflow::run_program, cmd/program.hpp):
+// callables are never serialized, so only workers started from that program can run the job.
+// The fingerprint identifies the program's job graph (docs/api.md, "Running a program on a
+// cluster"); the coordinator deploys the job only to workers that registered it.
+struct job_program {
+  std::string name;         // what the user called the program and its version, for messages
+  std::string fingerprint;  // hex, not blank
+
+  bool operator==(const job_program&) const = default;
+};
+
 struct job_graph {
   job_id id;
   std::string name;
@@ -76,6 +88,8 @@ struct job_graph {
   std::optional<job_checkpointing_settings> checkpointing;
   // The job's own restart strategy; absent means the coordinator's default applies.
   std::optional<restart_strategy_config> restart;
+  // Set when the job was submitted by a user program: which one its callables need.
+  std::optional<job_program> program;
 
   static constexpr std::uint32_t max_parallelism_limit = 32768;
 
@@ -98,6 +112,14 @@ std::optional<std::string> validate(const job_graph& graph, const operator_regis
 // Fills `checkpointing` from `config`: trigger the sources, acknowledge and confirm all.
 job_checkpointing_settings make_checkpointing_settings(const job_graph& graph,
                                                        const checkpoint_config& config);
+
+// Why `fingerprint` cannot be a program fingerprint (1 to 128 lowercase hex digits), or
+// nothing.
+std::optional<std::string> program_fingerprint_problem(std::string_view fingerprint);
+
+// Why `name` cannot be a program's name (at most 256 printable ASCII characters: it is echoed
+// in logs, REST answers and refusals), or nothing.
+std::optional<std::string> program_name_problem(std::string_view name);
 
 // A random 32-hex-digit job id, like Flink's JobID.
 job_id generate_job_id();

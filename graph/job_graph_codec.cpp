@@ -50,6 +50,8 @@ constexpr std::string_view state_backend = "state_backend";
 constexpr std::string_view inline_state_max_bytes = "inline_state_max_bytes";
 constexpr std::string_view incremental = "incremental";
 constexpr std::string_view restart = "restart";
+constexpr std::string_view program = "program";
+constexpr std::string_view fingerprint = "fingerprint";
 constexpr std::string_view strategy = "strategy";
 constexpr std::string_view max_attempts = "max_attempts";
 constexpr std::string_view delay_ms = "delay_ms";
@@ -607,6 +609,16 @@ job_graph read_graph(reader& r, const msgpack::object& o) {
     g.restart.emplace();
     read_restart(r, *restart, *g.restart);
   }
+  // Added later still: absent or nil for jobs not submitted by a user program.
+  if (const msgpack::object* program = optional_field(o, key::program);
+      program != nullptr && program->type != msgpack::type::NIL && !r.failed()) {
+    job_program p;
+    if (r.expect(*program, msgpack::type::MAP, "", key::program)) {
+      r.get(*program, key::program, key::name, p.name);
+      r.get(*program, key::program, key::fingerprint, p.fingerprint);
+    }
+    if (!r.failed()) g.program = std::move(p);
+  }
   if (!r.failed()) check_references(r, g);
   return g;
 }
@@ -662,8 +674,9 @@ msgpack::unpack_limit unpack_limit_for(std::size_t bytes) {
 }
 
 void pack_job_graph(packer& pk, const job_graph& g) {
-  // `restart` is only written when set, so a graph without one encodes exactly as before.
-  pk.pack_map(g.restart ? 6 : 5);
+  // `restart` and `program` are only written when set, so a graph without them encodes
+  // exactly as before.
+  pk.pack_map(5 + (g.restart ? 1 : 0) + (g.program ? 1 : 0));
   pack_string(pk, key::id);
   pack_string(pk, g.id);
   pack_string(pk, key::name);
@@ -692,6 +705,14 @@ void pack_job_graph(packer& pk, const job_graph& g) {
   if (g.restart) {
     pack_string(pk, key::restart);
     pack_restart(pk, *g.restart);
+  }
+  if (g.program) {
+    pack_string(pk, key::program);
+    pk.pack_map(2);
+    pack_string(pk, key::name);
+    pack_string(pk, g.program->name);
+    pack_string(pk, key::fingerprint);
+    pack_string(pk, g.program->fingerprint);
   }
 }
 

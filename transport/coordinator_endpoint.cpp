@@ -16,6 +16,7 @@
 
 #include "engine/clock.hpp"
 #include "engine/hop_trace.hpp"
+#include "graph/job_graph.hpp"
 #include "transport/envelope.hpp"
 #include "transport/exception_text.hpp"
 #include "transport/peer_names.hpp"
@@ -544,9 +545,21 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
   std::vector<std::string> roots;
   roots.reserve(m.data_roots.size());
   for (const auto& root : m.data_roots) roots.push_back(root.path);
+  std::map<std::string, std::string> programs;
+  for (const auto& p : m.programs) {
+    if (auto why = program_name_problem(p.name)) {
+      refuse_registration(peer, *why);
+      return;
+    }
+    if (auto why = program_fingerprint_problem(p.fingerprint)) {
+      refuse_registration(peer, "program '" + p.name + "': " + *why);
+      return;
+    }
+    programs[p.fingerprint] = p.name;
+  }
   // The key it proved at the handshake also guards its data endpoint (docs/protocol.md 7.4).
   auto registered = registry.register_worker(peer, m.slots, m.data_endpoint, now_us(), curve_key,
-                                             std::move(roots));
+                                             std::move(roots), std::move(programs));
   if (!registered) {
     // The registry checks before it replaces: an earlier registration of this id stands.
     refuse_registration(peer, registered.err().message);
@@ -557,8 +570,11 @@ void coordinator_endpoint::on_register(const std::string& peer, const wire::regi
   held_.erase(peer);
   sessions_[peer] = worker_session{m.session, m.pid, curve_key, m.max_batch_bytes};
   ++counters_.workers_registered;
-  spdlog::info("worker {} registered: {} slots, data endpoint {}, pid {}{}", printable_peer(peer),
-               m.slots, m.data_endpoint, m.pid,
+  spdlog::info("worker {} registered: {} slots, data endpoint {}, pid {}{}{}",
+               printable_peer(peer), m.slots, m.data_endpoint, m.pid,
+               m.programs.empty() ? std::string()
+                                  : ", program " + m.programs.front().name + " (fingerprint " +
+                                        m.programs.front().fingerprint + ")",
                registered->replaced ? " (a new incarnation: its earlier tasks are gone)" : "");
   send_to_worker(peer, accepted);
   handler_->worker_registered(peer, registered->replaced);

@@ -145,6 +145,7 @@ bool check_optional_defaults() {
   check_defaults<state_handle>("state_handle");
   check_defaults<subtask_endpoint>("subtask_endpoint");
   check_defaults<data_root>("data_root");
+  check_defaults<worker_program>("worker_program");
   check_defaults<subtask_restore_state>("subtask_restore_state");
   check_defaults<task_io>("task_io");
   check_defaults<checkpoint_notified>("checkpoint_notified");

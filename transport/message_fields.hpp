@@ -35,6 +35,7 @@ void describe(V& v, M& m) {
   v.optional("session", m.session);
   v.optional("max_batch_bytes", m.max_batch_bytes);
   v.optional("data_roots", m.data_roots);
+  v.optional("programs", m.programs);
 }
 
 template <typename V, message_of<not_registered> M>
@@ -222,6 +223,12 @@ void describe(V& v, M& m) {
   v.required("path", m.path);
 }
 
+template <typename V, message_of<worker_program> M>
+void describe(V& v, M& m) {
+  v.required("fingerprint", m.fingerprint);
+  v.optional("name", m.name);
+}
+
 template <typename V, message_of<task_io> M>
 void describe(V& v, M& m) {
   v.required("job_id", m.job);
@@ -256,7 +263,7 @@ struct is_optional<std::optional<T>> : std::true_type {};
 template <typename T>
 concept record = std::same_as<T, execution_attempt_id> || std::same_as<T, state_handle> ||
                  std::same_as<T, subtask_endpoint> || std::same_as<T, subtask_restore_state> ||
-                 std::same_as<T, data_root> ||
+                 std::same_as<T, data_root> || std::same_as<T, worker_program> ||
                  std::same_as<T, task_io> || std::same_as<T, checkpoint_notified> ||
                  std::same_as<T, acknowledge_checkpoint>;
 

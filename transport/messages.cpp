@@ -74,6 +74,9 @@ std::ostream& operator<<(std::ostream& os, const subtask_endpoint& e) {
 }
 
 std::ostream& operator<<(std::ostream& os, const data_root& r) { return os << r.path; }
+std::ostream& operator<<(std::ostream& os, const worker_program& p) {
+  return os << p.name << "@" << p.fingerprint;
+}
 
 std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r) {
   return os << "restore{subtask=" << r.subtask << ", size=" << r.state_size_bytes
@@ -85,7 +88,7 @@ std::ostream& operator<<(std::ostream& os, const register_worker& m) {
             << ", data=" << m.data_endpoint << ", version=" << m.protocol_version
             << ", pid=" << m.pid << ", session=" << m.session
             << ", max_batch_bytes=" << m.max_batch_bytes << ", data_roots=" << m.data_roots
-            << "}";
+            << ", programs=" << m.programs << "}";
 }
 
 std::ostream& operator<<(std::ostream& os, const not_registered& m) {

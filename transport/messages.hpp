@@ -76,6 +76,15 @@ struct data_root {
   bool operator==(const data_root&) const = default;
 };
 
+// A user program a worker was started from (snapflow::run_program): the fingerprint of the job
+// graph whose callables it holds, and the program's name for messages.
+struct worker_program {
+  std::string fingerprint;
+  std::string name;
+
+  bool operator==(const worker_program&) const = default;
+};
+
 // worker -> coordinator, first message on a new connection.
 struct register_worker {
   static constexpr std::string_view wire_type = "register_worker";
@@ -96,6 +105,9 @@ struct register_worker {
   // resolve against. Absent from older workers: the coordinator then checks nothing at
   // submission for this worker (the worker itself still checks at deployment).
   std::vector<data_root> data_roots;
+  // The user programs whose callables it holds. Absent from older workers and from workers
+  // without a program: the coordinator then deploys to it only jobs that name no program.
+  std::vector<worker_program> programs;
 
   bool operator==(const register_worker&) const = default;
 };
@@ -389,6 +401,7 @@ std::ostream& operator<<(std::ostream& os, task_state state);
 std::ostream& operator<<(std::ostream& os, const state_handle& h);
 std::ostream& operator<<(std::ostream& os, const subtask_endpoint& e);
 std::ostream& operator<<(std::ostream& os, const data_root& r);
+std::ostream& operator<<(std::ostream& os, const worker_program& p);
 std::ostream& operator<<(std::ostream& os, const subtask_restore_state& r);
 std::ostream& operator<<(std::ostream& os, const register_worker& m);
 std::ostream& operator<<(std::ostream& os, const register_ack& m);

@@ -755,6 +755,7 @@ void worker_endpoint::send_register() {
   m.max_batch_bytes = options_.max_frame_bytes / 2;
   m.data_roots.reserve(options_.data_roots.size());
   for (const auto& root : options_.data_roots) m.data_roots.push_back(wire::data_root{root});
+  m.programs = options_.programs;
   send(m);
 }
 

@@ -45,6 +45,9 @@ struct worker_endpoint_options {
   // Sent in register_worker: the folders this worker's tasks may name files under (its
   // --data-root), so the coordinator can refuse a job that names others at submission.
   std::vector<std::string> data_roots;
+  // Sent in register_worker: the user programs whose callables this worker holds, so the
+  // coordinator deploys a program's jobs to it (and no other program's).
+  std::vector<wire::worker_program> programs;
   // A handshake ZeroMQ does not retry by itself (a protocol error, a ZAP denial) is retried on
   // a fresh connection after a pause that starts here and doubles up to the maximum.
   std::chrono::milliseconds handshake_retry_min{100};

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cmd/cli/rest_client.hpp"
 
@@ -28,6 +29,10 @@ struct local_options {
   bool pin_workers = false;    // each worker on a share of this process's CPUs (--cpus)
   std::string worker_scheduling;  // the workers' --scheduling; empty: their default (batch)
   bool keep_running = false;   // keep the cluster up after the job ends, until a signal
+  // A user program (cmd/program.hpp) instead of a job file: its workers are `PROGRAM worker`
+  // and the job is submitted with `PROGRAM submit`, both given `--arg` program_args.
+  std::string program;
+  std::vector<std::string> program_args;  // KEY=VALUE each
 };
 
 // `snapflow local`: a coordinator and N workers as child processes, the job submitted, live

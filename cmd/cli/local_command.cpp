@@ -92,6 +92,31 @@ struct owned_folder {
   }
 };
 
+// Runs `PROGRAM submit --coordinator REST [--arg ...]` and returns the job id it prints. Its
+// refusal (the reason) goes to the inherited stderr.
+result<std::string> submit_program(child_processes& children, const std::string& program,
+                                   const std::string& rest,
+                                   const std::vector<std::string>& program_args,
+                                   std::optional<std::size_t>& index_out) {
+  std::vector<std::string> args{"submit", "--coordinator", rest};
+  args.insert(args.end(), program_args.begin(), program_args.end());
+  auto index = children.spawn("submit", program, args, true);
+  if (!index) return index.err();
+  index_out = *index;
+  // Building the job and one REST call: a minute is far more than either takes.
+  for (int i = 0; i < 600; ++i) {
+    auto line = children.read_line(*index, std::chrono::milliseconds(100));
+    if (!line && children.children()[*index].stdout_fd < 0) break;  // it exited, silent
+    if (!line) continue;
+    std::string id = *line;
+    while (!id.empty() && (id.back() == '\n' || id.back() == '\r')) id.pop_back();
+    if (id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos)
+      return id;
+    return error{program + " submit printed '" + id + "', not a job id"};
+  }
+  return error{program + " submit printed no job id (its reason, if any, is above)"};
+}
+
 // Progress goes to stdout line by line, flushed at once: a pipe or a file sees each line as it
 // is printed, not a buffer's worth at the end.
 void say(const std::string& text) { std::cout << text << std::flush; }
@@ -103,14 +128,29 @@ int run_local(const local_options& o) {
     std::cerr << "snapflow local: --workers must be between 1 and 64\n";
     return 2;
   }
-  std::ifstream in(o.job_file, std::ios::binary);
-  if (!in) {
-    std::cerr << "snapflow local: cannot read job file '" << o.job_file
-              << "' (run from the repository root, or pass --job FILE)\n";
-    return 2;
-  }
+  const bool from_program = !o.program.empty();
   std::stringstream job_text;
-  job_text << in.rdbuf();
+  if (from_program) {
+    if (::access(o.program.c_str(), X_OK) != 0) {
+      std::cerr << "snapflow local: cannot run program '" << o.program
+                << "': " << std::strerror(errno) << "\n";
+      return 2;
+    }
+  } else {
+    std::ifstream in(o.job_file, std::ios::binary);
+    if (!in) {
+      std::cerr << "snapflow local: cannot read job file '" << o.job_file
+                << "' (run from the repository root, or pass --job FILE)\n";
+      return 2;
+    }
+    job_text << in.rdbuf();
+  }
+  // `--arg KEY=VALUE` for each of the program's settings, the same for workers and submit.
+  std::vector<std::string> program_args;
+  for (const auto& a : o.program_args) {
+    program_args.push_back("--arg");
+    program_args.push_back(a);
+  }
 
   owned_folder temporary_state;
   std::filesystem::path state_dir = o.state_dir;
@@ -155,7 +195,9 @@ int run_local(const local_options& o) {
   else if (std::getenv("SPDLOG_LEVEL") == nullptr)
     log_args = {"--log-level", "warn"};
   const std::string worker_binary =
-      o.worker_binary.empty() ? (bin / "snapflow-worker").string() : o.worker_binary;
+      from_program ? o.program
+                   : (o.worker_binary.empty() ? (bin / "snapflow-worker").string()
+                                              : o.worker_binary);
   if (::access(worker_binary.c_str(), X_OK) != 0) {
     std::cerr << "snapflow local: cannot run worker binary '" << worker_binary
               << "': " << std::strerror(errno) << "\n";
@@ -201,14 +243,21 @@ int run_local(const local_options& o) {
     return 1;
   }
   for (int w = 0; w < o.workers; ++w) {
-    std::vector<std::string> worker_args{
+    std::vector<std::string> worker_args;
+    if (from_program) worker_args.push_back("worker");
+    const std::vector<std::string> common{
         "--coordinator", control, "--id", "local-worker-" + std::to_string(w + 1), "--slots",
         std::to_string(o.slots), "--data-bind", "tcp://127.0.0.1:*", "--executor", o.executor,
         "--heartbeat-interval-ms", heartbeat_ms,
         // The job's files may lie under the working folder (where its relative paths resolve,
         // as they did before workers confined them) and under the job file's own folder.
-        "--data-root", std::filesystem::current_path().string(), "--data-root",
-        std::filesystem::absolute(o.job_file).parent_path().string()};
+        "--data-root", std::filesystem::current_path().string()};
+    worker_args.insert(worker_args.end(), common.begin(), common.end());
+    if (!from_program) {
+      worker_args.push_back("--data-root");
+      worker_args.push_back(std::filesystem::absolute(o.job_file).parent_path().string());
+    }
+    worker_args.insert(worker_args.end(), program_args.begin(), program_args.end());
     if (o.pin_workers) {
       worker_args.push_back("--cpus");
       worker_args.push_back(format_cpu_list(cpu_share(cpus, o.workers, w)));
@@ -246,10 +295,17 @@ int run_local(const local_options& o) {
       children.children().size());
   std::size_t worker_restarts = 0;
   std::optional<std::string> coordinator_exit;
+  // `PROGRAM submit`, while it runs: its exit is no worker's.
+  std::optional<std::size_t> submitter;
+  std::optional<std::string> submitter_exit;
   const auto supervise = [&](bool restart_workers) {
     for (const auto& exit : children.reap_exited()) {
       if (exit.index == *coordinator) {
         coordinator_exit = exit.description;
+        continue;
+      }
+      if (submitter && exit.index == *submitter) {
+        submitter_exit = exit.description;
         continue;
       }
       const std::string prefix = tty ? "\nsnapflow local: " : "snapflow local: ";
@@ -293,16 +349,29 @@ int run_local(const local_options& o) {
   };
 
   rest_client client(rest);
-  auto submitted =
-      client.post("/jobs?name=" + query_value(o.job_file), job_text.str(), "application/toml");
-  if (!submitted) {
+  std::string job;
+  if (from_program) {
+    auto submitted = submit_program(children, o.program, rest, program_args, submitter);
     supervise(false);
-    if (coordinator_exit) report_coordinator_exit();
-    std::cerr << "snapflow local: " << submitted.err().message << "\n";
-    return 1;
+    if (!submitted) {
+      if (coordinator_exit) report_coordinator_exit();
+      std::cerr << "snapflow local: " << submitted.err().message << "\n";
+      return 1;
+    }
+    job = *submitted;
+    say("submitted job " + job + " from program " + o.program + "\n");
+  } else {
+    auto submitted =
+        client.post("/jobs?name=" + query_value(o.job_file), job_text.str(), "application/toml");
+    if (!submitted) {
+      supervise(false);
+      if (coordinator_exit) report_coordinator_exit();
+      std::cerr << "snapflow local: " << submitted.err().message << "\n";
+      return 1;
+    }
+    job = (*submitted)["jobid"];
+    say("submitted job " + job + " from " + o.job_file + "\n");
   }
-  const std::string job = (*submitted)["jobid"];
-  say("submitted job " + job + " from " + o.job_file + "\n");
 
   const auto started = std::chrono::steady_clock::now();
   std::string last_plain;

@@ -35,15 +35,24 @@ int main(int argc, char** argv) {
 
   local_options local;
   auto* l = app.add_subcommand("local", "run a coordinator and workers here and run a job");
-  l->add_option("--job", local.job_file, "job file (TOML)")->capture_default_str();
+  auto* job_option = l->add_option("--job", local.job_file, "job file (TOML)")->capture_default_str();
   l->add_option("--workers", local.workers, "worker processes")->capture_default_str();
   l->add_option("--slots", local.slots, "slots per worker")->capture_default_str();
   l->add_option("--state-dir", local.state_dir, "state folder (default: a fresh temp folder)");
   l->add_option("--executor", local.executor, "task executor of the workers: runtime or stub")
       ->capture_default_str();
-  l->add_option("--worker", local.worker_binary,
-                "worker binary to start (default: snapflow-worker next to snapflow), e.g. your "
-                "own built on snapflow::worker");
+  auto* worker_option =
+      l->add_option("--worker", local.worker_binary,
+                    "worker binary to start (default: snapflow-worker next to snapflow), e.g. "
+                    "your own built on snapflow::worker");
+  l->add_option("--program", local.program,
+                "a user program (built on snapflow::program) instead of a job file: the workers "
+                "are started as `PROGRAM worker`, the job submitted with `PROGRAM submit`")
+      ->excludes(job_option)
+      ->excludes(worker_option);
+  l->add_option("--arg", local.program_args,
+                "KEY=VALUE passed to the program's workers and its submit as --arg (repeat for "
+                "more); only with --program");
   l->add_option("--rest-port", local.rest_port, "REST/web port (0 = any free port)")
       ->capture_default_str();
   l->add_option("--log-level", local.log_level,
@@ -135,7 +144,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  if (l->parsed()) return run_local(local);
+  if (l->parsed()) {
+    if (!local.program_args.empty() && local.program.empty()) {
+      std::cerr << "snapflow local: --arg needs --program\n";
+      return 2;
+    }
+    return run_local(local);
+  }
   if (!common.token_file.empty()) {
     auto token = read_rest_token_file(common.token_file);
     if (!token) {

@@ -100,6 +100,8 @@ int run_status(const common_options& c, const std::string& job) {
   if (j.contains("failure-cause")) std::cout << "cause: " << j["failure-cause"].get<std::string>() << "\n";
   if (j.value("waiting-for-slots", false))
     std::cout << "waiting for slots: " << j["slots-needed"] << " needed\n";
+  if (j.contains("waiting-reason"))
+    std::cout << "waiting: " << j["waiting-reason"].get<std::string>() << "\n";
   for (const auto& v : j["vertices"])
     std::cout << "  " << v["uid"].get<std::string>() << " (" << v["kind"].get<std::string>()
               << ", parallelism " << v["parallelism"] << "): " << v["status"].get<std::string>()

@@ -489,6 +489,7 @@ std::optional<job_summary> dispatcher::summary(const job_id& id) const {
   s.end_time_ms = m->end_time_ms();
   s.subtasks = m->graph().num_subtasks();
   s.waiting_for_slots = m->waiting_for_slots();
+  s.waiting_reason = m->waiting_reason();
   s.failure_cause = m->failure_cause().value_or("");
   return s;
 }

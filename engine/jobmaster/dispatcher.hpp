@@ -27,6 +27,7 @@ struct job_summary {
   std::int32_t restarts = 0;
   std::size_t subtasks = 0;
   bool waiting_for_slots = false;
+  std::string waiting_reason;  // why it waits beyond too few slots (job_master::waiting_reason)
   std::string failure_cause;
 };
 

@@ -255,20 +255,54 @@ void job_master::try_schedule() {
   const job_status s = graph_->status();
   if (s != job_status::created && s != job_status::restarting) return;
   if (!slot_workers_.empty()) return;  // already placed
-  auto slots = workers_->allocate(slots_needed_);
+  const std::string fingerprint =
+      graph_->job().program ? graph_->job().program->fingerprint : std::string();
+  auto slots = workers_->allocate(slots_needed_, fingerprint);
   if (!slots) {
+    const std::string reason = fingerprint.empty() ? std::string() : program_refusal();
     if (!waiting_for_slots_) {
       spdlog::info("job {}: waiting for slots ({} needed, {} free)", id(), slots_needed_,
                    workers_->total_free_slots());
       start_slot_wait();
     }
+    if (!reason.empty() && reason != waiting_reason_)
+      spdlog::warn("job {}: {}", id(), reason);
+    waiting_reason_ = reason;
     waiting_for_slots_ = true;
     return;
   }
   waiting_for_slots_ = false;
+  waiting_reason_.clear();
   if (slot_wait_timer_) slot_wait_timer_->cancel();
   slot_wait_timer_.reset();
   deploy_all(*slots);
+}
+
+std::string job_master::program_refusal() const {
+  const job_program& program = *graph_->job().program;
+  std::string text = "job needs " + std::to_string(slots_needed_) +
+                     " slots on workers carrying its program '" + program.name +
+                     "' (fingerprint " + program.fingerprint + "), " +
+                     std::to_string(workers_->free_slots_for(program.fingerprint)) +
+                     " free there; nothing is deployed to other workers (";
+  if (workers_->workers().empty()) text += "no worker is registered";
+  bool first = true;
+  for (const auto& [id, w] : workers_->workers()) {
+    text += first ? "" : "; ";
+    first = false;
+    text += "worker '" + id + "' ";
+    if (w.programs.empty()) {
+      text += "carries no program";
+      continue;
+    }
+    text += "carries ";
+    bool first_program = true;
+    for (const auto& [fingerprint, name] : w.programs) {
+      text += (first_program ? "" : ", ") + ("'" + name + "' (fingerprint " + fingerprint + ")");
+      first_program = false;
+    }
+  }
+  return text + "); start workers from the program that submitted the job";
 }
 
 void job_master::start_slot_wait() {
@@ -290,10 +324,14 @@ void job_master::slot_wait_expired() {
   slot_wait_timer_.reset();
   const auto waited_s =
       std::chrono::duration_cast<std::chrono::seconds>(options_.slot_wait_timeout).count();
-  failure_cause_ = "needs " + std::to_string(slots_needed_) + " slots, " +
-                   std::to_string(workers_->total_free_slots()) + " available (waited " +
-                   std::to_string(waited_s) +
-                   " s; start workers with more --slots, or lower the job's parallelism)";
+  if (!waiting_reason_.empty())
+    failure_cause_ = waiting_reason_ + " (waited " + std::to_string(waited_s) + " s)";
+  else
+    failure_cause_ = "needs " + std::to_string(slots_needed_) + " slots, " +
+                     std::to_string(workers_->total_free_slots()) + " available (waited " +
+                     std::to_string(waited_s) +
+                     " s; start workers with more --slots, or lower the job's parallelism)";
+  waiting_reason_.clear();
   spdlog::error("job {}: FAILED: {}", id(), *failure_cause_);
   end(job_status::failed);
 }

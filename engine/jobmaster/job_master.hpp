@@ -110,6 +110,9 @@ class job_master : public std::enable_shared_from_this<job_master> {
   checkpoint_coordinator* coordinator() const { return graph_->get_checkpoint_coordinator(); }
   std::optional<worker_id> worker_of(const execution_attempt_id& attempt) const;
   bool waiting_for_slots() const { return waiting_for_slots_; }
+  // While waiting for slots: why, when it is more than too few slots (a job of a user program
+  // waits for workers that carry the program). Empty otherwise.
+  const std::string& waiting_reason() const { return waiting_reason_; }
   std::uint32_t slots_needed() const { return slots_needed_; }
   std::int32_t restarts() const { return restarts_; }
   // When the job was submitted, and when it ended for good (0 while it has not), in ms since
@@ -132,6 +135,8 @@ class job_master : public std::enable_shared_from_this<job_master> {
   void try_schedule();
   // Waiting for slots began: fails the job if they are still missing after the timeout.
   void start_slot_wait();
+  // Why no workers carrying the job's program can take it: the program and every worker's.
+  std::string program_refusal() const;
   void slot_wait_expired();
   void deploy_all(const std::vector<worker_id>& slots);
   void release_slots();
@@ -154,6 +159,7 @@ class job_master : public std::enable_shared_from_this<job_master> {
   // coordinator's CPU.
   std::unordered_map<subtask_id, worker_id> placement_;
   bool waiting_for_slots_ = false;
+  std::string waiting_reason_;
   std::int32_t restarts_ = 0;
   std::int64_t start_time_ms_ = 0;
   std::int64_t end_time_ms_ = 0;

@@ -10,7 +10,8 @@ result<worker_registry::registration> worker_registry::register_worker(worker_id
                                                                        std::string data_endpoint,
                                                                        std::int64_t now_us,
                                                                        std::string public_key,
-                                                                       std::vector<std::string> data_roots) {
+                                                                       std::vector<std::string> data_roots,
+                                                                       std::map<std::string, std::string> programs) {
   if (id.empty()) return error{"worker id must not be blank"};
   if (slots < 1 || slots > max_slots_per_worker)
     return error{"worker '" + id + "' offers " + std::to_string(slots) +
@@ -23,6 +24,7 @@ result<worker_registry::registration> worker_registry::register_worker(worker_id
   w.data_endpoint = std::move(data_endpoint);
   w.public_key = std::move(public_key);
   w.data_roots = std::move(data_roots);
+  w.programs = std::move(programs);
   w.registered_us = now_us;
   w.last_heartbeat_us = now_us;
   w.incarnation = next_incarnation_++;
@@ -64,14 +66,36 @@ std::uint32_t worker_registry::total_free_slots() const {
 }
 
 std::optional<std::vector<worker_id>> worker_registry::allocate(std::uint32_t n) {
-  if (total_free_slots() < n) return std::nullopt;
+  return allocate(n, std::string());
+}
+
+namespace {
+
+bool carries(const worker_info& w, const std::string& fingerprint) {
+  return fingerprint.empty() || w.programs.contains(fingerprint);
+}
+
+}  // namespace
+
+std::uint32_t worker_registry::free_slots_for(const std::string& fingerprint) const {
+  std::uint32_t n = 0;
+  for (const auto& [_, w] : workers_)
+    if (carries(w, fingerprint)) n += w.free_slots();
+  return n;
+}
+
+std::optional<std::vector<worker_id>> worker_registry::allocate(std::uint32_t n,
+                                                                const std::string& fingerprint) {
+  if (free_slots_for(fingerprint) < n) return std::nullopt;
   std::vector<worker_id> out;
   out.reserve(n);
   while (out.size() < n) {
     // The worker with the most free slots (ties: by id, so placement is deterministic).
     worker_info* best = nullptr;
     for (auto& [_, w] : workers_)
-      if (w.free_slots() > 0 && (best == nullptr || w.free_slots() > best->free_slots())) best = &w;
+      if (carries(w, fingerprint) && w.free_slots() > 0 &&
+          (best == nullptr || w.free_slots() > best->free_slots()))
+        best = &w;
     assert(best != nullptr);
     ++best->used_slots;
     out.push_back(best->id);

@@ -22,6 +22,9 @@ struct worker_info {
   // folder relative paths resolve against. Empty: it did not say (an older worker), and the
   // dispatcher leaves the check to the worker's deployment.
   std::vector<std::string> data_roots;
+  // The fingerprints of the user programs it was started from (their callables are in it),
+  // with each program's name for messages. Empty: it runs only jobs that name no program.
+  std::map<std::string, std::string> programs;
   std::int64_t registered_us = 0;
   std::int64_t last_heartbeat_us = 0;
   std::uint32_t used_slots = 0;
@@ -44,7 +47,8 @@ class worker_registry {
   // key the worker proved at the handshake (empty without CURVE).
   result<registration> register_worker(worker_id id, std::uint32_t slots, std::string data_endpoint,
                                        std::int64_t now_us, std::string public_key = {},
-                                       std::vector<std::string> data_roots = {});
+                                       std::vector<std::string> data_roots = {},
+                                       std::map<std::string, std::string> programs = {});
   // False when the id is unknown (a worker must register first).
   bool heartbeat(const worker_id& id, std::int64_t now_us);
   // Removes and returns the workers not heard from for longer than timeout_us.
@@ -58,6 +62,11 @@ class worker_registry {
   // Takes `n` slots, spreading them over workers with the most free slots first. Nothing is
   // taken when fewer than n are free.
   std::optional<std::vector<worker_id>> allocate(std::uint32_t n);
+  // The same among the workers that carry program `fingerprint` only (a job of a user
+  // program runs only where its callables are); empty means every worker.
+  std::optional<std::vector<worker_id>> allocate(std::uint32_t n, const std::string& fingerprint);
+  // Free slots among the workers `allocate(n, fingerprint)` would pick from.
+  std::uint32_t free_slots_for(const std::string& fingerprint) const;
   void release(const worker_id& id, std::uint32_t n);
 
  private:

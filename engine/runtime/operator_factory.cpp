@@ -65,6 +65,12 @@ void operator_factory::add(std::string kind, creator make) {
     throw std::invalid_argument("operator kind '" + name + "' already has an implementation");
 }
 
+void operator_factory::replace(std::string kind, creator make) {
+  if (kind.empty()) throw std::invalid_argument("operator kind must not be blank");
+  if (!make) throw std::invalid_argument("operator kind '" + kind + "' needs a creator");
+  creators_[std::move(kind)] = std::move(make);
+}
+
 bool operator_factory::contains(std::string_view kind) const {
   return creators_.contains(kind);
 }

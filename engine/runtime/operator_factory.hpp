@@ -29,6 +29,9 @@ class operator_factory {
   // Throws std::invalid_argument on a blank or duplicate kind (a programming error in the
   // binary that registers it, found at start-up).
   void add(std::string kind, creator make);
+  // Puts `make` in place of the kind's implementation, or adds it. A user program's worker
+  // (cmd/program.hpp) gives the user_* kinds its own callables this way.
+  void replace(std::string kind, creator make);
   bool contains(std::string_view kind) const;
   std::vector<std::string> kinds() const;
 

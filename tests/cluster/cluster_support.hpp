@@ -46,6 +46,8 @@ class rest_client {
   http_result get(const std::string& path) const;
   http_result post(const std::string& path, const std::string& body) const;
   http_result patch(const std::string& path) const;
+  // host:port, as `snapflow submit --coordinator` takes it.
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
 
  private:
   std::string host_;

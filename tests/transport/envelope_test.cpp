@@ -88,6 +88,20 @@ TEST_CASE("register_worker carries its data roots; a worker that sends none has 
   CHECK(std::get<register_worker>(r.value()).data_roots.empty());
 }
 
+TEST_CASE("register_worker carries the programs a worker holds; one that sends none has none") {
+  register_worker m{"worker-8", 2, "tcp://10.0.0.8:6123", 1, 4243, 3};
+  m.programs = {{"0123abcd", "word-count 1.0"}, {"ffee", ""}};
+  check_round_trip(m);
+  frame_builder f;
+  f.envelope("register_worker", 5);
+  f.str("worker_id").str("old").str("slots").uint(1).str("data_endpoint").str("tcp://x:1");
+  f.str("protocol_version").uint(1).str("pid").uint(7);
+  const decode_result r = decode(f.bytes());
+  INFO(describe(r));
+  REQUIRE(r.ok());
+  CHECK(std::get<register_worker>(r.value()).programs.empty());
+}
+
 TEST_CASE("not_registered round-trips, with and without a reason") {
   check_round_trip(not_registered{"this coordinator does not know worker w1: register first"});
   check_round_trip(not_registered{});

@@ -358,6 +358,9 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
          {"records-timestamp", io_ ? ms(io_->last_update_us(id)) : 0},
          {"now", ms(coordinator_clock::now_us())}};
   if (!s.failure_cause.empty()) j["failure-cause"] = s.failure_cause;
+  if (!s.waiting_reason.empty()) j["waiting-reason"] = s.waiting_reason;
+  if (const auto& program = m->graph().job().program)
+    j["program"] = json{{"name", program->name}, {"fingerprint", program->fingerprint}};
   if (auto restored = m->restored_from()) j["restored-from-checkpoint"] = *restored;
   if (const auto& origin = m->origin(); !origin.path.empty())
     j["restored-from"] = {{"path", origin.path},

@@ -54,7 +54,8 @@ struct fixture {
   std::shared_ptr<job_master> master;
   job_graph graph = pipeline();
 
-  explicit fixture(restart_strategy_config restart = {}) {
+  explicit fixture(restart_strategy_config restart = {}) : fixture(pipeline(), restart) {}
+  fixture(job_graph job, restart_strategy_config restart) : graph(std::move(job)) {
     restart.type = restart_strategy_config::kind::fixed_delay;
     restart.delay_ms = 100;
     if (restart.max_attempts < 0) restart.max_attempts = 3;
@@ -664,4 +665,42 @@ TEST_CASE("a subtask that finishes while a checkpoint waits for its ack ends tha
   CHECK(s->failure_reason == checkpoint_failure_reason::checkpoint_declined_task_closing);
   CHECK(f.master->coordinator()->armed_timeouts() == 0);
   CHECK_FALSE(f.gateway->aborts.empty());
+}
+
+TEST_CASE("a user program's job is placed only on workers that carry its fingerprint") {
+  job_graph job = pipeline();
+  job.program = job_program{"prog 1", "abc123"};
+  fixture f(job, {});
+  REQUIRE(f.workers->register_worker("plain", 4, "tcp://plain", f.clock.now_us()));
+  REQUIRE(f.workers->register_worker("other", 4, "tcp://other", f.clock.now_us(), {}, {},
+                                     {{"fff000", "prog 0"}}));
+  f.master->start();
+  f.poll();
+  // Eight free slots, none of them where the program runs: nothing is deployed, and the wait
+  // says why.
+  CHECK(f.deployer->deployed.empty());
+  CHECK(f.master->waiting_for_slots());
+  const std::string& why = f.master->waiting_reason();
+  CHECK(why.find("'prog 1' (fingerprint abc123)") != std::string::npos);
+  CHECK(why.find("worker 'other' carries 'prog 0' (fingerprint fff000)") != std::string::npos);
+  CHECK(why.find("worker 'plain' carries no program") != std::string::npos);
+
+  REQUIRE(f.workers->register_worker("own", 2, "tcp://own", f.clock.now_us(), {}, {},
+                                     {{"abc123", "prog 1"}}));
+  f.master->on_slots_available();
+  f.poll();
+  CHECK_FALSE(f.master->waiting_for_slots());
+  CHECK(f.master->waiting_reason().empty());
+  REQUIRE_FALSE(f.deployer->deployed.empty());
+  for (const auto& [worker, _] : f.deployer->deployed) CHECK(worker == "own");
+}
+
+TEST_CASE("a job that names no program is placed on any worker, program workers too") {
+  fixture f;
+  REQUIRE(f.workers->register_worker("own", 2, "tcp://own", f.clock.now_us(), {}, {},
+                                     {{"abc123", "prog 1"}}));
+  f.master->start();
+  f.poll();
+  CHECK_FALSE(f.deployer->deployed.empty());
+  CHECK(f.master->waiting_reason().empty());
 }
