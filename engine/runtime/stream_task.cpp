@@ -705,7 +705,9 @@ result<void> stream_task::run_inputs(std::unique_lock<std::mutex>& turn) {
     if (!wait_for_room(turn, seen)) continue;
     if (auto r = run_processing_time(); !r) return r;
     bool progress = false;
-    for (std::size_t k = 0; k < n && !should_stop() && !outputs_backlogged(); ++k) {
+    for (std::size_t k = 0; k < n && !should_stop() && !outputs_backlogged() &&
+                            !(config_.unaligned_checkpoints && priority_barrier_waiting());
+         ++k) {
       const std::size_t i = (next_input_ + k) % n;
       auto took = process_input(i);
       if (!took) return took.err();
@@ -824,6 +826,10 @@ result<bool> stream_task::process_input(std::size_t i) {
   while (cursor.next < cursor.batch.size()) {
     // An output that took no more: the rest waits until it took its backlog.
     if (outputs_backlogged()) break;
+    // A barrier that overtakes records is taken between records, not after a whole batch of
+    // a slow operator (unaligned checkpoints; a few relaxed loads every 16 records).
+    if (config_.unaligned_checkpoints && (cursor.next & 15) == 15 && priority_barrier_waiting())
+      break;
     stream_element& e = cursor.batch[cursor.next++];
     if (auto* r = std::get_if<record>(&e)) {
       records_in_.store(records_in_.load(std::memory_order_relaxed) + 1,

@@ -281,6 +281,12 @@ class stream_task {
   // recovery alignment of the inputs.
   void begin_recovery_alignment();
   void on_recovery_marker(std::size_t input);
+  // An input holds a barrier sent ahead of its records (lock-free).
+  bool priority_barrier_waiting() const {
+    for (const auto& in : inputs_)
+      if (in->has_priority_barrier()) return true;
+    return false;
+  }
   // Input `input` delivered its marker while others have not: it waits.
   bool held_by_recovery(std::size_t input) const {
     return recovering_left_ > 0 && recovered_[input];
