@@ -65,6 +65,7 @@ struct options {
   int heartbeat_ms = 50;
   int poll_ms = 25;  // readings carry their own times: polling only needs to see each
   std::string mode = "exactly_once";
+  bool unaligned = false;
   bool pin_workers = false;
   std::string coordinator_bin = SNAPFLOW_COORDINATOR_BIN;
   std::string worker_bin = SNAPFLOW_WORKER_BIN;
@@ -77,7 +78,7 @@ std::string job_toml(const options& o) {
   std::ostringstream os;
   os << "[job]\nname = \"checkpoint-cost\"\nparallelism = 2\nmax_parallelism = 128\n\n"
      << "[checkpointing]\ninterval_ms = " << off_interval_ms << "\nmode = \"" << o.mode
-     << "\"\n\n"
+     << "\"\n" << (o.unaligned ? "unaligned = true\n" : "") << "\n"
      // Unbounded for any run this benchmark makes; the job is cancelled at the end.
      << "[[operator]]\nuid = \"source\"\nkind = \"sequence_source\"\nparallelism = 2\n"
      << "params = { count = " << (std::int64_t{1} << 50) << ", keys = " << o.keys << " }\n\n"
@@ -259,6 +260,8 @@ int main(int argc, char** argv) {
   app.add_option("--mode", o.mode, "checkpointing mode")
       ->check(CLI::IsMember({"exactly_once", "at_least_once"}))
       ->capture_default_str();
+  app.add_flag("--unaligned", o.unaligned,
+               "unaligned checkpoints (exactly_once only): what they cost with no backpressure");
   app.add_flag("--pin-workers", o.pin_workers,
                "worker w on CPU w mod the machine's CPUs (snapflow-worker --cpus)");
   app.add_option("--coordinator-bin", o.coordinator_bin, "snapflow-coordinator to run")
@@ -273,6 +276,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", o.log_level, "log level of the processes")->capture_default_str();
   app.add_option("--json", o.json_out, "also write the results to this JSON file");
   CLI11_PARSE(app, argc, argv);
+  if (o.unaligned && o.mode != "exactly_once") {
+    std::cerr << "checkpoint_cost_bench: --unaligned needs --mode exactly_once\n";
+    return 2;
+  }
   if (o.settle_ms >= o.segment_seconds * 1000) {
     std::cerr << "checkpoint_cost_bench: --settle-ms must be shorter than a segment\n";
     return 2;
@@ -286,9 +293,10 @@ int main(int argc, char** argv) {
   snapflow::testing::temp_folder tmp("snapflow-checkpoint-cost");
   const fs::path state_dir = o.state_dir.empty() ? tmp.path() / "state" : fs::path(o.state_dir);
   std::printf("checkpoint_cost_bench: interval %d ms against none, %d pairs of %.1f s segments "
-              "(first %d ms of each not measured), %d worker(s)%s, %lld keys, %s\n",
+              "(first %d ms of each not measured), %d worker(s)%s, %lld keys, %s%s\n",
               o.interval_ms, o.pairs, o.segment_seconds, o.settle_ms, o.workers,
-              o.pin_workers ? " pinned" : "", static_cast<long long>(o.keys), o.mode.c_str());
+              o.pin_workers ? " pinned" : "", static_cast<long long>(o.keys), o.mode.c_str(),
+              o.unaligned ? ", unaligned" : "");
   std::printf("sequence_source(2) -> hash -> keyed_sum(2) -> discard_sink(2); state folder %s\n",
               o.state_dir.empty() ? "(temporary)" : state_dir.c_str());
   std::fflush(stdout);
@@ -395,6 +403,7 @@ int main(int argc, char** argv) {
   if (!o.json_out.empty()) {
     const auto loss_ci = interval_of_median(losses);
     json j{{"interval_ms", o.interval_ms},
+           {"unaligned", o.unaligned},
            {"pairs", pairs.size()},
            {"segment_seconds", o.segment_seconds},
            {"settle_ms", o.settle_ms},

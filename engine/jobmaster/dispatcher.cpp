@@ -321,6 +321,12 @@ result<std::shared_ptr<job_master>> dispatcher::start_job(
     self->persist_progress(id, *s);
     self->persist_terminal(id, to, s->failure_cause);
   });
+  master->set_cause_listener([weak, id] {
+    auto self = weak.lock();
+    if (!self) return;
+    if (auto s = self->summary(id); s && is_globally_terminal(s->status))
+      self->persist_terminal(id, s->status, s->failure_cause);
+  });
   master->set_restart_listener([weak, id](std::int32_t) {
     auto self = weak.lock();
     if (!self) return;
@@ -341,25 +347,23 @@ result<std::shared_ptr<job_master>> dispatcher::start_job(
 void dispatcher::persist_terminal(const job_id& id, job_status status, std::string cause) {
   std::string text(to_string(status));
   if (!cause.empty()) text += "\n" + cause;
-  asio::post(options_.io_executor, [path = job_folder(id) / "terminal", text = std::move(text)] {
-    if (auto r = checkpoint_storage::write_file_durably(path, text); !r)
-      spdlog::error("cannot record the end of a job in {}: {}", path.string(), r.err().message);
-  });
+  write_in_order(job_folder(id) / "terminal", std::move(text), "the end of a job");
 }
 
 void dispatcher::persist_progress(const job_id& id, const job_summary& s) {
-  // Writes of one job's file may run on different pool threads: each carries its number, and
-  // one older than what was written already is dropped, so the file never goes back.
-  const std::uint64_t sequence = ++progress_writes_->next;
-  asio::post(options_.io_executor, [writes = progress_writes_, sequence, id,
-                                    path = job_folder(id) / "progress",
-                                    text = encode_progress(s)] {
+  write_in_order(job_folder(id) / "progress", encode_progress(s), "the job's progress");
+}
+
+void dispatcher::write_in_order(std::filesystem::path path, std::string text, std::string what) {
+  const std::uint64_t sequence = ++ordered_writes_->next;
+  asio::post(options_.io_executor, [writes = ordered_writes_, sequence, path = std::move(path),
+                                    text = std::move(text), what = std::move(what)] {
     std::lock_guard lock(writes->mutex);
-    std::uint64_t& last = writes->written[id];
+    std::uint64_t& last = writes->written[path];
     if (sequence < last) return;
     last = sequence;
     if (auto r = checkpoint_storage::write_file_durably(path, text); !r)
-      spdlog::error("cannot record the job's progress in {}: {}", path.string(), r.err().message);
+      spdlog::error("cannot record {} in {}: {}", what, path.string(), r.err().message);
   });
 }
 

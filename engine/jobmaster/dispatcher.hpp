@@ -136,6 +136,8 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   void persist_terminal(const job_id& id, job_status status, std::string cause);
   // <job folder>/progress, written durably on the I/O executor.
   void persist_progress(const job_id& id, const job_summary& s);
+  // Replaces `path` durably with `text` on the io executor, in the order of the calls.
+  void write_in_order(std::filesystem::path path, std::string text, std::string what);
 
   asio::any_io_executor executor_;
   std::shared_ptr<worker_registry> workers_;
@@ -145,12 +147,14 @@ class dispatcher : public std::enable_shared_from_this<dispatcher> {
   std::map<job_id, std::shared_ptr<job_master>> jobs_;
   // Jobs that had ended before this coordinator started (recover()).
   std::map<job_id, job_summary> ended_;
-  struct progress_writes {
+  // Writes of one file may run on different pool threads: each carries its number, and one
+  // older than what was written already is dropped, so a file never goes back.
+  struct ordered_writes {
     std::mutex mutex;
     std::uint64_t next = 0;  // coordinator thread only
-    std::map<job_id, std::uint64_t> written;
+    std::map<std::filesystem::path, std::uint64_t> written;
   };
-  std::shared_ptr<progress_writes> progress_writes_ = std::make_shared<progress_writes>();
+  std::shared_ptr<ordered_writes> ordered_writes_ = std::make_shared<ordered_writes>();
   // Ids of submissions between submit() and their answer: a second submission under one of
   // them is a conflict, not a second writer of the same job folder.
   std::set<job_id> submitting_;

@@ -428,7 +428,13 @@ std::optional<worker_id> job_master::worker_of(const execution_attempt_id& attem
 void job_master::on_task_state(const execution_attempt_id& attempt, execution_state state,
                                const std::string& message) {
   execution_vertex* s = find_current(attempt);
-  if (s == nullptr || is_terminal(graph_->status())) return;  // a stale attempt: ignore
+  if (s == nullptr) return;  // a stale attempt: ignore
+  if (state == execution_state::failed && cause_is_symptom_ &&
+      graph_->status() != job_status::running && graph_->status() != job_status::created) {
+    replace_symptom(*s, message);
+    return;
+  }
+  if (is_terminal(graph_->status())) return;
   if (is_terminal(s->state())) return;
   s->set_state(state);
   // Checkpoints still waiting for this subtask's ack end now, not at their timeout (and
@@ -458,20 +464,31 @@ void job_master::on_task_state(const execution_attempt_id& attempt, execution_st
       if (all_finished && status == job_status::running) end(job_status::finished);
       return;
     }
-    case execution_state::failed: {
-      std::ostringstream os;
-      os << "task " << s->task_name() << " (" << attempt << ") failed: " << message;
-      fail(os.str());
+    case execution_state::failed:
+      fail(failed_task_cause(*s, message));
       return;
-    }
     case execution_state::canceled:
       if (status == job_status::running || status == job_status::created ||
           status == job_status::restarting)
-        fail("task " + s->task_name() + " was canceled unexpectedly");
+        fail("task " + s->task_name() + " was canceled unexpectedly", /*symptom=*/true);
       return;
     default:
       return;
   }
+}
+
+std::string job_master::failed_task_cause(const execution_vertex& s, const std::string& message) {
+  std::ostringstream os;
+  os << "task " << s.task_name() << " (" << s.current_attempt() << ") failed: " << message;
+  return os.str();
+}
+
+void job_master::replace_symptom(execution_vertex& s, const std::string& message) {
+  cause_is_symptom_ = false;
+  if (!is_terminal(s.state())) s.set_state(execution_state::failed);
+  failure_cause_ = failed_task_cause(s, message);
+  spdlog::warn("job {}: the failure's cause: {}", id(), *failure_cause_);
+  if (cause_listener_) cause_listener_();
 }
 
 void job_master::on_worker_lost(const worker_id& worker) {
@@ -504,12 +521,13 @@ void job_master::release_slots() {
   placement_.clear();
 }
 
-void job_master::fail(const std::string& cause) {
+void job_master::fail(const std::string& cause, bool symptom) {
   const job_status status = graph_->status();
   if (is_terminal(status) || status == job_status::failing || status == job_status::cancelling)
     return;
   spdlog::warn("job {}: failing: {}", id(), cause);
   failure_cause_ = cause;
+  cause_is_symptom_ = symptom;
   if (restart_timer_) restart_timer_->cancel();
   // Leaving RUNNING stops the periodic trigger and aborts pending checkpoints (listener).
   graph_->transition_to(job_status::failing);
@@ -536,6 +554,7 @@ void job_master::fail(const std::string& cause) {
 void job_master::restart() {
   if (graph_->status() != job_status::restarting) return;
   ++restarts_;
+  cause_is_symptom_ = false;  // the new attempt's failures are its own
   if (restart_listener_) restart_listener_(restarts_);
   if (job_end_) job_end_->reset();
   // A fresh start deserves a fresh streak of tolerable checkpoint failures.

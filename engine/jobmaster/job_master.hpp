@@ -100,8 +100,10 @@ class job_master : public std::enable_shared_from_this<job_master> {
   void on_slots_available();
   // Cancels every task; the job ends CANCELED.
   void cancel();
-  // Fails the job over (or ends it FAILED when the restart strategy is exhausted).
-  void fail(const std::string& cause);
+  // Fails the job over (or ends it FAILED when the restart strategy is exhausted). `symptom`:
+  // the cause is a task canceled without a request, which the report of the task whose failure
+  // cancelled it replaces when it comes right after.
+  void fail(const std::string& cause, bool symptom = false);
 
   const job_id& id() const { return graph_->id(); }
   job_status status() const { return graph_->status(); }
@@ -123,6 +125,9 @@ class job_master : public std::enable_shared_from_this<job_master> {
   void set_restart_listener(std::function<void(std::int32_t)> listener) {
     restart_listener_ = std::move(listener);
   }
+  // Called when the cause of a job that already failed is replaced by the one behind it (the
+  // dispatcher persists it again).
+  void set_cause_listener(std::function<void()> listener) { cause_listener_ = std::move(listener); }
   const std::optional<std::string>& failure_cause() const { return failure_cause_; }
   std::optional<checkpoint_id> restored_from() const { return restored_from_; }
   const restore_origin& origin() const { return options_.origin; }
@@ -164,7 +169,16 @@ class job_master : public std::enable_shared_from_this<job_master> {
   std::int64_t start_time_ms_ = 0;
   std::int64_t end_time_ms_ = 0;
   std::function<void(std::int32_t)> restart_listener_;
+  std::function<void()> cause_listener_;
+  // A task's failure as the job's cause says it.
+  static std::string failed_task_cause(const execution_vertex& s, const std::string& message);
+  // The report of the failed task behind a symptom: its cause becomes the job's.
+  void replace_symptom(execution_vertex& s, const std::string& message);
+
   std::optional<std::string> failure_cause_;
+  // The cause is a task canceled without a request: the symptom of another task's failure,
+  // whose own report may come right after it (the two travel on different task threads).
+  bool cause_is_symptom_ = false;
   std::optional<checkpoint_id> restored_from_;
   std::shared_ptr<coordinator_timer> restart_timer_;
   std::shared_ptr<coordinator_timer> slot_wait_timer_;

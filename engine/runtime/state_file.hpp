@@ -48,7 +48,7 @@ struct subtask_snapshot {
 
 // The state file of one subtask for one checkpoint, in the checkpoint's folder. Format
 // (integers little-endian, strings as u32 length + bytes, n x (...) a u32 count then entries):
-//   magic "SNAPFLOW-STA" | u32 version (5) | body | u32 CRC-32C of all before
+//   magic "SNAPFLOW-STA" | u32 version (6) | body | u32 CRC-32C of all before
 //   body: str uid | u32 subtask | u32 parallelism | i64 checkpoint id |
 //         n x (str name, str bytes)                               -- operator state
 //         u32 max parallelism |                                   -- keyed state:
@@ -60,14 +60,15 @@ struct subtask_snapshot {
 //          u32 max parallelism | u32 first key group | u32 last key group |
 //          n x (str local name, str handle name, u64 size, u32 CRC-32C, u32 shared 0/1)] |
 //         n x (u32 side 0 input / 1 output, u32 gate, u32 channel,   -- channel state
-//              n x (u64 key, i64 seq, i64 value, str payload))
+//              n x (u64 key, i64 seq, i64 value, str payload, i64 event timestamp))
 // Nothing in it depends on what follows, so it is written in one pass with a running CRC
 // (state_file_encoder, state_file_writer): a state larger than memory streams to its file.
-// Version 4 is version 5 without the channel state. Version 3 is the same body with a u64 body length after the version and a u32 count of key
+// Version 5 is version 6 without a channel record's event timestamp (read as none); version 4 is
+// version 5 without the channel state. Version 3 is the same body with a u64 body length after the version and a u32 count of key
 // groups before them instead of the terminator. Versions 1 and 2, written before state values
 // were bytes, are version 3 with i64 where a value's str is (read as int64_state_value.hpp's 8
 // bytes), without the 0/1 word, and the keyed state files present exactly in version 2. All
-// five are read; only version 5 is written.
+// six are read; only version 6 is written.
 // The handle's checksum (CRC-32C of the whole file, checkpoint_storage::verify_state) is checked
 // before a byte is decoded; the trailer and every length are checked again while decoding, so a
 // file that passes the handle's check but was produced by a bug still cannot crash a restore.
@@ -76,7 +77,9 @@ struct subtask_snapshot {
 class state_file {
  public:
   static constexpr std::string_view magic = "SNAPFLOW-STA";
-  static constexpr std::uint32_t version = 5;
+  static constexpr std::uint32_t version = 6;
+  // Read only: channel records without their event timestamps.
+  static constexpr std::uint32_t version_untimed_channels = 5;
   // Read only: no channel state.
   static constexpr std::uint32_t version_without_channels = 4;
   // Read only: a body length and a key group count up front.
@@ -84,7 +87,7 @@ class state_file {
   // Read only (int64 values): without and with keyed state files.
   static constexpr std::uint32_t version_int64 = 1;
   static constexpr std::uint32_t version_int64_with_files = 2;
-  // Ends the key group records of versions 4 and 5; never a key group (they are below max parallelism).
+  // Ends the key group records of versions 4 to 6; never a key group (they are below max parallelism).
   static constexpr std::uint32_t end_of_key_groups = 0xFFFFFFFFu;
 
   // "<uid>-<subtask>-<attempt>.state", the uid reduced to file-name-safe characters plus a

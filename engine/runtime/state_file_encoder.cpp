@@ -114,6 +114,7 @@ void state_file_encoder::tail(const std::optional<keyed_state_files>& files,
       u64(static_cast<std::uint64_t>(r.seq));
       u64(static_cast<std::uint64_t>(r.value));
       str(r.payload);
+      u64(static_cast<std::uint64_t>(r.timestamp));
       maybe_flush();
     }
   }

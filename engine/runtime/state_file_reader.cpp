@@ -152,6 +152,7 @@ result<std::uint32_t> state_file_reader::prologue() {
   const std::uint32_t file_version = u32();
   if (failed_) return failure();
   if (file_version != state_file::version &&
+      file_version != state_file::version_untimed_channels &&
       file_version != state_file::version_without_channels &&
       file_version != state_file::version_bytes_counted &&
       file_version != state_file::version_int64 &&
@@ -225,7 +226,7 @@ result<void> state_file_reader::key_group(bool int64_values, key_group_state& st
 result<void> state_file_reader::key_groups(std::uint32_t file_version, keyed_group_sink& sink) {
   const bool int64_values = file_version == state_file::version_int64 ||
                             file_version == state_file::version_int64_with_files;
-  // Versions 4 and 5 end their key groups with a terminator; versions 1-3 count them first. Each
+  // Versions 4 to 6 end their key groups with a terminator; versions 1-3 count them first. Each
   // round reads at least four bytes, so the rounds end with the file if no terminator does.
   const bool terminated = file_version >= state_file::version_without_channels;
   const std::uint32_t n_groups = terminated ? 0 : count(12);
@@ -285,8 +286,8 @@ result<void> state_file_reader::tail(std::uint32_t file_version, subtask_snapsho
     }
     s.keyed_files = std::move(f);
   }
-  if (file_version >= state_file::version)
-    if (auto r = channels(s); !r) return r;
+  if (file_version >= state_file::version_untimed_channels)
+    if (auto r = channels(s, file_version >= state_file::version); !r) return r;
   if (failed_) return failure();
   if (remaining() != 0) return error{"state file: trailing bytes after the body"};
   if (in_memory_) return success();  // its checksum was checked up front
@@ -301,7 +302,7 @@ result<void> state_file_reader::tail(std::uint32_t file_version, subtask_snapsho
   return success();
 }
 
-result<void> state_file_reader::channels(subtask_snapshot& s) {
+result<void> state_file_reader::channels(subtask_snapshot& s, bool timed) {
   const std::uint32_t n_channels = count(16);
   for (std::uint32_t i = 0; i < n_channels && !failed_; ++i) {
     persisted_channel c;
@@ -312,13 +313,15 @@ result<void> state_file_reader::channels(subtask_snapshot& s) {
     c.side = static_cast<channel_side>(side);
     c.gate = u32();
     c.channel = u32();
-    const std::uint32_t n_records = count(28);
+    // The smallest record: three u64 and an empty string's length (and its timestamp).
+    const std::uint32_t n_records = count(timed ? 36 : 28);
     for (std::uint32_t r = 0; r < n_records && !failed_; ++r) {
       record rec;
       rec.key = u64();
       rec.seq = static_cast<std::int64_t>(u64());
       rec.value = static_cast<std::int64_t>(u64());
       rec.payload = str();
+      if (timed) rec.timestamp = static_cast<std::int64_t>(u64());
       c.records.push_back(std::move(rec));
     }
     s.channels.push_back(std::move(c));

@@ -67,7 +67,8 @@ class state_file_reader {
   result<void> key_groups(std::uint32_t file_version, keyed_group_sink& sink);
   result<void> key_group(bool int64_values, key_group_state& state);
   result<void> tail(std::uint32_t file_version, subtask_snapshot& s);
-  result<void> channels(subtask_snapshot& s);
+  // `timed`: each record carries its event timestamp (version 6 on).
+  result<void> channels(subtask_snapshot& s, bool timed);
 
   // Bounded primitives: a short read or a count beyond what remains sets failed_ and yields
   // zeros, so a decoder walks on harmlessly and checks failed_ where it matters.

@@ -2,11 +2,12 @@
 // driven by hand (tumbling, sliding, session, allowed lateness, late records to their own
 // stream); keyed timers from a process function; and event-time tumbling windows on the
 // local_cluster through checkpoints, a killed task and a restore (also rescaled): every window
-// emits exactly once.
+// emits exactly once; processing-time timers in a running job, once each across the same.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <map>
+#include <thread>
 
 #include "engine/api/typed_api.hpp"
 #include "engine/cluster/local_cluster.hpp"
@@ -14,10 +15,12 @@
 #include "engine/runtime/source_operators.hpp"
 #include "engine/state/heap_keyed_state_backend.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
+#include "tests/support/gated_source.hpp"
 
 using namespace snapflow;
 using namespace snapflow::runtime_test;
 using namespace std::chrono_literals;
+using snapflow::testing::gated_kinds;
 
 namespace {
 
@@ -354,79 +357,6 @@ TEST_CASE("the timestamp assigner stamps records and emits watermarks per split 
 
 namespace {
 
-// A sequence_source that stops after `hold_after` records per subtask until the test opens the
-// gate, so that the crash lands mid-run (as in typed_job_test).
-class gated_source final : public source_operator {
- public:
-  gated_source(std::unique_ptr<stream_operator> inner, std::shared_ptr<std::atomic<bool>> open,
-               std::int64_t hold_after)
-      : inner_(std::move(inner)),
-        source_(dynamic_cast<source_operator*>(inner_.get())),
-        open_(std::move(open)),
-        hold_after_(hold_after) {}
-  result<void> open(const operator_context& context,
-                    const std::vector<restored_operator_state>& restored) override {
-    return inner_->open(context, restored);
-  }
-  result<emit_result> emit(record_output& out, std::size_t max_records) override {
-    std::size_t budget = max_records;
-    if (!open_->load()) {
-      if (emitted_ >= hold_after_)
-        return emit_result{emit_result::status::wait, std::chrono::steady_clock::now() + 1ms};
-      budget = std::min<std::size_t>(budget, static_cast<std::size_t>(hold_after_ - emitted_));
-    }
-    struct counting : record_output {
-      explicit counting(record_output& o) : out(o) {}
-      void emit(record r) override {
-        ++n;
-        out.emit(std::move(r));
-      }
-      record_output& out;
-      std::int64_t n = 0;
-    } c(out);
-    auto r = source_->emit(c, budget);
-    emitted_ += c.n;
-    return r;
-  }
-  result<operator_snapshot> snapshot(checkpoint_id id) override { return inner_->snapshot(id); }
-
- private:
-  std::unique_ptr<stream_operator> inner_;
-  source_operator* source_;
-  std::shared_ptr<std::atomic<bool>> open_;
-  std::int64_t hold_after_;
-  std::int64_t emitted_ = 0;
-};
-
-struct gated_kinds {
-  operator_registry registry = operator_registry::builtin();
-  std::shared_ptr<operator_factory> factory =
-      std::make_shared<operator_factory>(operator_factory::builtin());
-  std::shared_ptr<std::atomic<bool>> open = std::make_shared<std::atomic<bool>>(false);
-
-  explicit gated_kinds(std::int64_t hold_after) {
-    operator_kind kind = *registry.find("sequence_source");
-    kind.name = "gated_source";
-    registry.add(kind);
-    factory->add("gated_source", [open = open, hold_after](const job_vertex& v)
-                                     -> result<std::unique_ptr<stream_operator>> {
-      job_vertex inner = v;
-      inner.kind = "sequence_source";
-      auto made = operator_factory::builtin().create(inner);
-      if (!made) return made.err();
-      return std::unique_ptr<stream_operator>(
-          std::make_unique<gated_source>(std::move(made).value(), open, hold_after));
-    });
-  }
-  local_cluster_options options(const testing::temp_folder& dir) const {
-    local_cluster_options o;
-    o.state_dir = dir.path() / "state";
-    o.registry = &registry;
-    o.operators = factory;
-    return o;
-  }
-};
-
 constexpr std::int64_t sensors = 8;
 std::atomic<int> late_readings{0};
 constexpr std::int64_t window_ms = 1000;
@@ -546,4 +476,131 @@ TEST_CASE("event-time windows on the local cluster: a killed task, a restore (al
   REQUIRE(second.restored_checkpoint());
   check_windows(out, count);
   CHECK(late_readings.load() == 0);
+}
+
+namespace {
+
+// Each sensor arms two processing-time timers at its first reading: a quick one that fires
+// while the first run is still going, and a slow one still pending when the task is killed (on
+// a loaded machine it may fire before the kill; exactly once holds either way). A timer's line:
+// key = sensor * 10 + which (0 quick, 1 slow), seq = which, value = readings seen by then.
+constexpr std::int64_t quick_timer_ms = 10;
+constexpr std::int64_t slow_timer_ms = 3'000;
+
+job_graph processing_timers_job(const std::filesystem::path& out, std::int64_t count,
+                                const std::string& backend, const operator_registry& registry,
+                                std::uint32_t timers_parallelism) {
+  stream_environment env;
+  env.set_job_name("processing-time-timers").set_parallelism(2);
+  env.enable_checkpointing(100ms);
+  env.set_state_backend(backend);
+  api::typed_environment typed(env);
+  auto source = env.add_source("gated_source", {{"count", std::to_string(count)}});
+  source.uid("source");
+  auto readings = typed.from_sequence(source, [](std::int64_t n) {
+    return reading{"s" + std::to_string(n % sensors), n, n};
+  });
+  readings.uid("decode");
+  auto fired =
+      readings.key_by([](const reading& r) { return r.sensor; })
+          .process<reading>(
+              [](const reading&, api::keyed_process_context<std::string>& ctx,
+                 api::collector<reading>&) {
+                auto seen = ctx.get_state<std::int64_t>("seen");
+                const std::int64_t n = seen.value_or(0) + 1;
+                seen.update(n);
+                if (n > 1) return;
+                const std::int64_t now = ctx.current_processing_time();
+                ctx.get_state<std::int64_t>("quick-at").update(now + quick_timer_ms);
+                ctx.register_processing_time_timer(now + quick_timer_ms);
+                ctx.register_processing_time_timer(now + slow_timer_ms);
+              },
+              [](std::int64_t t, api::keyed_process_context<std::string>& ctx,
+                 api::collector<reading>& c) {
+                const std::int64_t which =
+                    t == ctx.get_state<std::int64_t>("quick-at").value_or(-1) ? 0 : 1;
+                c.collect(reading{ctx.key(), which, ctx.get_state<std::int64_t>("seen").value_or(0)});
+              },
+              "timers");
+  fired.uid("timers").set_parallelism(timers_parallelism);
+  fired
+      .to_records([](const reading& r) {
+        const std::int64_t sensor = std::stoll(r.sensor.substr(1));
+        return record{static_cast<std::uint64_t>(sensor * 10 + r.t), r.t, r.v, {}};
+      })
+      .uid("to-records")
+      .set_parallelism(timers_parallelism)
+      .add_sink("two_phase_commit_file_sink", {{"path", out.string()}})
+      .uid("sink")
+      .set_parallelism(timers_parallelism);
+  return env.build_job_graph(registry);
+}
+
+// How many committed lines are of the quick (0) or slow (1) timers.
+std::size_t committed_timer_lines(const std::filesystem::path& out, std::int64_t which) {
+  std::size_t n = 0;
+  for (const auto& l : read_committed_output(out)) n += l.seq == which ? 1 : 0;
+  return n;
+}
+
+// Polls until `want` lines of timer `which` are committed, for at most `timeout`.
+bool wait_for_timer_lines(const std::filesystem::path& out, std::int64_t which, std::size_t want,
+                          std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (committed_timer_lines(out, which) < want) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("processing-time timers in a running job fire once each across a killed task and a "
+          "restore, also rescaled") {
+  const auto [backend, restored_parallelism] =
+      GENERATE(std::pair<std::string, std::uint32_t>{"hashmap", 4},
+               std::pair<std::string, std::uint32_t>{"rocksdb", 1},
+               std::pair<std::string, std::uint32_t>{"rocksdb", 2});
+  INFO("state backend " << backend << ", timers restored at parallelism " << restored_parallelism);
+  testing::temp_folder dir("processing-timers");
+  constexpr std::int64_t count = 4'000;
+  const auto out = dir.path() / "out";
+  gated_kinds kinds(/*hold_after=*/500);
+  const job_graph job = processing_timers_job(out, count, backend, kinds.registry, 2);
+  {
+    local_cluster first(job, kinds.options(dir));
+    auto started = first.start();
+    if (!started) FAIL(started.err().message);
+    // The quick timers fired and their lines were committed by a checkpoint: a restore must not
+    // fire them again. The slow ones are in that checkpoint, pending.
+    REQUIRE(wait_for_timer_lines(out, 0, sensors, 60s));
+    REQUIRE(first.wait_for_completed_checkpoints(1, 60s));
+    first.kill_task({vertex_of_kind(job, "user_process"), 1}, "killed by test");
+    REQUIRE(first.wait(60s) == job_status::failed);
+  }
+  INFO("slow timers committed before the kill: " << committed_timer_lines(out, 1));
+  auto options = kinds.options(dir);
+  options.restore_latest = true;
+  job_graph restored = processing_timers_job(out, count, backend, kinds.registry,
+                                             restored_parallelism);
+  restored.id = job.id;
+  local_cluster second(restored, options);
+  auto started = second.start();
+  if (!started) FAIL(started.err().message);
+  // Still gated: the restored slow timers fire by the clock, not at the end of the input.
+  const bool slow_fired = wait_for_timer_lines(out, 1, sensors, 60s);
+  kinds.open->store(true);
+  const job_status status = second.wait(120s);
+  INFO("failure: " << second.failure_cause().value_or("none"));
+  REQUIRE(status == job_status::finished);
+  REQUIRE(second.restored_checkpoint());
+  REQUIRE(slow_fired);
+  std::map<std::uint64_t, int> lines;
+  for (const auto& l : read_committed_output(out)) ++lines[l.key];
+  CHECK(lines.size() == static_cast<std::size_t>(2 * sensors));
+  for (const auto& [key, n] : lines) {
+    INFO("sensor " << key / 10 << ", timer " << key % 10);
+    CHECK(n == 1);
+  }
 }

@@ -704,3 +704,40 @@ TEST_CASE("a job that names no program is placed on any worker, program workers 
   CHECK_FALSE(f.deployer->deployed.empty());
   CHECK(f.master->waiting_reason().empty());
 }
+
+TEST_CASE("a neighbour's CANCELED report ahead of a task's FAILED one: the failure is the cause") {
+  const std::int32_t max_attempts = GENERATE(0, 3);  // ends FAILED / fails over
+  INFO("restart attempts " << max_attempts);
+  restart_strategy_config restart;
+  restart.max_attempts = max_attempts;
+  fixture f(pipeline(), restart);
+  f.run_on_one_worker();
+  auto& sources = *f.master->graph().find_job_vertex(0);
+  auto& sums = *f.master->graph().find_job_vertex(1);
+  // The failing task cancelled its channels; the source's report got there first.
+  f.master->on_task_state(sources.subtask(0).current_attempt(), execution_state::canceled);
+  f.poll();
+  CHECK_THAT(*f.master->failure_cause(), Catch::Contains("canceled unexpectedly"));
+  f.master->on_task_state(sums.subtask(1).current_attempt(), execution_state::failed,
+                          "no implementation for operator kind 'x'");
+  f.poll();
+  CHECK_THAT(*f.master->failure_cause(), Catch::Contains("no implementation for operator kind 'x'"));
+  CHECK_THAT(*f.master->failure_cause(), Catch::Contains("sum"));
+  // Only the first failure behind the symptom: a later one does not replace it.
+  f.master->on_task_state(sums.subtask(0).current_attempt(), execution_state::failed, "later");
+  f.poll();
+  CHECK_THAT(*f.master->failure_cause(), Catch::Contains("operator kind 'x'"));
+  if (max_attempts == 0) {
+    CHECK(f.master->status() == job_status::failed);
+    return;
+  }
+  // The new attempt's failures are its own: a CANCELED-only cause of the old attempt does not
+  // turn its FAILED reports into replacements.
+  f.advance(100ms);
+  f.report_all(execution_state::running);
+  REQUIRE(f.master->status() == job_status::running);
+  f.master->on_task_state(sums.subtask(0).current_attempt(), execution_state::failed, "second");
+  f.poll();
+  CHECK(f.master->status() == job_status::restarting);
+  CHECK_THAT(*f.master->failure_cause(), Catch::Contains("second"));
+}

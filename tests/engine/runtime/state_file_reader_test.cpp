@@ -61,8 +61,8 @@ std::string versioned_file(std::uint32_t version, std::vector<std::uint32_t> gro
   const bool files = version != state_file::version_int64;
   if (version >= state_file::version_bytes_counted) f.u32(files ? 1 : 0);
   if (files) add_files_section(f);
-  if (version >= state_file::version) {
-    // One input channel holding two records.
+  if (version >= state_file::version_untimed_channels) {
+    // One input channel holding two records (timed from version 6 on).
     f.u32(1);
     f.u32(0);
     f.u32(1);
@@ -73,6 +73,7 @@ std::string versioned_file(std::uint32_t version, std::vector<std::uint32_t> gro
       f.u64(key + 100);
       f.u64(7);
       f.str("r");
+      if (version >= state_file::version) f.u64(key + 1000);
     }
   }
   return f.file(version, !terminated);
@@ -111,7 +112,8 @@ TEST_CASE("state file reader: every version streams to what decode reads, from m
   temp_folder dir;
   for (std::uint32_t version : {state_file::version_int64, state_file::version_int64_with_files,
                                 state_file::version_bytes_counted,
-                                state_file::version_without_channels, state_file::version}) {
+                                state_file::version_without_channels,
+                                state_file::version_untimed_channels, state_file::version}) {
     INFO("version " << version);
     const std::string bytes = versioned_file(version);
     auto decoded = state_file::decode(bytes);
@@ -119,13 +121,16 @@ TEST_CASE("state file reader: every version streams to what decode reads, from m
     CHECK(decoded->keyed.key_groups.size() == 3);
     CHECK(decoded->subtask_index == 1);
     CHECK(decoded->keyed_files.has_value() == (version != state_file::version_int64));
-    if (version == state_file::version) {
+    if (version >= state_file::version_untimed_channels) {
       REQUIRE(decoded->channels.size() == 1);
       CHECK(decoded->channels[0].side == channel_side::input);
       CHECK(decoded->channels[0].gate == 1);
       CHECK(decoded->channels[0].channel == 3);
+      // Version 5 kept no event timestamp: its records come back without one.
+      const bool timed = version == state_file::version;
       CHECK(decoded->channels[0].records ==
-            std::vector<record>{{11, 111, 7, "r"}, {12, 112, 7, "r"}});
+            std::vector<record>{{11, 111, 7, "r", timed ? 1011 : no_timestamp},
+                                {12, 112, 7, "r", timed ? 1012 : no_timestamp}});
     } else {
       CHECK(decoded->channels.empty());
     }
@@ -190,7 +195,8 @@ TEST_CASE("state file reader: key groups out of order or twice are refused in ev
   temp_folder dir;
   for (std::uint32_t version : {state_file::version_int64, state_file::version_int64_with_files,
                                 state_file::version_bytes_counted,
-                                state_file::version_without_channels, state_file::version}) {
+                                state_file::version_without_channels,
+                                state_file::version_untimed_channels, state_file::version}) {
     for (const auto& groups :
          {std::vector<std::uint32_t>{5, 3}, std::vector<std::uint32_t>{3, 3}}) {
       INFO("version " << version << ", groups " << groups[0] << ", " << groups[1]);
