@@ -559,7 +559,7 @@ TEST_CASE("keyed state: a state file of the int64 format is still read, its valu
   CHECK(b.map_get("m", "a") == 9);
   // Written again, it is version 4 and decodes to the same.
   const std::string again = state_file::encode(*decoded);
-  CHECK(again.substr(state_file::magic.size(), 4) == std::string("\x05\0\0\0", 4));
+  CHECK(again.substr(state_file::magic.size(), 4) == std::string("\x06\0\0\0", 4));
   auto back = state_file::decode(again);
   REQUIRE(back);
   CHECK(*back == *decoded);

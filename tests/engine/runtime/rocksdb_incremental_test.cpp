@@ -291,12 +291,12 @@ TEST_CASE("rocksdb incremental: the manifest travels in the state file") {
   s.parallelism = 2;
   s.checkpoint = 9;
   const std::string plain = state_file::encode(s);
-  CHECK(plain.substr(state_file::magic.size(), 4) == std::string("\x05\x00\x00\x00", 4));
+  CHECK(plain.substr(state_file::magic.size(), 4) == std::string("\x06\x00\x00\x00", 4));
   CHECK_FALSE(state_file::decode(plain)->keyed_files);
   s.keyed_files = keyed_state_files{128, 64, 127, {{"000012.sst", "x-000012.sst", 10, 7, true},
                                                    {"CURRENT", "x-CURRENT", 16, 8, false}}};
   const std::string with_files = state_file::encode(s);
-  CHECK(with_files.substr(state_file::magic.size(), 4) == std::string("\x05\x00\x00\x00", 4));
+  CHECK(with_files.substr(state_file::magic.size(), 4) == std::string("\x06\x00\x00\x00", 4));
   auto decoded = state_file::decode(with_files);
   REQUIRE(decoded);
   CHECK(*decoded == s);

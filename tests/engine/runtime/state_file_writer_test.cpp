@@ -72,7 +72,7 @@ TEST_CASE("state file writer: streams byte for byte what encode makes, with any 
       s.channels.push_back({channel_side::output, 0, 1, std::vector<record>(300, {5, 6, 7, "p"})});
     }
     const std::string encoded = state_file::encode(s);
-    CHECK(encoded.substr(state_file::magic.size(), 4) == std::string("\x05\0\0\0", 4));
+    CHECK(encoded.substr(state_file::magic.size(), 4) == std::string("\x06\0\0\0", 4));
     auto decoded = state_file::decode(encoded);
     REQUIRE(decoded);
     CHECK(*decoded == s);
