@@ -154,6 +154,11 @@ operator_registry make_builtin() {
   r.add({"user_flat_map", operator_role::transform, {}, "C++ flat_map callable"});
   r.add({"user_key_by", operator_role::transform, {}, "C++ key selector"});
   r.add({"user_process", operator_role::keyed, {}, "C++ keyed process callable"});
+  // Every new subtask reads every old one's lists and takes its share itself
+  // (operator_list_states): even-split needs the counts of all of them.
+  r.add({"user_stateful_process", operator_role::transform, {},
+         "C++ non-keyed process callable with operator list state",
+         operator_state_redistribution::union_all});
   r.add({"user_timestamps", operator_role::transform, {},
          "C++ timestamp assigner: event time and watermarks"});
   return std::move(r.registry);
