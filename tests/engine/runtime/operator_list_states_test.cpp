@@ -289,3 +289,23 @@ TEST_CASE("operator list state: end_input sees the restored state and emits") {
   REQUIRE(out.records.size() == 3);
   CHECK(out.records[2].seq == 42);
 }
+
+TEST_CASE("operator list state: every cut and every flipped byte of an entry decodes or errs") {
+  const auto entry = operator_list_states::encode_entry(
+      "xs", {list_redistribution::union_all, {"one", "", "three", std::string(300, 'x')}});
+  for (std::size_t n = 0; n < entry.bytes.size(); ++n)
+    CHECK_FALSE(operator_list_states::decode_entry({entry.name, entry.bytes.substr(0, n)}));
+  std::size_t decoded = 0;
+  for (std::size_t at = 0; at < entry.bytes.size(); ++at)
+    for (unsigned char bit = 1; bit != 0; bit = static_cast<unsigned char>(bit << 1)) {
+      operator_state_entry spoiled = entry;
+      spoiled.bytes[at] = static_cast<char>(spoiled.bytes[at] ^ bit);
+      auto r = operator_list_states::decode_entry(spoiled);
+      if (!r) continue;
+      ++decoded;  // an element's content changed: still a well-formed list
+      std::size_t bytes = 0;
+      for (const auto& e : r->second.elements) bytes += e.size();
+      CHECK(bytes <= entry.bytes.size());
+    }
+  CHECK(decoded > 0);
+}
