@@ -138,10 +138,20 @@ result<std::pair<std::string, operator_list>> operator_list_states::decode_entry
   return std::pair{std::move(name), std::move(list)};
 }
 
-std::vector<operator_state_entry> operator_list_states::snapshot() const {
+result<std::vector<operator_state_entry>> operator_list_states::snapshot() const {
+  constexpr std::uint64_t most = std::numeric_limits<std::uint32_t>::max();
   std::vector<operator_state_entry> out;
   out.reserve(lists_.size());
-  for (const auto& [name, list] : lists_) out.push_back(encode_entry(name, list));
+  for (const auto& [name, list] : lists_) {
+    if (list.elements.size() > most)
+      return error{"operator list state '" + name + "' holds " +
+                   std::to_string(list.elements.size()) + " elements, more than a snapshot takes"};
+    for (const auto& e : list.elements)
+      if (e.size() > most)
+        return error{"operator list state '" + name + "' holds an element of " +
+                     std::to_string(e.size()) + " bytes, more than a snapshot takes"};
+    out.push_back(encode_entry(name, list));
+  }
   return out;
 }
 

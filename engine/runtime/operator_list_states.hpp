@@ -58,7 +58,9 @@ class operator_list_states final : public operator_state_context {
 
   // Replaces the lists with this subtask's share of the old subtasks' lists.
   result<void> restore(const std::vector<restored_operator_state>& restored);
-  std::vector<operator_state_entry> snapshot() const;
+  // Every list as an entry; an error when a list or an element is beyond the format's u32
+  // counts (4 GiB elements, 4 billion of them).
+  result<std::vector<operator_state_entry>> snapshot() const;
 
   std::vector<std::string>& list_bytes(std::string_view name, list_redistribution mode) override;
   std::uint32_t subtask_index() const override { return subtask_index_; }

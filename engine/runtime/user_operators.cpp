@@ -191,7 +191,9 @@ result<void> user_stateful_process::process(const record& r, record_output& out)
 
 result<operator_snapshot> user_stateful_process::snapshot(checkpoint_id) {
   assert(states_);
-  return operator_snapshot{states_->snapshot(), {}};
+  auto entries = states_->snapshot();
+  if (!entries) return error{"user function '" + name_ + "': " + entries.err().message};
+  return operator_snapshot{std::move(entries).value(), {}};
 }
 
 result<void> user_stateful_process::end_input(record_output& out) {
