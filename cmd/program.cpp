@@ -27,9 +27,9 @@ constexpr int exit_failure = 1;
 constexpr int exit_usage = 2;
 
 // The kinds whose implementation is a callable on the vertex (graph/user_function.hpp).
-constexpr std::array<std::string_view, 5> callable_kinds = {"user_map", "user_filter",
-                                                            "user_flat_map", "user_key_by",
-                                                            "user_process"};
+constexpr std::array<std::string_view, 6> callable_kinds = {
+    "user_map", "user_filter", "user_flat_map", "user_key_by", "user_process",
+    "user_stateful_process"};
 
 // `--arg KEY=VALUE` (or `--arg=KEY=VALUE`) pairs taken out of argv; what is left is returned in
 // `rest`, argv[0] first.

@@ -66,7 +66,8 @@ param_spec path(std::string name, bool required, std::string def, std::string he
 // subtask i % p commits, the same i % p that round_robin hands it. The other kinds keep no
 // operator state that is read back (keyed_sum's state_bytes ballast is not), only keyed state,
 // except the sources: their split positions are picked from the union of every old subtask's
-// (a restored subtask takes the splits it owns at the new parallelism; the entries are tiny).
+// (a restored subtask takes the splits it owns at the new parallelism; the entries are tiny),
+// and user_stateful_process, whose even-split lists need every old subtask's elements.
 struct builtin_kinds {
   operator_registry registry;
   void add(operator_kind kind,
@@ -154,6 +155,11 @@ operator_registry make_builtin() {
   r.add({"user_flat_map", operator_role::transform, {}, "C++ flat_map callable"});
   r.add({"user_key_by", operator_role::transform, {}, "C++ key selector"});
   r.add({"user_process", operator_role::keyed, {}, "C++ keyed process callable"});
+  // Every new subtask reads every old one's lists and takes its share itself
+  // (operator_list_states): even-split needs the counts of all of them.
+  r.add({"user_stateful_process", operator_role::transform, {},
+         "C++ non-keyed process callable with operator list state"},
+         operator_state_redistribution::union_all);
   r.add({"user_timestamps", operator_role::transform, {},
          "C++ timestamp assigner: event time and watermarks"});
   return std::move(r.registry);

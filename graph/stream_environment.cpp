@@ -49,6 +49,11 @@ data_stream data_stream::flat_map(flat_map_function fn, std::string name) {
               std::make_shared<const user_function>(std::move(fn)), std::nullopt);
 }
 
+data_stream data_stream::process(stateful_process_function fn, std::string name) {
+  return then("user_stateful_process", std::move(name), {},
+              std::make_shared<const user_function>(std::move(fn)), std::nullopt);
+}
+
 keyed_stream data_stream::key_by() { return keyed_stream(*this); }
 
 keyed_stream data_stream::key_by(key_function fn, std::string name) {

@@ -25,6 +25,8 @@ class data_stream {
   data_stream filter(filter_function fn, std::string name = "filter");
   data_stream flat_map(std::string kind, operator_params params = {});
   data_stream flat_map(flat_map_function fn, std::string name = "flat_map");
+  // A non-keyed process function with operator list state (user_stateful_process).
+  data_stream process(stateful_process_function fn, std::string name = "process");
   // Hash-partitions by record.key into key groups; key_by(fn) first rewrites the key.
   keyed_stream key_by();
   keyed_stream key_by(key_function fn, std::string name = "key_by");

@@ -98,11 +98,47 @@ struct timestamp_assigner {
   std::function<std::uint32_t(const record&)> split;
 };
 
+// How a list of operator (non-keyed) state is redistributed when a job restores (Flink's
+// OperatorStateStore modes). The job's state is every old subtask's lists, old subtask by old
+// subtask, each in its own order.
+enum class list_redistribution : std::uint8_t {
+  // getListState: the elements of all old subtasks, concatenated, are split into contiguous
+  // parts of nearly equal size, one per new subtask. At unchanged parallelism each subtask
+  // keeps its own list.
+  even_split = 0,
+  // getUnionListState: every new subtask receives every old subtask's elements.
+  union_all = 1,
+};
+
+// Operator (non-keyed) list state as a user's non-keyed process function sees it: named lists
+// of this subtask, their elements as bytes (the typed API's msgpack). A list's mode is fixed by
+// its first use or by the checkpoint it was restored from; asking for it under the other mode
+// throws std::logic_error.
+class operator_state_context {
+ public:
+  virtual ~operator_state_context() = default;
+  // The list `name`, created empty on first use. The reference stays valid until the operator
+  // closes.
+  virtual std::vector<std::string>& list_bytes(std::string_view name,
+                                               list_redistribution mode) = 0;
+  virtual std::uint32_t subtask_index() const = 0;
+  virtual std::uint32_t parallelism() const = 0;
+};
+
+// A non-keyed process function with operator list state (Flink's ProcessFunction with
+// CheckpointedFunction): `process` for each record, `end_input` (may be empty) once every input
+// ended, to emit what the state still holds.
+struct stateful_process_function {
+  std::function<void(const record&, operator_state_context& state, std::vector<record>& out)>
+      process;
+  std::function<void(operator_state_context& state, std::vector<record>& out)> end_input;
+};
+
 // A C++ callable attached to a vertex. It lives only in the process that declared it (or in a
 // custom worker binary that registers the same code under the vertex's uid): job files and the
 // msgpack form of a job graph name operators by registered kind instead.
 using user_function =
     std::variant<map_function, filter_function, flat_map_function, key_function, process_function,
-                 timed_process_function, timestamp_assigner>;
+                 timed_process_function, timestamp_assigner, stateful_process_function>;
 
 }  // namespace snapflow

@@ -13,6 +13,7 @@
 #include "engine/api/codec.hpp"
 #include "engine/api/collector.hpp"
 #include "engine/api/key_hash.hpp"
+#include "engine/api/operator_list_state.hpp"
 #include "graph/stream_environment.hpp"
 
 namespace snapflow::api {
@@ -73,6 +74,36 @@ class data_stream {
       fn(decode_payload<T>(r, name), c);
     };
     return data_stream<O>(*env_, copy().flat_map(std::move(raw_fn), name));
+  }
+
+  // A non-keyed process function with operator list state (Flink's ProcessFunction with
+  // CheckpointedFunction): fn: void(const T&, process_context&, collector<O>&). The lists are
+  // checkpointed and redistributed on restore by their mode (docs/api.md, "Operator state").
+  template <typename O, typename F>
+  data_stream<O> process(F fn, std::string name = "process") {
+    return process<O>(std::move(fn), nullptr, std::move(name));
+  }
+  // The same with on_end: void(process_context&, collector<O>&), called once when every input
+  // ended (to emit what the state still holds). Its outputs carry key 0 and seq 0.
+  template <typename O, typename F>
+  data_stream<O> process(F fn, std::function<void(process_context&, collector<O>&)> on_end,
+                         std::string name) {
+    stateful_process_function raw_fn;
+    raw_fn.process = [fn = std::move(fn), name](const record& r, operator_state_context& state,
+                                                std::vector<record>& out) {
+      process_context ctx(state);
+      collector<O> c(out, r);
+      fn(decode_payload<T>(r, name), ctx, c);
+    };
+    if (on_end)
+      raw_fn.end_input = [on_end = std::move(on_end)](operator_state_context& state,
+                                                      std::vector<record>& out) {
+        const record none{};
+        process_context ctx(state);
+        collector<O> c(out, none);
+        on_end(ctx, c);
+      };
+    return data_stream<O>(*env_, copy().process(std::move(raw_fn), name));
   }
 
   // selector: K(const T&). record.key becomes key_hash(encode(K)); the keyed operator after it

@@ -46,6 +46,7 @@ operator_factory make_builtin() {
   f.add("user_flat_map", user_flat_map::create);
   f.add("user_key_by", user_key_by::create);
   f.add("user_process", user_process::create);
+  f.add("user_stateful_process", user_stateful_process::create);
   f.add("user_timestamps", user_timestamps::create);
   return f;
 }

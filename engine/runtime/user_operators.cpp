@@ -162,6 +162,49 @@ result<void> user_process::on_processing_time(std::int64_t now_ms, record_output
                                           [&](const fired_timer& t) { return fire(t, out); });
 }
 
+result<std::unique_ptr<stream_operator>> user_stateful_process::create(
+    const job_vertex& vertex) {
+  const auto* fn =
+      vertex.function ? std::get_if<stateful_process_function>(vertex.function.get()) : nullptr;
+  if (fn == nullptr || !fn->process)
+    return error{"kind '" + vertex.kind + "' needs a stateful process function callable"};
+  return std::unique_ptr<stream_operator>(new user_stateful_process(vertex.name, *fn));
+}
+
+result<void> user_stateful_process::open(const operator_context& context,
+                                         const std::vector<restored_operator_state>& restored) {
+  states_ = std::make_unique<operator_list_states>(context.subtask_index, context.parallelism);
+  if (auto r = states_->restore(restored); !r)
+    return error{"user function '" + name_ + "': restoring its operator state: " +
+                 r.err().message};
+  return success();
+}
+
+result<void> user_stateful_process::process(const record& r, record_output& out) {
+  assert(states_);
+  buffer_.clear();
+  auto called = guarded(name_, [&] { fn_.process(r, *states_, buffer_); });
+  if (!called) return called;
+  for (auto& o : buffer_) out.emit(std::move(o));
+  return success();
+}
+
+result<operator_snapshot> user_stateful_process::snapshot(checkpoint_id) {
+  assert(states_);
+  auto entries = states_->snapshot();
+  if (!entries) return error{"user function '" + name_ + "': " + entries.err().message};
+  return operator_snapshot{std::move(entries).value(), {}};
+}
+
+result<void> user_stateful_process::end_input(record_output& out) {
+  if (!fn_.end_input) return success();
+  buffer_.clear();
+  auto called = guarded(name_, [&] { fn_.end_input(*states_, buffer_); });
+  if (!called) return called;
+  for (auto& o : buffer_) out.emit(std::move(o));
+  return success();
+}
+
 user_timestamps::user_timestamps(std::string name, timestamp_assigner assigner)
     : name_(std::move(name)),
       assigner_(std::move(assigner)),

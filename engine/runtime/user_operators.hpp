@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/operator_list_states.hpp"
 #include "engine/runtime/stream_operator.hpp"
 #include "graph/user_function.hpp"
 #include "engine/time/timer_service.hpp"
@@ -89,6 +90,28 @@ class user_process final : public stream_operator {
   timer_function on_timer_;  // empty: no timers
   std::unique_ptr<timer_service> timers_;
   std::unique_ptr<keyed_context> context_;
+  std::vector<record> buffer_;
+};
+
+// A non-keyed process function with operator list state (stateful_process_function): its lists
+// are the operator's snapshot and come back on restore, redistributed by their modes
+// (operator_list_states). end_input, if given, runs once every input ended.
+class user_stateful_process final : public stream_operator {
+ public:
+  static result<std::unique_ptr<stream_operator>> create(const job_vertex& vertex);
+  result<void> open(const operator_context& context,
+                    const std::vector<restored_operator_state>& restored) override;
+  result<void> process(const record& r, record_output& out) override;
+  result<operator_snapshot> snapshot(checkpoint_id id) override;
+  result<void> end_input(record_output& out) override;
+
+ private:
+  user_stateful_process(std::string name, stateful_process_function fn)
+      : name_(std::move(name)), fn_(std::move(fn)) {}
+
+  std::string name_;
+  stateful_process_function fn_;
+  std::unique_ptr<operator_list_states> states_;  // from open()
   std::vector<record> buffer_;
 };
 
