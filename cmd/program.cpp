@@ -1,10 +1,10 @@
 #include "cmd/program.hpp"
 
-#include <array>
 #include <charconv>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -25,11 +25,6 @@ namespace {
 constexpr int exit_ok = 0;
 constexpr int exit_failure = 1;
 constexpr int exit_usage = 2;
-
-// The kinds whose implementation is a callable on the vertex (graph/user_function.hpp).
-constexpr std::array<std::string_view, 6> callable_kinds = {
-    "user_map", "user_filter", "user_flat_map", "user_key_by", "user_process",
-    "user_stateful_process"};
 
 // `--arg KEY=VALUE` (or `--arg=KEY=VALUE`) pairs taken out of argv; what is left is returned in
 // `rest`, argv[0] first.
@@ -114,9 +109,12 @@ int run_worker(const std::string& self, const program_info& info, const job_grap
                            "' (fingerprint " + program->fingerprint +
                            ") a snapflow coordinator deploys on it";
   extensions.programs = {{program->fingerprint, program->name}};
+  // Every kind this job's callables come in (graph/user_function.hpp): a kind added to the
+  // typed API is covered without a list to keep up to date here.
   extensions.register_operators = [callables, program](operator_factory& factory) {
-    for (std::string_view kind : callable_kinds)
-      factory.replace(std::string(kind), program_creator(callables, program));
+    std::set<std::string> kinds;
+    for (const auto& [_, vertex] : *callables) kinds.insert(vertex.kind);
+    for (const auto& kind : kinds) factory.replace(kind, program_creator(callables, program));
   };
   // worker_main parses from argv[1]: the program's name, then the worker's own options.
   std::string name = self + " worker";

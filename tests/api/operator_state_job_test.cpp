@@ -11,13 +11,13 @@
 
 #include "engine/api/typed_api.hpp"
 #include "engine/cluster/local_cluster.hpp"
-#include "tests/api/gated_source.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
+#include "tests/support/gated_source.hpp"
 
 using namespace snapflow;
 using namespace snapflow::runtime_test;
 using namespace std::chrono_literals;
-using snapflow::api_test::gated_kinds;
+using snapflow::testing::gated_kinds;
 
 namespace {
 

@@ -11,7 +11,6 @@
 #include "engine/api/typed_api.hpp"
 #include "engine/cluster/local_cluster.hpp"
 #include "engine/runtime/source_operators.hpp"
-#include "tests/api/gated_source.hpp"
 #include "tests/api/test_types.hpp"
 #include "tests/engine/runtime/runtime_test_support.hpp"
 #include "tests/support/gated_source.hpp"
@@ -21,7 +20,6 @@ using namespace snapflow::runtime_test;
 using namespace std::chrono_literals;
 using snapflow::testing::gated_kinds;
 using snapflow::api_test::event;
-using snapflow::api_test::gated_kinds;
 using snapflow::api_test::tally;
 
 namespace {
