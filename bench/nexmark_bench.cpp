@@ -89,6 +89,8 @@ snapflow::job_graph build_job(const options& o) {
     if (o.query == "q1") return nx::q1_job(input).raw();
     if (o.query == "q2") return nx::q2_job(input).raw();
     if (o.query == "q3") return nx::q3_job(input).raw();
+    if (o.query == "q5") return nx::q5_job(input).raw();
+    if (o.query == "q7") return nx::q7_job(input).raw();
     if (o.query == "q8") return nx::q8_job(input).raw();
     return nx::q4_job(input).raw();
   }();
@@ -101,8 +103,8 @@ snapflow::job_graph build_job(const options& o) {
 int main(int argc, char** argv) {
   options o;
   CLI::App app{"nexmark_bench: one Nexmark query on the in-process local_cluster"};
-  app.add_option("--query", o.query, "q0, q1, q2, q3, q4 or q8")
-      ->check(CLI::IsMember({"q0", "q1", "q2", "q3", "q4", "q8"}));
+  app.add_option("--query", o.query, "q0, q1, q2, q3, q4, q5, q7 or q8")
+      ->check(CLI::IsMember({"q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8"}));
   app.add_option("--events", o.events, "events generated")->check(CLI::Range(1LL, 1LL << 40));
   app.add_option("--parallelism", o.parallelism)->check(CLI::Range(1, 64));
   app.add_option("--interval-ms", o.interval_ms, "checkpoint interval, 0 = off")

@@ -1,6 +1,8 @@
 #include "examples/nexmark/nexmark_queries.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -135,6 +137,97 @@ void q8_on_auction(const auction&, api::keyed_process_context<person_window>& ct
   q8_emit_once(ctx, out);
 }
 
+// q5 and q7's bids on event time (nexmark_queries.hpp says why no out-of-orderness is needed).
+// No idleness either: a split left out as idle could make its next bids late.
+api::data_stream<bid> timed_bids(api::data_stream<nexmark_event> events, std::string name) {
+  return bids(events).assign_timestamps_and_watermarks(
+      [](const bid& b) { return b.date_time; }, std::chrono::milliseconds(0),
+      std::chrono::milliseconds(0), nullptr, std::move(name));
+}
+
+// The max timestamp of the window of size `size` that starts at `start`: where its results
+// are stamped, and where the second stages' timers fire.
+std::int64_t window_end_time(std::int64_t start, std::int64_t size) { return start + size - 1; }
+
+// q5's second stage, keyed by window start: the highest count so far and its auctions.
+void q5_on_count(const q5_row& r, api::keyed_process_context<std::int64_t>& ctx,
+                 api::collector<q5_row>&) {
+  auto most = ctx.get_state<std::int64_t>("most");
+  auto auctions = ctx.get_list_state<std::int64_t>("auctions");
+  const auto kept = most.value();
+  if (kept && *kept > r.bids) return;
+  if (!kept || *kept < r.bids) {
+    most.update(r.bids);
+    auctions.clear();
+    ctx.register_event_time_timer(window_end_time(r.window_start, window_ms));
+  }
+  auctions.add(r.auction);
+}
+
+void q5_on_window_end(std::int64_t, api::keyed_process_context<std::int64_t>& ctx,
+                      api::collector<q5_row>& out) {
+  auto most = ctx.get_state<std::int64_t>("most");
+  auto auctions = ctx.get_list_state<std::int64_t>("auctions");
+  if (const auto n = most.value())
+    for (const std::int64_t a : auctions.get()) out.collect(q5_row{ctx.key(), a, *n});
+  most.clear();
+  auctions.clear();
+}
+
+// q7's bids of the highest price in a window (of one auction in the first stage, of all in
+// the second); price -1 before the first bid.
+struct q7_best {
+  std::int64_t window_start = 0;
+  std::int64_t price = -1;
+  std::vector<q7_row> bids;
+  MSGPACK_DEFINE_MAP(window_start, price, bids);
+};
+
+// Adds `rows` of `price` to `best`: they replace its bids when higher, join them on a tie.
+void q7_offer(q7_best& best, std::int64_t price, const std::vector<q7_row>& rows) {
+  if (price < best.price) return;
+  if (price > best.price) {
+    best.price = price;
+    best.bids.clear();
+  }
+  best.bids.insert(best.bids.end(), rows.begin(), rows.end());
+}
+
+q7_best q7_add(q7_best best, const bid& b) {
+  const std::int64_t start = tumbling_window_start(b.date_time, window_ms);
+  q7_offer(best, b.price, {q7_row{start, b.auction, b.price, b.bidder, b.date_time}});
+  return best;
+}
+
+// Sessions merge accumulators; tumbling windows never do, but the aggregate takes a merge.
+q7_best q7_merge(q7_best a, const q7_best& b) {
+  q7_offer(a, b.price, b.bids);
+  return a;
+}
+
+// q7's second stage, keyed by window start: the best bids of all auctions so far.
+void q7_on_best(const q7_best& b, api::keyed_process_context<std::int64_t>& ctx,
+                api::collector<q7_row>&) {
+  auto price = ctx.get_state<std::int64_t>("price");
+  auto best = ctx.get_list_state<q7_row>("bids");
+  const auto kept = price.value();
+  if (kept && *kept > b.price) return;
+  if (!kept || *kept < b.price) {
+    price.update(b.price);
+    best.clear();
+    ctx.register_event_time_timer(window_end_time(b.window_start, window_ms));
+  }
+  best.add_all(b.bids);
+}
+
+void q7_on_window_end(std::int64_t, api::keyed_process_context<std::int64_t>& ctx,
+                      api::collector<q7_row>& out) {
+  auto best = ctx.get_list_state<q7_row>("bids");
+  for (const auto& row : best.get()) out.collect(row);
+  ctx.get_state<std::int64_t>("price").clear();
+  best.clear();
+}
+
 }  // namespace
 
 api::data_stream<bid> q0_job(api::data_stream<nexmark_event> events) {
@@ -179,6 +272,47 @@ api::data_stream<q4_update> q4_job(api::data_stream<nexmark_event> events) {
                       .process<q4_update>(q4_average, "q4-average");
   averages.uid("q4-average");
   return averages;
+}
+
+api::data_stream<q5_row> q5_job(api::data_stream<nexmark_event> events) {
+  using std::chrono::milliseconds;
+  auto counts =
+      timed_bids(events, "q5-event-time")
+          .key_by([](const bid& b) { return b.auction; })
+          .window(api::sliding_event_time_windows(milliseconds(window_ms),
+                                                  milliseconds(q5_slide_ms)))
+          .aggregate(
+              std::int64_t{0}, [](std::int64_t n, const bid&) { return n + 1; },
+              [](std::int64_t a, std::int64_t b) { return a + b; },
+              [](const std::int64_t& auction, const api::time_window& w, const std::int64_t& n) {
+                return q5_row{w.start, auction, n};
+              },
+              "q5-count");
+  counts.window.uid("q5-count");
+  auto top = counts.results.key_by([](const q5_row& r) { return r.window_start; })
+                 .process<q5_row>(q5_on_count, q5_on_window_end, "q5-top");
+  top.uid("q5-top");
+  return top;
+}
+
+api::data_stream<q7_row> q7_job(api::data_stream<nexmark_event> events) {
+  auto per_auction =
+      timed_bids(events, "q7-event-time")
+          .key_by([](const bid& b) { return b.auction; })
+          .window(api::tumbling_event_time_windows(std::chrono::milliseconds(window_ms)))
+          .aggregate(
+              q7_best{}, q7_add, q7_merge,
+              [](const std::int64_t&, const api::time_window& w, const q7_best& best) {
+                q7_best out = best;
+                out.window_start = w.start;
+                return out;
+              },
+              "q7-auction-max");
+  per_auction.window.uid("q7-auction-max");
+  auto top = per_auction.results.key_by([](const q7_best& b) { return b.window_start; })
+                 .process<q7_row>(q7_on_best, q7_on_window_end, "q7-max");
+  top.uid("q7-max");
+  return top;
 }
 
 api::data_stream<q8_row> q8_job(api::data_stream<nexmark_event> events) {

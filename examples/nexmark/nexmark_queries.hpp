@@ -14,7 +14,8 @@ namespace snapflow::nexmark {
 // its result stream. Rows are workloads/nexmark's reference rows, so a job's output compares
 // with the reference computation over the same events (nexmark_reference.hpp says what each
 // query means). Stateful operators get uids of their own (`q3-join`, `q4-winning`,
-// `q4-average`) so a restored job finds its state.
+// `q4-average`, `q5-count`, `q5-top`, `q7-auction-max`, `q7-max`, `q8-join`) so a restored job
+// finds its state.
 
 // q0, pass-through: every bid.
 api::data_stream<bid> q0_job(api::data_stream<nexmark_event> events);
@@ -48,14 +49,30 @@ struct q4_update {
 // emitted as a q4_update.
 api::data_stream<q4_update> q4_job(api::data_stream<nexmark_event> events);
 
+// q5 and q7 run on event time: each bid's time is its `date_time`, watermarks come per source
+// split with no out-of-orderness (a split's events come in number order, and their times never
+// go back), and windows fire when the watermark passes their end. The source's end of input is
+// the end of event time, so once the input ended every window has fired and the output is
+// exactly the reference's. Late bids cannot occur; were there any, they would be dropped.
+
+// q5, hot items: per sliding window of 10 s every 2 s, the auctions with the most bids (all of
+// them on a tie). Two keyed stages: bids per auction counted in sliding windows (`q5-count`,
+// each count at its window's max timestamp), then per window start the highest count and its
+// auctions (`q5-top`), emitted by an event-time timer at the window's max timestamp: once the
+// watermark passed it, every subtask of the first stage has sent that window's counts.
+api::data_stream<q5_row> q5_job(api::data_stream<nexmark_event> events);
+
+// q7, highest bid: per tumbling window of 10 s, the bids with the highest price (all of them on
+// a tie). Two keyed stages: per auction and window its best bids (`q7-auction-max`, a window
+// aggregate), then per window start the best of those (`q7-max`), emitted by an event-time
+// timer at the window's max timestamp.
+api::data_stream<q7_row> q7_job(api::data_stream<nexmark_event> events);
+
 // q8, new users: people who registered and started an auction in the same 10 s tumbling
 // window, as an incremental join instead of a window join: persons and auctions keyed by
 // (person id, window start) into a keyed co-process that emits the person once, when both
 // sides have been seen. Without timers its state is never dropped (a window join frees it when
 // the window closes), but its output, once the input ended, is exactly the reference's.
 api::data_stream<q8_row> q8_job(api::data_stream<nexmark_event> events);
-
-// q5 (hot items) and q7 (highest bid) report per closed event-time window: they wait for the
-// runtime's watermarks and timers.
 
 }  // namespace snapflow::nexmark

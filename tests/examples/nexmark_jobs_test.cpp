@@ -24,8 +24,8 @@ namespace {
 
 constexpr std::int64_t event_count = 20'000;
 
-// 1,000 events per second of event time: the 20,000 events span 20 s, so q8's 10 s windows
-// split them (at the default rate they would all share one window).
+// 1,000 events per second of event time: the 20,000 events span 20 s, so the 10 s windows of q5,
+// q7 and q8 split them (at the default rate they would all share one window).
 generator_config test_config() {
   generator_config c;
   c.events_per_second = 1'000;
@@ -148,6 +148,8 @@ job_graph query_job(const std::string& query, const std::filesystem::path& out,
   else if (query == "q1") sink_rows(q1_job(input), out);
   else if (query == "q2") sink_rows(q2_job(input), out);
   else if (query == "q3") sink_rows(q3_job(input), out);
+  else if (query == "q5") sink_rows(q5_job(input), out);
+  else if (query == "q7") sink_rows(q7_job(input), out);
   else if (query == "q8") sink_rows(q8_job(input), out);
   else sink_rows(q4_job(input), out);
   return env.build_job_graph(registry);
@@ -157,6 +159,8 @@ job_graph query_job(const std::string& query, const std::filesystem::path& out,
 std::string stateful_uid(const std::string& query) {
   if (query == "q3") return "q3-join";
   if (query == "q4") return "q4-average";
+  if (query == "q5") return "q5-count";
+  if (query == "q7") return "q7-max";
   if (query == "q8") return "q8-join";
   return "to-records";
 }
@@ -181,6 +185,8 @@ std::vector<std::string> expected_payloads(const std::string& query) {
   if (query == "q1") return sorted_payloads(q1(events()));
   if (query == "q2") return sorted_payloads(q2(events()));
   if (query == "q3") return sorted_payloads(q3(events()));
+  if (query == "q5") return sorted_payloads(q5(events()));
+  if (query == "q7") return sorted_payloads(q7(events()));
   return sorted_payloads(q8(events()));
 }
 
@@ -206,15 +212,23 @@ void check_q4(const std::vector<std::string>& payloads) {
   CHECK(latest == expected);
 }
 
+// How many windows the reference's rows of a windowed query span.
+std::size_t window_count(const std::string& query) {
+  std::set<std::int64_t> windows;
+  const auto add = [&windows](const auto& rows) {
+    for (const auto& r : rows) windows.insert(r.window_start);
+  };
+  if (query == "q5") add(q5(events()));
+  else if (query == "q7") add(q7(events()));
+  else add(q8(events()));
+  return windows.size();
+}
+
 void check_output(const std::string& query, const std::filesystem::path& out) {
   auto payloads = read_output_payloads(out);
   if (!payloads) FAIL(payloads.err().message);
   if (query == "q4") return check_q4(*payloads);
-  if (query == "q8") {  // the events span more than one window
-    std::set<std::int64_t> windows;
-    for (const auto& r : q8(events())) windows.insert(r.window_start);
-    CHECK(windows.size() >= 2);
-  }
+  if (query == "q5" || query == "q7" || query == "q8") CHECK(window_count(query) >= 2);
   std::sort(payloads->begin(), payloads->end());
   const auto expected = expected_payloads(query);
   REQUIRE(!expected.empty());
@@ -276,6 +290,8 @@ TEST_CASE("nexmark q1 job: output equals the reference") { plain_run("q1"); }
 TEST_CASE("nexmark q2 job: output equals the reference") { plain_run("q2"); }
 TEST_CASE("nexmark q3 job: output equals the reference") { plain_run("q3"); }
 TEST_CASE("nexmark q4 job: final averages equal the reference") { plain_run("q4"); }
+TEST_CASE("nexmark q5 job: output equals the reference") { plain_run("q5"); }
+TEST_CASE("nexmark q7 job: output equals the reference") { plain_run("q7"); }
 TEST_CASE("nexmark q8 job: output equals the reference") { plain_run("q8"); }
 
 TEST_CASE("nexmark q0 job: killed and restored at parallelism 3, exactly once") {
@@ -287,6 +303,10 @@ TEST_CASE("nexmark q3 job: killed and restored, exactly once") { killed_and_rest
 TEST_CASE("nexmark q4 job: killed and restored at parallelism 3, exactly once") {
   killed_and_restored("q4", 3);
 }
+TEST_CASE("nexmark q5 job: killed and restored at parallelism 3, exactly once") {
+  killed_and_restored("q5", 3);
+}
+TEST_CASE("nexmark q7 job: killed and restored, exactly once") { killed_and_restored("q7", 2); }
 TEST_CASE("nexmark q8 job: killed and restored, exactly once") { killed_and_restored("q8", 2); }
 
 TEST_CASE("nexmark source: a negative count or rate, or a config the generator refuses") {

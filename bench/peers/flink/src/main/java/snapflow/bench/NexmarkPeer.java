@@ -2,11 +2,13 @@ package snapflow.bench;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.AggregateFunction;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
@@ -19,6 +21,7 @@ import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.api.java.tuple.Tuple3;
 import org.apache.flink.api.java.tuple.Tuple4;
+import org.apache.flink.api.java.tuple.Tuple5;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
@@ -31,17 +34,23 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.co.KeyedCoProcessFunction;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
+import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
+import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
 import org.apache.flink.util.Collector;
 
 /**
- * Nexmark q0..q4 and q8 on Flink's DataStream API, the same queries as examples/nexmark: events by
- * number from DataGeneratorSource (which splits the numbers over the source subtasks) through
- * {@link NexmarkGenerator}, rows into a DiscardingSink. One bounded run on a MiniCluster; prints one
+ * Nexmark q0..q5, q7 and q8 on Flink's DataStream API, the same queries as examples/nexmark: events
+ * by number from DataGeneratorSource (which splits the numbers over the source subtasks) through
+ * {@link NexmarkGenerator}, rows into a DiscardingSink. q5 and q7 run on event time: watermarks
+ * per source split with no out-of-orderness, event-time windows, and a second keyed stage per
+ * window fired by an event-time timer at the window's max timestamp, as snapflow's jobs do. One bounded run on a MiniCluster; prints one
  * JSON line with events/s (events / the job's net runtime) and checkpoint durations as Flink's
  * coordinator logged them (trigger -> completion, CheckpointLog).
  *
  * <pre>
- *   nexmark --query q0..q4|q8 --events N --parallelism P --interval-ms I (0 = off) [--checkpoint-dir D]
+ *   nexmark --query q0..q5|q7|q8 --events N --parallelism P --interval-ms I (0 = off) [--checkpoint-dir D]
  * </pre>
  */
 public final class NexmarkPeer {
@@ -69,24 +78,223 @@ public final class NexmarkPeer {
         default -> usage("unknown option " + args[i]);
       }
     }
-    if (!List.of("q0", "q1", "q2", "q3", "q4", "q8").contains(o.query)) usage("unknown query " + o.query);
+    if (!List.of("q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8").contains(o.query))
+      usage("unknown query " + o.query);
     if (o.events < 1 || o.parallelism < 1 || o.intervalMs < 0) usage("bad number");
     return o;
   }
 
   static void usage(String why) {
     System.err.println(why);
-    System.err.println("usage: FlinkPeer nexmark --query q0|q1|q2|q3|q4|q8 [--events N]"
+    System.err.println("usage: FlinkPeer nexmark --query q0|q1|q2|q3|q4|q5|q7|q8 [--events N]"
         + " [--parallelism P] [--interval-ms I] [--checkpoint-dir FOLDER]");
     System.exit(2);
   }
 
   static final class Generate implements GeneratorFunction<Long, NexmarkEvents.Event> {
     private final NexmarkGenerator generator = new NexmarkGenerator();
+    private final long events;
+    private final int splits;  // 0: the index is the event number
+
+    Generate(long events, int splits) {
+      this.events = events;
+      this.splits = splits;
+    }
 
     @Override
-    public NexmarkEvents.Event map(Long n) {
-      return generator.at(n);
+    public NexmarkEvents.Event map(Long index) {
+      return generator.at(splits == 0 ? index : interleaved(index, events, splits));
+    }
+  }
+
+  /**
+   * The event number of generator index {@code i} when the source's splits interleave: split s
+   * emits s, s + P, s + 2P, ... as snapflow's sequence source does. DataGeneratorSource cuts
+   * 0..N-1 into P ranges, the first N % P of them one longer (NumberSequenceIterator.split);
+   * index k of range s becomes number k * P + s, which maps 0..N-1 onto itself. The event-time
+   * queries need it: with ranges, a subtask's event time would run ahead of the other's by
+   * N / P events and its windows would wait in state for them.
+   */
+  static long interleaved(long i, long events, int splits) {
+    long size = events / splits;
+    long longer = events % splits;
+    long inLonger = longer * (size + 1);
+    if (i < inLonger) return (i % (size + 1)) * splits + i / (size + 1);
+    long j = i - inLonger;
+    return (j % size) * splits + longer + j / size;
+  }
+
+  static boolean eventTime(String query) {
+    return query.equals("q5") || query.equals("q7");
+  }
+
+  static long timeOf(NexmarkEvents.Event e) {
+    if (e.bid != null) return e.bid.dateTime;
+    return e.auction != null ? e.auction.dateTime : e.person.dateTime;
+  }
+
+  static final long WINDOW_MS = 10_000;
+  static final long Q5_SLIDE_MS = 2_000;
+
+  /** q5's first stage: bids per auction and window. */
+  static final class CountBids implements AggregateFunction<NexmarkEvents.Bid, Long, Long> {
+    @Override
+    public Long createAccumulator() {
+      return 0L;
+    }
+
+    @Override
+    public Long add(NexmarkEvents.Bid b, Long n) {
+      return n + 1;
+    }
+
+    @Override
+    public Long getResult(Long n) {
+      return n;
+    }
+
+    @Override
+    public Long merge(Long a, Long b) {
+      return a + b;
+    }
+  }
+
+  /** (window start, auction, bids) of q5's first stage. */
+  static final class Q5Count
+      extends ProcessWindowFunction<Long, Tuple3<Long, Long, Long>, Long, TimeWindow> {
+    @Override
+    public void process(Long auction, Context ctx, Iterable<Long> counts,
+                        Collector<Tuple3<Long, Long, Long>> out) {
+      for (Long n : counts) out.collect(Tuple3.of(ctx.window().getStart(), auction, n));
+    }
+  }
+
+  /** q5's second stage, keyed by window start: the highest count and its auctions, at the window's end. */
+  static final class Q5Top
+      extends KeyedProcessFunction<Long, Tuple3<Long, Long, Long>, Tuple3<Long, Long, Long>> {
+    private transient ValueState<Long> most;
+    private transient ListState<Long> auctions;
+
+    @Override
+    public void open(OpenContext context) {
+      most = getRuntimeContext().getState(new ValueStateDescriptor<>("most", Long.class));
+      auctions = getRuntimeContext().getListState(new ListStateDescriptor<>("auctions", Long.class));
+    }
+
+    @Override
+    public void processElement(Tuple3<Long, Long, Long> c, Context ctx,
+                               Collector<Tuple3<Long, Long, Long>> out) throws Exception {
+      Long kept = most.value();
+      if (kept != null && kept > c.f2) return;
+      if (kept == null || kept < c.f2) {
+        most.update(c.f2);
+        auctions.clear();
+        ctx.timerService().registerEventTimeTimer(c.f0 + WINDOW_MS - 1);
+      }
+      auctions.add(c.f1);
+    }
+
+    @Override
+    public void onTimer(long time, OnTimerContext ctx, Collector<Tuple3<Long, Long, Long>> out)
+        throws Exception {
+      Long n = most.value();
+      if (n != null)
+        for (Long a : auctions.get()) out.collect(Tuple3.of(ctx.getCurrentKey(), a, n));
+      most.clear();
+      auctions.clear();
+    }
+  }
+
+  /** q7's rows: (window start, auction, price, bidder, date time). */
+  static Tuple5<Long, Long, Long, Long, Long> q7Row(long windowStart, NexmarkEvents.Bid b) {
+    return Tuple5.of(windowStart, b.auction, b.price, b.bidder, b.dateTime);
+  }
+
+  /** The bids of the highest price in a window (of one auction, or of all); price -1 before any. */
+  public static final class Best {
+    public long windowStart;
+    public long price = -1;
+    public ArrayList<Tuple5<Long, Long, Long, Long, Long>> bids = new ArrayList<>();
+
+    public Best() {}
+
+    void offer(long p, List<Tuple5<Long, Long, Long, Long, Long>> rows) {
+      if (p < price) return;
+      if (p > price) {
+        price = p;
+        bids.clear();
+      }
+      bids.addAll(rows);
+    }
+  }
+
+  /** q7's first stage: per auction and window, its best bids. */
+  static final class BestBids implements AggregateFunction<NexmarkEvents.Bid, Best, Best> {
+    @Override
+    public Best createAccumulator() {
+      return new Best();
+    }
+
+    @Override
+    public Best add(NexmarkEvents.Bid b, Best best) {
+      best.offer(b.price, List.of(q7Row(window(b.dateTime), b)));
+      return best;
+    }
+
+    @Override
+    public Best getResult(Best best) {
+      return best;
+    }
+
+    @Override
+    public Best merge(Best a, Best b) {
+      a.offer(b.price, b.bids);
+      return a;
+    }
+  }
+
+  static final class Q7WindowStart extends ProcessWindowFunction<Best, Best, Long, TimeWindow> {
+    @Override
+    public void process(Long auction, Context ctx, Iterable<Best> bests, Collector<Best> out) {
+      for (Best b : bests) {
+        b.windowStart = ctx.window().getStart();
+        out.collect(b);
+      }
+    }
+  }
+
+  /** q7's second stage, keyed by window start: the best bids of all auctions, at the window's end. */
+  static final class Q7Max
+      extends KeyedProcessFunction<Long, Best, Tuple5<Long, Long, Long, Long, Long>> {
+    private transient ValueState<Long> price;
+    private transient ListState<Tuple5<Long, Long, Long, Long, Long>> bids;
+
+    @Override
+    public void open(OpenContext context) {
+      price = getRuntimeContext().getState(new ValueStateDescriptor<>("price", Long.class));
+      bids = getRuntimeContext().getListState(new ListStateDescriptor<>(
+          "bids", Types.TUPLE(Types.LONG, Types.LONG, Types.LONG, Types.LONG, Types.LONG)));
+    }
+
+    @Override
+    public void processElement(Best b, Context ctx,
+                               Collector<Tuple5<Long, Long, Long, Long, Long>> out) throws Exception {
+      Long kept = price.value();
+      if (kept != null && kept > b.price) return;
+      if (kept == null || kept < b.price) {
+        price.update(b.price);
+        bids.clear();
+        ctx.timerService().registerEventTimeTimer(b.windowStart + WINDOW_MS - 1);
+      }
+      bids.addAll(b.bids);
+    }
+
+    @Override
+    public void onTimer(long time, OnTimerContext ctx,
+                        Collector<Tuple5<Long, Long, Long, Long, Long>> out) throws Exception {
+      for (Tuple5<Long, Long, Long, Long, Long> row : bids.get()) out.collect(row);
+      price.clear();
+      bids.clear();
     }
   }
 
@@ -256,7 +464,7 @@ public final class NexmarkPeer {
   }
 
   static long window(long t) {
-    return t - Math.floorMod(t, 10_000L);
+    return t - Math.floorMod(t, WINDOW_MS);
   }
 
   static DataStream<NexmarkEvents.Bid> bids(DataStream<NexmarkEvents.Event> events) {
@@ -270,10 +478,17 @@ public final class NexmarkPeer {
     env.setMaxParallelism(128);  // snapflow's default number of key groups
     if (o.intervalMs > 0) env.enableCheckpointing(o.intervalMs);
     env.disableOperatorChaining();  // one task per operator, as snapflow runs them
-    DataGeneratorSource<NexmarkEvents.Event> source =
-        new DataGeneratorSource<>(new Generate(), o.events, TypeInformation.of(NexmarkEvents.Event.class));
+    boolean eventTime = eventTime(o.query);
+    DataGeneratorSource<NexmarkEvents.Event> source = new DataGeneratorSource<>(
+        new Generate(o.events, eventTime ? o.parallelism : 0), o.events,
+        TypeInformation.of(NexmarkEvents.Event.class));
+    // Event time per source split; a split's times never go back, so no out-of-orderness.
+    WatermarkStrategy<NexmarkEvents.Event> watermarks = eventTime
+        ? WatermarkStrategy.<NexmarkEvents.Event>forMonotonousTimestamps()
+            .withTimestampAssigner((e, previous) -> timeOf(e))
+        : WatermarkStrategy.noWatermarks();
     DataStream<NexmarkEvents.Event> events =
-        env.fromSource(source, WatermarkStrategy.noWatermarks(), "nexmark-source").uid("source");
+        env.fromSource(source, watermarks, "nexmark-source").uid("source");
     DataStream<?> rows;
     switch (o.query) {
       case "q0" -> rows = bids(events).map(b -> b).returns(NexmarkEvents.Bid.class).name("q0-pass");
@@ -297,6 +512,21 @@ public final class NexmarkPeer {
             .returns(Types.TUPLE(Types.STRING, Types.STRING, Types.STRING, Types.LONG))
             .uid("q3-join").name("q3-join");
       }
+      case "q5" -> rows = bids(events).keyBy(b -> b.auction, Types.LONG)
+          .window(SlidingEventTimeWindows.of(Duration.ofMillis(WINDOW_MS), Duration.ofMillis(Q5_SLIDE_MS)))
+          .aggregate(new CountBids(), new Q5Count(), Types.LONG, Types.LONG,
+                     Types.TUPLE(Types.LONG, Types.LONG, Types.LONG))
+          .uid("q5-count").name("q5-count")
+          .keyBy(c -> c.f0, Types.LONG).process(new Q5Top())
+          .returns(Types.TUPLE(Types.LONG, Types.LONG, Types.LONG))
+          .uid("q5-top").name("q5-top");
+      case "q7" -> rows = bids(events).keyBy(b -> b.auction, Types.LONG)
+          .window(TumblingEventTimeWindows.of(Duration.ofMillis(WINDOW_MS)))
+          .aggregate(new BestBids(), new Q7WindowStart())
+          .uid("q7-auction-max").name("q7-auction-max")
+          .keyBy(b -> b.windowStart, Types.LONG).process(new Q7Max())
+          .returns(Types.TUPLE(Types.LONG, Types.LONG, Types.LONG, Types.LONG, Types.LONG))
+          .uid("q7-max").name("q7-max");
       case "q8" -> {
         DataStream<NexmarkEvents.Person> persons = events.filter(e -> e.person != null)
             .name("persons").map(e -> e.person).returns(NexmarkEvents.Person.class).name("persons");
