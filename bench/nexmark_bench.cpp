@@ -1,7 +1,8 @@
 // One Nexmark query (examples/nexmark) as a typed job on the in-process local_cluster, for
 // bench/nexmark-comparison: events/s over a fixed number of generated events, and how long its
-// checkpoints took. Typed jobs carry callables, so they do not run on the coordinator and worker
-// processes yet; this is the in-process MiniCluster-style deployment.
+// checkpoints took. This is the in-process MiniCluster-style deployment, the one Flink's side of
+// the comparison uses; the same queries run on a coordinator and workers as the user program
+// examples/nexmark/nexmark_program.
 //
 //   nexmark_bench --query q1 --events 2000000 --parallelism 2 --interval-ms 100
 //

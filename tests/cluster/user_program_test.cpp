@@ -11,6 +11,7 @@
 
 #include "tests/cluster/cluster_support.hpp"
 #include "tests/cluster/committed_output.hpp"
+#include "tests/cluster/program_support.hpp"
 
 using namespace snapflow::testing;
 
@@ -36,50 +37,12 @@ std::vector<std::string> program_args(const std::filesystem::path& out, int rate
 
 // `running_totals worker` with two slots (the job's parallelism is 2).
 std::unique_ptr<child_process> program_worker(const std::string& control, const std::string& id,
-                                              const std::vector<std::string>& args,
-                                              const std::string& binary = program_bin) {
-  std::vector<std::string> argv{binary,
-                                "worker",
-                                "--coordinator",
-                                control,
-                                "--id",
-                                id,
-                                "--slots",
-                                "2",
-                                "--heartbeat-interval-ms",
-                                std::to_string(heartbeat_interval_ms),
-                                "--heartbeat-timeout-ms",
-                                std::to_string(loss_timeout_ms),
-                                "--data-root",
-                                test_data_root()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return std::make_unique<child_process>(argv);
-}
-
-// `running_totals submit`: the job id it prints, or fails the test with its stderr.
-std::string submit_program(const coordinator_process& coordinator,
-                           const std::vector<std::string>& args) {
-  std::vector<std::string> argv{program_bin, "submit", "--coordinator",
-                                coordinator.rest().address()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  child_process submit(argv);
-  const auto code = submit.wait_exit(patience);
-  INFO("submit stdout: " << submit.stdout_text() << "\nstderr: " << submit.stderr_text());
-  REQUIRE(code == 0);
-  std::string id = submit.stdout_text();
-  while (!id.empty() && (id.back() == '\n' || id.back() == '\r')) id.pop_back();
-  REQUIRE(id.size() == 32);
-  return id;
+                                              const std::vector<std::string>& args) {
+  return start_program_worker(program_bin, control, id, args, loss_timeout_ms);
 }
 
 std::string fingerprint_of(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{program_bin, "fingerprint"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  child_process p(argv);
-  REQUIRE(p.wait_exit(patience) == 0);
-  std::string text = p.stdout_text();
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  return text;
+  return program_fingerprint_of(program_bin, args);
 }
 
 void check_exactly_once(const std::filesystem::path& out) {
@@ -111,7 +74,7 @@ TEST_CASE("a user program runs its job on its own workers and survives a kill -9
   auto w2 = program_worker(coordinator.control(), "w2", args);
   REQUIRE(coordinator.wait_for_workers(2));
 
-  const std::string job = submit_program(coordinator, args);
+  const std::string job = submit_program(program_bin, coordinator, args);
   REQUIRE(coordinator.wait_for_completed_checkpoints(job, 3));
   const json running = coordinator.job(job);
   INFO("job: " << running.dump());
@@ -150,7 +113,7 @@ TEST_CASE("workers without the job's program fingerprint are refused: nothing is
   auto plain = start_worker(coordinator.control(), "plain", {"--executor", "runtime"});
   REQUIRE(coordinator.wait_for_workers(2));
 
-  const std::string job = submit_program(coordinator, args);
+  const std::string job = submit_program(program_bin, coordinator, args);
   // It waits, saying why: its program, and what each worker carries.
   std::string reason;
   const bool waiting = eventually([&] {
