@@ -10,13 +10,15 @@ namespace snapflow::nexmark {
 
 namespace {
 
-// What q4's first stage keeps of an auction.
+// What q4's first stage keeps of an auction, with its best valid price so far (-1: none): one
+// state entry, so a bid reads one entry and writes it only when it raises the price.
 struct q4_auction {
   std::int64_t start = 0;
   std::int64_t expires = 0;
   std::int64_t reserve = 0;
   std::int64_t category = 0;
-  MSGPACK_DEFINE_MAP(start, expires, reserve, category);
+  std::int64_t best = -1;
+  MSGPACK_DEFINE_MAP(start, expires, reserve, category, best);
 };
 
 // What it keeps of a bid that came before its auction.
@@ -39,57 +41,54 @@ bool valid_for(const q4_auction& a, std::int64_t date_time, std::int64_t price) 
   return date_time >= a.start && date_time <= a.expires && price >= a.reserve;
 }
 
-// Raises the auction's best price to `price` if higher, and reports the change.
-void offer(const q4_auction& a, std::int64_t price, api::keyed_process_context<std::int64_t>& ctx,
-           api::collector<q4_winning>& out) {
-  auto best = ctx.get_state<std::int64_t>("best");
-  if (best.value() && *best.value() >= price) return;
-  best.update(price);
-  out.collect(q4_winning{ctx.key(), a.category, price});
-}
-
 void q4_on_auction(const auction& a, api::keyed_process_context<std::int64_t>& ctx,
                    api::collector<q4_winning>& out) {
-  const q4_auction kept{a.date_time, a.expires, a.reserve, a.category};
-  ctx.get_state<q4_auction>("auction").update(kept);
+  q4_auction kept{a.date_time, a.expires, a.reserve, a.category};
   auto early = ctx.get_list_state<q4_early_bid>("early");
-  std::int64_t best = -1;
   for (const auto& b : early.get())
-    if (valid_for(kept, b.date_time, b.price)) best = std::max(best, b.price);
+    if (valid_for(kept, b.date_time, b.price)) kept.best = std::max(kept.best, b.price);
   early.clear();
-  if (best >= 0) offer(kept, best, ctx, out);
+  ctx.get_state<q4_auction>("auction").update(kept);
+  if (kept.best >= 0) out.collect(q4_winning{ctx.key(), kept.category, kept.best});
 }
 
 void q4_on_bid(const bid& b, api::keyed_process_context<std::int64_t>& ctx,
                api::collector<q4_winning>& out) {
-  const auto kept = ctx.get_state<q4_auction>("auction").value();
+  auto state = ctx.get_state<q4_auction>("auction");
+  auto kept = state.value();
   if (!kept) {
     ctx.get_list_state<q4_early_bid>("early").add(q4_early_bid{b.date_time, b.price});
     return;
   }
-  if (valid_for(*kept, b.date_time, b.price)) offer(*kept, b.price, ctx, out);
+  if (!valid_for(*kept, b.date_time, b.price) || kept->best >= b.price) return;
+  kept->best = b.price;
+  state.update(*kept);
+  out.collect(q4_winning{ctx.key(), kept->category, b.price});
 }
+
+// A category's running aggregate in q4's second stage: one state entry.
+struct q4_category {
+  std::int64_t sum = 0;
+  std::int64_t count = 0;
+  std::int64_t version = 0;
+  MSGPACK_DEFINE_MAP(sum, count, version);
+};
 
 void q4_average(const q4_winning& w, api::keyed_process_context<std::int64_t>& ctx,
                 api::collector<q4_update>& out) {
   auto prices = ctx.get_map_state<std::int64_t, std::int64_t>("prices");
-  auto sum = ctx.get_state<std::int64_t>("sum");
-  auto count = ctx.get_state<std::int64_t>("count");
-  auto version = ctx.get_state<std::int64_t>("version");
-  std::int64_t s = sum.value_or(0);
-  std::int64_t n = count.value_or(0);
+  auto state = ctx.get_state<q4_category>("category");
+  q4_category c = state.value_or(q4_category{});
   if (const auto old = prices.get(w.auction)) {
-    s += w.price - *old;
+    c.sum += w.price - *old;
   } else {
-    s += w.price;
-    ++n;
+    c.sum += w.price;
+    ++c.count;
   }
+  ++c.version;
   prices.put(w.auction, w.price);
-  sum.update(s);
-  count.update(n);
-  const std::int64_t v = version.value_or(0) + 1;
-  version.update(v);
-  out.collect(q4_update{ctx.key(), s / n, v});
+  state.update(c);
+  out.collect(q4_update{ctx.key(), c.sum / c.count, c.version});
 }
 
 bool q3_state(const person& p) { return p.state == "OR" || p.state == "ID" || p.state == "CA"; }
