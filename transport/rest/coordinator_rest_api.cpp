@@ -310,7 +310,7 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
   std::uint64_t source_records = 0;
   for (const auto& v : eg.job_vertices()) {
     json subtasks = json::array();
-    std::uint64_t read = 0, written = 0;
+    std::uint64_t read = 0, written = 0, buffered = 0;
     for (const auto& s : v->subtasks()) {
       auto worker = m->worker_of(s->current_attempt());
       std::optional<task_io_metrics::entry> io;
@@ -318,6 +318,7 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
       const std::uint64_t in = io ? io->records_in : 0, out = io ? io->records_out : 0;
       read += in;
       written += out;
+      buffered += io ? io->buffered_in_bytes : 0;
       subtasks.push_back({{"subtask", s->id().index},
                           {"attempt", s->current_attempt().attempt},
                           {"status", std::string(to_string(s->state()))},
@@ -326,13 +327,21 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
                                        {"write-records", out},
                                        // When these counters arrived (coordinator clock, us;
                                        // 0 before any): a rate over one subtask is exact.
-                                       {"records-timestamp-us", io ? io->updated_us : 0}}}});
+                                       {"records-timestamp-us", io ? io->updated_us : 0},
+                                       // The byte bound of each input channel (0: none) and
+                                       // the record bytes queued on them.
+                                       {"in-flight-bytes-bound",
+                                        io ? io->in_flight_bytes_bound : 0},
+                                       {"buffered-in-bytes", io ? io->buffered_in_bytes : 0}}}});
     }
     const bool source = !has_input.contains(v->id());
     if (source) source_records += written;
     vertices.push_back({{"id", v->id()},
                         {"is_source", source},
-                        {"metrics", {{"read-records", read}, {"write-records", written}}},
+                        {"metrics",
+                         {{"read-records", read},
+                          {"write-records", written},
+                          {"buffered-in-bytes", buffered}}},
                         {"uid", v->vertex().uid},
                         {"name", v->vertex().name},
                         {"kind", v->vertex().kind},
