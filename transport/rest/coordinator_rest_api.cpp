@@ -758,6 +758,7 @@ std::string coordinator_rest_api::metrics_text() const {
     checkpoint_counts counts;
     std::int64_t last_duration_ms = 0, last_size = 0, last_id = 0, restore_ts = -1;
     std::int64_t last_persisted = 0, last_unaligned = 0;
+    std::uint64_t buffered_in = 0;
     double since_last_s = -1;
     stats_summary e2e;
     const checkpoint_stage_histograms* stages = nullptr;  // null without checkpointing
@@ -776,6 +777,9 @@ std::string coordinator_rest_api::metrics_text() const {
     job_metrics jm;
     jm.id = s.id;
     jm.name = s.name;
+    if (auto* m = jobs_->find(s.id); m && io_)
+      for (const auto* v : m->graph().all_execution_vertices())
+        if (auto io = io_->find(s.id, v->current_attempt())) jm.buffered_in += io->buffered_in_bytes;
     if (auto* m = jobs_->find(s.id); m && m->coordinator()) {
       const auto& stats = m->coordinator()->core().stats();
       jm.counts = stats.counts();
@@ -819,6 +823,9 @@ std::string coordinator_rest_api::metrics_text() const {
          [](const job_metrics& j) { return j.last_persisted; });
   series("snapflow_last_checkpoint_unaligned", "1 if the last completed checkpoint went unaligned",
          [](const job_metrics& j) { return j.last_unaligned; });
+  series("snapflow_buffered_in_bytes",
+         "bytes of records queued on the input channels of the job's subtasks (last heartbeats)",
+         [](const job_metrics& j) { return j.buffered_in; });
   series("flink_jobmanager_job_lastCompletedCheckpointId", "id of the last completed checkpoint",
          [](const job_metrics& j) { return j.last_id; });
   series("flink_jobmanager_job_lastCheckpointRestoreTimestamp", "ms since epoch, -1 if none",
