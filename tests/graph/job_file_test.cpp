@@ -143,21 +143,21 @@ TEST_CASE("the byte bound of channels and buffer debloating are set in [checkpoi
   for (const char* bad : {"max_in_flight_bytes = -1\n", "max_in_flight_bytes = 1099511627776\n"}) {
     auto r = parse_job_file(source_job_checkpointing(bad), "job.toml");
     REQUIRE_FALSE(r);
-    CHECK_THAT(r.err().message, Catch::Contains("max_in_flight_bytes must be between 0 and"));
+    CHECK_THAT(r.error().message, Catch::Contains("max_in_flight_bytes must be between 0 and"));
   }
   auto target = parse_job_file(
       source_job_checkpointing("max_in_flight_bytes = 4096\nbuffer_debloat = true\n"
                                "buffer_debloat_target_ms = 0\n"),
       "job.toml");
   REQUIRE_FALSE(target);
-  CHECK_THAT(target.err().message, Catch::Contains("buffer_debloat_target_ms must be between 1"));
+  CHECK_THAT(target.error().message, Catch::Contains("buffer_debloat_target_ms must be between 1"));
   auto unbounded = parse_job_file(source_job_checkpointing("buffer_debloat = true\n"), "job.toml");
   REQUIRE_FALSE(unbounded);
-  CHECK_THAT(unbounded.err().message, Catch::Contains("buffer_debloat needs max_in_flight_bytes"));
+  CHECK_THAT(unbounded.error().message, Catch::Contains("buffer_debloat needs max_in_flight_bytes"));
   auto wrong_type =
       parse_job_file(source_job_checkpointing("max_in_flight_bytes = \"64k\"\n"), "job.toml");
   REQUIRE_FALSE(wrong_type);
-  CHECK_THAT(wrong_type.err().message, Catch::Contains("expected an integer"));
+  CHECK_THAT(wrong_type.error().message, Catch::Contains("expected an integer"));
 }
 
 TEST_CASE("the state backend is chosen in [checkpointing]; an unknown one is refused") {
