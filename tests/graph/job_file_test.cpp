@@ -153,7 +153,8 @@ TEST_CASE("the byte bound of channels and buffer debloating are set in [checkpoi
   CHECK_THAT(target.error().message, Catch::Contains("buffer_debloat_target_ms must be between 1"));
   auto unbounded = parse_job_file(source_job_checkpointing("buffer_debloat = true\n"), "job.toml");
   REQUIRE_FALSE(unbounded);
-  CHECK_THAT(unbounded.error().message, Catch::Contains("buffer_debloat needs max_in_flight_bytes"));
+  CHECK_THAT(unbounded.error().message,
+             Catch::Contains("buffer_debloat needs max_in_flight_bytes"));
   auto wrong_type =
       parse_job_file(source_job_checkpointing("max_in_flight_bytes = \"64k\"\n"), "job.toml");
   REQUIRE_FALSE(wrong_type);

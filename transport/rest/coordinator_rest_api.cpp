@@ -779,7 +779,8 @@ std::string coordinator_rest_api::metrics_text() const {
     jm.name = s.name;
     if (auto* m = jobs_->find(s.id); m && io_)
       for (const auto* v : m->graph().all_execution_vertices())
-        if (auto io = io_->find(s.id, v->current_attempt())) jm.buffered_in += io->buffered_in_bytes;
+        if (auto io = io_->find(s.id, v->current_attempt()))
+          jm.buffered_in += io->buffered_in_bytes;
     if (auto* m = jobs_->find(s.id); m && m->coordinator()) {
       const auto& stats = m->coordinator()->core().stats();
       jm.counts = stats.counts();

@@ -24,7 +24,9 @@ element_batch records(std::int64_t first, std::size_t n, std::size_t payload = 0
   return b;
 }
 
-element_batch barrier_batch(checkpoint_id id) { return element_batch{checkpoint_barrier{id, 1, {}}}; }
+element_batch barrier_batch(checkpoint_id id) {
+  return element_batch{checkpoint_barrier{id, 1, {}}};
+}
 
 }  // namespace
 
