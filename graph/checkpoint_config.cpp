@@ -73,6 +73,16 @@ std::optional<std::string> checkpoint_config::validate() const {
     return std::string(
         "checkpoint aligned_checkpoint_timeout_ms needs unaligned = true: it is how long a "
         "checkpoint stays aligned before it goes unaligned");
+  if (max_in_flight_bytes < 0 || max_in_flight_bytes > max_in_flight_bytes_limit)
+    return out_of_range("max_in_flight_bytes", "between 0 and 1073741824 (1 GiB; 0: no byte bound)",
+                        max_in_flight_bytes);
+  if (buffer_debloat_target.count() < 1 || buffer_debloat_target > max_debloat_target)
+    return out_of_range("buffer_debloat_target_ms", "between 1 and 600000 (10 minutes)",
+                        buffer_debloat_target.count());
+  if (buffer_debloat && max_in_flight_bytes == 0)
+    return std::string(
+        "checkpoint buffer_debloat needs max_in_flight_bytes > 0: it is the largest bound "
+        "debloating may give a channel");
   if (unaligned && max_concurrent > 1)
     return out_of_range("max_concurrent", "1 when unaligned checkpoints are enabled",
                         max_concurrent);
@@ -101,6 +111,9 @@ std::ostream& operator<<(std::ostream& os, const checkpoint_config& c) {
      << ", max_concurrent=" << c.max_concurrent << ", tolerable_failures=" << c.tolerable_failures
      << ", mode=" << to_string(c.mode) << ", unaligned=" << c.unaligned
      << ", aligned_checkpoint_timeout_ms=" << c.aligned_checkpoint_timeout.count()
+     << ", max_in_flight_bytes=" << c.max_in_flight_bytes
+     << ", buffer_debloat=" << c.buffer_debloat
+     << ", buffer_debloat_target_ms=" << c.buffer_debloat_target.count()
      << ", retained=" << c.retained << ", retention=" << to_string(c.retention)
      << ", checkpoint_dir=" << c.checkpoint_dir << ", savepoint_dir=" << c.savepoint_dir
      << ", stats_history_size=" << c.stats_history_size << ", state_backend=" << c.state_backend

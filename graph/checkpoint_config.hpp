@@ -44,6 +44,16 @@ struct checkpoint_config {
   // alignment took this long (Flink's execution.checkpointing.aligned-checkpoint-timeout);
   // 0: unaligned from the first barrier.
   std::chrono::milliseconds aligned_checkpoint_timeout{0};
+  // The most bytes of records one channel holds on their way to its consumer (queued at the
+  // consumer, not yet taken); a producer waits for room once they reach it, and a batch is cut
+  // once its records reach it. One record larger than the bound still passes, alone. 0: only
+  // the batch counts bound a channel (docs/unaligned-checkpoints.md, "Bounded in-flight data").
+  std::int64_t max_in_flight_bytes = 0;
+  // Buffer debloating (Flink's taskmanager.network.memory.buffer-debloat.*): each subtask bounds
+  // its input channels to buffer_debloat_target's worth of the throughput it consumes, between
+  // a small minimum and max_in_flight_bytes (which it needs).
+  bool buffer_debloat = false;
+  std::chrono::milliseconds buffer_debloat_target{1000};
   std::int32_t retained = 1;
   externalized_retention retention = externalized_retention::delete_on_cancellation;
   std::string checkpoint_dir;
@@ -65,6 +75,8 @@ struct checkpoint_config {
   static constexpr std::int32_t max_stats_history_size = 100'000;
   static constexpr std::int32_t max_retained = 10'000;
   static constexpr std::int32_t max_inline_state_bytes = 1 << 20;
+  static constexpr std::int64_t max_in_flight_bytes_limit = std::int64_t{1} << 30;
+  static constexpr std::chrono::milliseconds max_debloat_target{600'000};
 
   bool periodic() const { return interval.has_value(); }
 

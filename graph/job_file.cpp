@@ -49,10 +49,11 @@ constexpr std::array<std::string_view, 4> top_level_keys = {"job", "checkpointin
                                                             "operator"};
 constexpr std::array<std::string_view, 5> job_keys = {"name", "parallelism", "max_parallelism",
                                                       "program", "program_fingerprint"};
-constexpr std::array<std::string_view, 16> checkpointing_keys = {
+constexpr std::array<std::string_view, 19> checkpointing_keys = {
     "interval_ms", "mode", "timeout_ms", "min_pause_ms", "max_concurrent", "tolerable_failures",
     "retained", "retention", "unaligned", "checkpoint_dir", "savepoint_dir", "stats_history_size",
-    "state_backend", "inline_state_max_bytes", "incremental", "aligned_checkpoint_timeout_ms"};
+    "state_backend", "inline_state_max_bytes", "incremental", "aligned_checkpoint_timeout_ms",
+    "max_in_flight_bytes", "buffer_debloat", "buffer_debloat_target_ms"};
 constexpr std::array<std::string_view, 9> restart_keys = {
     "strategy", "max_attempts", "delay_ms", "initial_backoff_ms", "max_backoff_ms",
     "backoff_multiplier", "reset_backoff_after_ms", "max_failures_per_interval",
@@ -388,6 +389,13 @@ class job_file_parser {
         ok = read_ms(*node, key, c.timeout);
       } else if (name == "aligned_checkpoint_timeout_ms") {
         ok = read_ms(*node, key, c.aligned_checkpoint_timeout);
+      } else if (name == "max_in_flight_bytes") {
+        ok = read_integer(*node, key, std::numeric_limits<std::int64_t>::min(),
+                          std::numeric_limits<std::int64_t>::max(), c.max_in_flight_bytes);
+      } else if (name == "buffer_debloat") {
+        ok = read_bool(*node, key, c.buffer_debloat);
+      } else if (name == "buffer_debloat_target_ms") {
+        ok = read_ms(*node, key, c.buffer_debloat_target);
       } else if (name == "min_pause_ms") {
         ok = read_ms(*node, key, c.min_pause);
       } else if (name == "max_concurrent") {

@@ -35,6 +35,12 @@ toml::table checkpointing_table(const checkpoint_config& c) {
   if (c.unaligned)
     t.insert("aligned_checkpoint_timeout_ms",
              static_cast<std::int64_t>(c.aligned_checkpoint_timeout.count()));
+  if (c.max_in_flight_bytes != 0) t.insert("max_in_flight_bytes", c.max_in_flight_bytes);
+  if (c.buffer_debloat) {
+    t.insert("buffer_debloat", true);
+    t.insert("buffer_debloat_target_ms",
+             static_cast<std::int64_t>(c.buffer_debloat_target.count()));
+  }
   if (!c.checkpoint_dir.empty()) t.insert("checkpoint_dir", c.checkpoint_dir);
   if (!c.savepoint_dir.empty()) t.insert("savepoint_dir", c.savepoint_dir);
   t.insert("stats_history_size", static_cast<std::int64_t>(c.stats_history_size));

@@ -41,6 +41,9 @@ constexpr std::string_view tolerable_failures = "tolerable_failures";
 constexpr std::string_view mode = "mode";
 constexpr std::string_view unaligned = "unaligned";
 constexpr std::string_view aligned_checkpoint_timeout_ms = "aligned_checkpoint_timeout_ms";
+constexpr std::string_view max_in_flight_bytes = "max_in_flight_bytes";
+constexpr std::string_view buffer_debloat = "buffer_debloat";
+constexpr std::string_view buffer_debloat_target_ms = "buffer_debloat_target_ms";
 constexpr std::string_view retained = "retained";
 constexpr std::string_view retention = "retention";
 constexpr std::string_view checkpoint_dir = "checkpoint_dir";
@@ -89,7 +92,9 @@ void pack_config(packer& pk, const checkpoint_config& c) {
   const bool inline_default =
       c.inline_state_max_bytes == checkpoint_config{}.inline_state_max_bytes;
   const bool timeout_default = c.aligned_checkpoint_timeout.count() == 0;
-  pk.pack_map(13 + (inline_default ? 0 : 1) + (c.incremental ? 1 : 0) + (timeout_default ? 0 : 1));
+  const bool bytes_default = c.max_in_flight_bytes == 0;
+  pk.pack_map(13 + (inline_default ? 0 : 1) + (c.incremental ? 1 : 0) + (timeout_default ? 0 : 1) +
+              (bytes_default ? 0 : 1) + (c.buffer_debloat ? 2 : 0));
   pack_string(pk, key::interval_ms);
   if (c.interval)
     pk.pack_int64(c.interval->count());
@@ -133,6 +138,16 @@ void pack_config(packer& pk, const checkpoint_config& c) {
   if (!timeout_default) {
     pack_string(pk, key::aligned_checkpoint_timeout_ms);
     pk.pack_int64(c.aligned_checkpoint_timeout.count());
+  }
+  if (!bytes_default) {
+    pack_string(pk, key::max_in_flight_bytes);
+    pk.pack_int64(c.max_in_flight_bytes);
+  }
+  if (c.buffer_debloat) {
+    pack_string(pk, key::buffer_debloat);
+    pk.pack_true();
+    pack_string(pk, key::buffer_debloat_target_ms);
+    pk.pack_int64(c.buffer_debloat_target.count());
   }
 }
 
@@ -480,6 +495,15 @@ void read_config(reader& r, const msgpack::object& o, std::string_view prefix,
   if (const msgpack::object* timeout = optional_field(o, key::aligned_checkpoint_timeout_ms);
       timeout != nullptr && timeout->type != msgpack::type::NIL && !r.failed())
     r.read(*timeout, at, key::aligned_checkpoint_timeout_ms, c.aligned_checkpoint_timeout);
+  if (const msgpack::object* bytes = optional_field(o, key::max_in_flight_bytes);
+      bytes != nullptr && bytes->type != msgpack::type::NIL && !r.failed())
+    r.read(*bytes, at, key::max_in_flight_bytes, c.max_in_flight_bytes);
+  if (const msgpack::object* debloat = optional_field(o, key::buffer_debloat);
+      debloat != nullptr && debloat->type != msgpack::type::NIL && !r.failed())
+    r.read(*debloat, at, key::buffer_debloat, c.buffer_debloat);
+  if (const msgpack::object* target = optional_field(o, key::buffer_debloat_target_ms);
+      target != nullptr && target->type != msgpack::type::NIL && !r.failed())
+    r.read(*target, at, key::buffer_debloat_target_ms, c.buffer_debloat_target);
 }
 
 void read_restart(reader& r, const msgpack::object& o, restart_strategy_config& c) {

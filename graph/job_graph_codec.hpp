@@ -31,7 +31,8 @@
 //                     1 retain_on_cancellation), checkpoint_dir: str, savepoint_dir: str,
 //                     stats_history_size: i32, state_backend: str,
 //                     [inline_state_max_bytes: i32], [incremental: bool],
-//                     [aligned_checkpoint_timeout_ms: i64]}
+//                     [aligned_checkpoint_timeout_ms: i64], [max_in_flight_bytes: i64],
+//                     [buffer_debloat: bool, buffer_debloat_target_ms: i64]}
 //   (the bracketed keys were added later: written only when not the default, absent or nil
 //   keeps the default)
 //   restart          {strategy: u8 (0 none, 1 fixed_delay, 2 exponential_backoff,

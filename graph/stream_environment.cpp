@@ -194,6 +194,17 @@ stream_environment& stream_environment::set_aligned_checkpoint_timeout(
     std::chrono::milliseconds timeout) {
   return update_config([&](checkpoint_config& c) { c.aligned_checkpoint_timeout = timeout; });
 }
+
+stream_environment& stream_environment::set_max_in_flight_bytes(std::int64_t bytes) {
+  return update_config([&](checkpoint_config& c) { c.max_in_flight_bytes = bytes; });
+}
+
+stream_environment& stream_environment::enable_buffer_debloat(std::chrono::milliseconds target) {
+  return update_config([&](checkpoint_config& c) {
+    c.buffer_debloat = true;
+    c.buffer_debloat_target = target;
+  });
+}
 stream_environment& stream_environment::set_restart_strategy(
     const restart_strategy_config& restart) {
   if (auto error = restart.validate()) throw invalid_config(*error);

@@ -103,6 +103,13 @@ class stream_environment {
   // With unaligned checkpoints: start aligned and go unaligned once alignment took `timeout`
   // (0, the default: unaligned from the first barrier).
   stream_environment& set_aligned_checkpoint_timeout(std::chrono::milliseconds timeout);
+  // The most bytes of records one channel holds for its consumer (0, the default: bounded by
+  // batch counts only; docs/unaligned-checkpoints.md, "Bounded in-flight data").
+  stream_environment& set_max_in_flight_bytes(std::int64_t bytes);
+  // Buffer debloating: each subtask bounds its input channels to `target`'s worth of the
+  // throughput it consumes, at most max_in_flight_bytes (which it needs).
+  stream_environment& enable_buffer_debloat(
+      std::chrono::milliseconds target = std::chrono::milliseconds(1000));
   stream_environment& set_checkpoint_dir(std::string dir);
   stream_environment& set_savepoint_dir(std::string dir);
   stream_environment& set_checkpoint_stats_history_size(std::int32_t size);

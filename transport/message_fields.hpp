@@ -236,6 +236,8 @@ void describe(V& v, M& m) {
   v.optional("records_in", m.records_in);
   v.optional("records_out", m.records_out);
   v.optional("notified", m.notified);
+  v.optional("in_flight_bytes_bound", m.in_flight_bytes_bound);
+  v.optional("buffered_in_bytes", m.buffered_in_bytes);
 }
 
 template <typename V, message_of<checkpoint_notified> M>

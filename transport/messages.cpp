@@ -110,6 +110,9 @@ std::ostream& operator<<(std::ostream& os, const task_io& t) {
   os << "task_io{job=" << t.job << ", attempt=" << t.attempt << ", in=" << t.records_in
      << ", out=" << t.records_out;
   if (t.notified) os << ", notified=" << *t.notified;
+  if (t.in_flight_bytes_bound != 0)
+    os << ", in_flight_bytes_bound=" << t.in_flight_bytes_bound
+       << ", buffered_in_bytes=" << t.buffered_in_bytes;
   return os << "}";
 }
 

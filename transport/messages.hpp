@@ -156,6 +156,10 @@ struct task_io {
   // The completion notifications it handled since the previous heartbeat, oldest first; left
   // out when there are none, so the entry is the same bytes older workers send.
   std::optional<std::vector<checkpoint_notified>> notified;
+  // task_io_counters' byte bound of its input channels and the bytes queued on them; left out
+  // when 0 (an attempt without a byte bound), so older peers read the same bytes.
+  std::uint64_t in_flight_bytes_bound = 0;
+  std::uint64_t buffered_in_bytes = 0;
 
   bool operator==(const task_io&) const = default;
 };

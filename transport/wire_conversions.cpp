@@ -142,6 +142,8 @@ std::int64_t timestamp_us_from_wire(const wire::trigger_checkpoint& m) {
 
 wire::task_io to_wire(const task_io_counters& c) {
   wire::task_io m{c.job, c.attempt, c.records_in, c.records_out, std::nullopt};
+  m.in_flight_bytes_bound = c.in_flight_bytes_bound;
+  m.buffered_in_bytes = c.buffered_in_bytes;
   if (!c.notified.empty()) {
     m.notified.emplace();
     m.notified->reserve(c.notified.size());
@@ -152,6 +154,8 @@ wire::task_io to_wire(const task_io_counters& c) {
 
 task_io_counters from_wire(const wire::task_io& m) {
   task_io_counters c{m.job, m.attempt, m.records_in, m.records_out, {}};
+  c.in_flight_bytes_bound = m.in_flight_bytes_bound;
+  c.buffered_in_bytes = m.buffered_in_bytes;
   if (m.notified) {
     // A peer keeps at most this many (task_io_metrics.hpp); more is not trusted to be
     // bounded, so only the newest are taken.

@@ -389,6 +389,10 @@ result<void> local_cluster::deploy(const std::optional<completed_checkpoint>& re
         if (!backend) return backend.err();
         c.state_backend = *backend;
         c.incremental_checkpoints = job_.checkpointing->config.incremental;
+        c.max_in_flight_bytes =
+            static_cast<std::uint64_t>(job_.checkpointing->config.max_in_flight_bytes);
+        c.buffer_debloat = job_.checkpointing->config.buffer_debloat;
+        c.buffer_debloat_target = job_.checkpointing->config.buffer_debloat_target;
       }
       c.local_state_dir = options_.local_state_dir;
       c.rocksdb_block_cache_bytes = options_.rocksdb_block_cache_bytes;
@@ -596,6 +600,20 @@ std::uint64_t local_cluster::records_in(subtask_id subtask) const {
   for (const auto& t : tasks_)
     if (t->attempt().subtask == subtask) n += t->records_in();
   return n;
+}
+
+std::uint64_t local_cluster::in_flight_bytes_bound(subtask_id subtask) const {
+  std::uint64_t bound = 0;
+  for (const auto& t : tasks_)
+    if (t->attempt().subtask == subtask && !t->done()) bound = t->in_flight_bytes_bound();
+  return bound;
+}
+
+std::uint64_t local_cluster::buffered_input_bytes(subtask_id subtask) const {
+  std::uint64_t bytes = 0;
+  for (const auto& t : tasks_)
+    if (t->attempt().subtask == subtask && !t->done()) bytes += t->buffered_input_bytes();
+  return bytes;
 }
 
 }  // namespace snapflow

@@ -122,6 +122,10 @@ class local_cluster {
   std::optional<std::string> failure_cause() const;
   // Per subtask, records taken from its inputs (sinks: records written).
   std::uint64_t records_in(subtask_id subtask) const;
+  // Per subtask (its running attempt): the byte bound of each of its input channels
+  // (stream_task::in_flight_bytes_bound), and the bytes of records queued on them.
+  std::uint64_t in_flight_bytes_bound(subtask_id subtask) const;
+  std::uint64_t buffered_input_bytes(subtask_id subtask) const;
 
  private:
   class gateway;

@@ -9,7 +9,8 @@ void task_io_metrics::report(const task_io_counters& c, std::int64_t now_us) {
   auto [it, inserted] = job.subtasks.try_emplace(c.attempt.subtask);
   entry& e = it->second;
   if (!inserted && c.attempt.attempt < e.attempt) return;  // an earlier deployment's last words
-  e = entry{c.attempt.attempt, c.records_in, c.records_out, now_us};
+  e = entry{c.attempt.attempt, c.records_in,           c.records_out,
+            now_us,            c.in_flight_bytes_bound, c.buffered_in_bytes};
   job.updated_us = std::max(job.updated_us, now_us);
 }
 

@@ -21,6 +21,10 @@ struct task_io_counters {
   std::uint64_t records_in = 0;
   std::uint64_t records_out = 0;
   std::vector<checkpoint_notified> notified;
+  // The byte bound of each of its input channels now (checkpoint_config::max_in_flight_bytes,
+  // or what buffer debloating set; 0: none), and the bytes of records queued on them.
+  std::uint64_t in_flight_bytes_bound = 0;
+  std::uint64_t buffered_in_bytes = 0;
 
   bool operator==(const task_io_counters&) const = default;
 };
@@ -42,6 +46,8 @@ class task_io_metrics {
     std::uint64_t records_in = 0;
     std::uint64_t records_out = 0;
     std::int64_t updated_us = 0;  // coordinator_clock time of the report
+    std::uint64_t in_flight_bytes_bound = 0;
+    std::uint64_t buffered_in_bytes = 0;
   };
 
   void report(const task_io_counters& counters, std::int64_t now_us);

@@ -35,6 +35,15 @@ class byte_gauge {
 // Roughly what one record costs to move or persist (alignment and channel state metrics).
 inline std::uint64_t approximate_bytes(const record& r) { return sizeof(record) + r.payload.size(); }
 
+// The bytes of the records of a batch, as approximate_bytes(record) counts them: what the byte
+// bound of a channel (checkpoint_config::max_in_flight_bytes) and channel state count.
+inline std::uint64_t record_bytes(const element_batch& batch) {
+  std::uint64_t bytes = 0;
+  for (const auto& e : batch)
+    if (const auto* r = std::get_if<record>(&e)) bytes += approximate_bytes(*r);
+  return bytes;
+}
+
 inline std::uint64_t approximate_bytes(const element_batch& batch) {
   std::uint64_t bytes = batch.capacity() * sizeof(stream_element);
   for (const auto& e : batch)

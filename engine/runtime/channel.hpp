@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -69,6 +70,19 @@ class output_channel {
   // Ends the channel for good: wakes a blocked send() and makes every later one fail. Any
   // thread. Used when a job is torn down (a failed or cancelled task).
   virtual void cancel() = 0;
+
+  // --- the byte bound (checkpoint_config::max_in_flight_bytes) ---
+  // From now on a batch with records goes (send, try_send) only while the bytes of records the
+  // consumer holds, with it, stay within the bound in force, or while the consumer holds none
+  // (one batch larger than the bound passes alone, so nothing deadlocks). A batch without
+  // records (a barrier: can_send_now) adds none and is held by the batch count only. 0: no
+  // byte bound. Called before the producing task starts. A channel that cannot count ignores
+  // it.
+  virtual void set_max_in_flight_bytes(std::uint64_t bytes) { (void)bytes; }
+  // The bound in force: the configured one, or a smaller one its consumer announced
+  // (input_channel::announce_in_flight_bytes); 0: none. Any thread; output_gate cuts batches
+  // at it.
+  virtual std::uint64_t in_flight_bytes_bound() const { return 0; }
 };
 
 // What input_channel::take_first_barrier found: the first barrier queued on its own in a
@@ -107,6 +121,18 @@ class input_channel {
   // Whether a batch sent by send_priority is queued and not taken yet: cheap (no lock), for a
   // task to poll between records. Its arrival notifies the wakeup as any batch does.
   virtual bool has_priority_barrier() const { return false; }
+
+  // --- the byte bound (checkpoint_config::max_in_flight_bytes) ---
+  // The bound the job configured, for the consumer's side (a network channel returns credit
+  // sooner under it). 0: none. Called before the consuming task starts.
+  virtual void set_max_in_flight_bytes(std::uint64_t bytes) { (void)bytes; }
+  // Buffer debloating: the consumer wants at most `bytes` of records in flight on this
+  // channel from now on (never above the configured bound; 0: the configured bound again).
+  // It reaches the producer as the channel can carry it (the same object in process, a credit
+  // frame over the network). Task thread.
+  virtual void announce_in_flight_bytes(std::uint64_t bytes) { (void)bytes; }
+  // Bytes of records queued and not taken yet (stats); 0 for a channel that does not count.
+  virtual std::uint64_t buffered_record_bytes() const { return 0; }
 };
 
 // Whether `batch` is what send_priority carries: exactly one checkpoint_barrier.

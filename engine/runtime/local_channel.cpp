@@ -16,7 +16,8 @@ bool local_channel::send(element_batch batch) {
   std::shared_ptr<task_wakeup> wakeup;
   {
     std::unique_lock lock(mutex_);
-    not_full_.wait(lock, [&] { return cancelled_ || has_room(); });
+    const std::uint64_t bytes = record_bytes(batch);
+    not_full_.wait(lock, [&] { return cancelled_ || has_room(bytes); });
     if (cancelled_) return false;
     push(std::move(batch));
     wakeup = wakeup_;
@@ -32,7 +33,7 @@ send_status local_channel::try_send(element_batch& batch) {
   {
     std::lock_guard lock(mutex_);
     if (cancelled_) return send_status::cancelled;
-    if (!has_room()) {
+    if (!has_room(record_bytes(batch))) {
       room_wanted_ = true;
       return send_status::no_room;
     }
@@ -43,7 +44,43 @@ send_status local_channel::try_send(element_batch& batch) {
   return send_status::sent;
 }
 
+bool local_channel::has_room(std::uint64_t bytes) const {
+  if (queue_.size() - priority_queued_.load() >= capacity_) return false;
+  const std::uint64_t bound = in_flight_bytes_bound();
+  const std::uint64_t queued = queued_record_bytes_.load();
+  return bytes == 0 || bound == 0 || queued == 0 || queued + bytes <= bound;
+}
+
+std::uint64_t local_channel::in_flight_bytes_bound() const {
+  const std::uint64_t configured = max_bytes_.load();
+  const std::uint64_t announced = announced_bytes_.load();
+  if (configured == 0) return announced;
+  if (announced == 0) return configured;
+  return std::min(configured, announced);
+}
+
+void local_channel::set_max_in_flight_bytes(std::uint64_t bytes) {
+  max_bytes_.store(bytes);
+  bound_changed();
+}
+
+void local_channel::announce_in_flight_bytes(std::uint64_t bytes) {
+  if (announced_bytes_.exchange(bytes) == bytes) return;
+  bound_changed();
+}
+
+void local_channel::bound_changed() {
+  std::shared_ptr<task_wakeup> producer;
+  {
+    std::lock_guard lock(mutex_);
+    producer = room_came(true);
+  }
+  not_full_.notify_all();
+  if (producer) producer->notify();
+}
+
 void local_channel::push(element_batch batch) {
+  queued_record_bytes_.store(queued_record_bytes_.load() + record_bytes(batch));
   if (gauge_) {
     const std::uint64_t bytes = approximate_bytes(batch);
     queued_bytes_ += bytes;
@@ -99,7 +136,7 @@ bool local_channel::send_priority(element_batch batch) {
 bool local_channel::can_send_now() {
   // One producer: room seen here is still there at its next send.
   std::lock_guard lock(mutex_);
-  return !cancelled_ && has_room();
+  return !cancelled_ && has_room(0);
 }
 
 element_batch local_channel::extract(std::deque<queued>::iterator at, bool& freed) {
@@ -108,6 +145,7 @@ element_batch local_channel::extract(std::deque<queued>::iterator at, bool& free
     queued_bytes_ -= bytes;
     gauge_->subtract(bytes);
   }
+  queued_record_bytes_.store(queued_record_bytes_.load() - record_bytes(at->batch));
   freed = !at->priority;
   if (at->priority) priority_queued_.fetch_sub(1);
   element_batch batch = std::move(at->batch);
@@ -167,6 +205,7 @@ void local_channel::cancel() {
     cancelled_ = true;
     queue_.clear();
     priority_queued_ = 0;
+    queued_record_bytes_ = 0;
     if (gauge_) gauge_->subtract(queued_bytes_);
     queued_bytes_ = 0;
     wakeup = wakeup_;

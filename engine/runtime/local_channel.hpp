@@ -17,6 +17,11 @@ namespace snapflow {
 // Batches sent by send_priority join the back of the queue beyond the capacity: they do not
 // count against it, so they neither wait for room nor hold a later send back. A try_send that
 // found the queue full has the consumer's next take notify the producer's room wakeup.
+//
+// Byte bound (set_max_in_flight_bytes, announce_in_flight_bytes): the bytes of records queued
+// count too: a batch with records goes only while they stay within the bound with it, or while
+// nothing with records is queued. A batch without records (a barrier, an end of input) is held
+// by the batch count only: it adds no bytes.
 class local_channel final : public output_channel, public input_channel {
  public:
   // At most `capacity_batches` batches wait for the consumer.
@@ -35,6 +40,11 @@ class local_channel final : public output_channel, public input_channel {
   bool has_priority_barrier() const override { return priority_queued_.load() > 0; }
   void set_wakeup(std::shared_ptr<task_wakeup> wakeup) override;
   void cancel() override;
+  // Both ends share it: the producer's and the consumer's configured bound are the same.
+  void set_max_in_flight_bytes(std::uint64_t bytes) override;
+  std::uint64_t in_flight_bytes_bound() const override;
+  void announce_in_flight_bytes(std::uint64_t bytes) override;
+  std::uint64_t buffered_record_bytes() const override { return queued_record_bytes_.load(); }
 
   // Counts the bytes of queued batches in `gauge` from now on (the worker's buffered-bytes
   // figure). Set before the first send.
@@ -55,8 +65,10 @@ class local_channel final : public output_channel, public input_channel {
     element_batch batch;
     bool priority = false;  // by send_priority: not counted against capacity_
   };
-  // Whether one more batch of send() fits. Under mutex_.
-  bool has_room() const { return queue_.size() - priority_queued_.load() < capacity_; }
+  // Whether one more batch of send() with `bytes` of records fits. Under mutex_.
+  bool has_room(std::uint64_t bytes) const;
+  // After the bound grew: a producer waiting for room may go. Outside mutex_.
+  void bound_changed();
   // Takes the queued batch at `at` out of the queue and the gauge. Under mutex_; `freed` says
   // whether it held room (a blocked send() may go now).
   element_batch extract(std::deque<queued>::iterator at, bool& freed);
@@ -78,6 +90,9 @@ class local_channel final : public output_channel, public input_channel {
   std::uint64_t queued_bytes_ = 0;  // counted in gauge_
   std::size_t high_water_mark_ = 0;
   bool cancelled_ = false;
+  std::atomic<std::uint64_t> max_bytes_{0};        // configured; 0: none
+  std::atomic<std::uint64_t> announced_bytes_{0};  // by the consumer (debloating); 0: none
+  std::atomic<std::uint64_t> queued_record_bytes_{0};  // written under mutex_
 };
 
 }  // namespace snapflow

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "engine/runtime/byte_gauge.hpp"
+
 namespace snapflow {
 
 output_gate::output_gate(partitioner part, std::vector<std::shared_ptr<output_channel>> channels,
@@ -10,6 +12,7 @@ output_gate::output_gate(partitioner part, std::vector<std::shared_ptr<output_ch
     : partitioner_(part),
       channels_(std::move(channels)),
       pending_(channels_.size()),
+      pending_bytes_(channels_.size(), 0),
       backlog_(channels_.size()),
       batch_size_(batch_size) {
   assert(!channels_.empty());
@@ -124,6 +127,14 @@ void output_gate::cancel() {
 }
 
 bool output_gate::append(std::size_t channel, stream_element e) {
+  if (const auto* r = std::get_if<record>(&e)) {
+    const std::uint64_t bytes = approximate_bytes(*r);
+    const std::uint64_t bound = channels_[channel]->in_flight_bytes_bound();
+    if (bound != 0 && pending_bytes_[channel] != 0 && pending_bytes_[channel] + bytes > bound &&
+        !send(channel))
+      return false;
+    pending_bytes_[channel] += bytes;
+  }
   pending_[channel].push_back(std::move(e));
   if (pending_[channel].size() < batch_size_) return true;
   return send(channel);
@@ -133,6 +144,7 @@ bool output_gate::send(std::size_t channel) {
   element_batch batch;
   batch.reserve(batch_size_);
   batch.swap(pending_[channel]);
+  pending_bytes_[channel] = 0;
   return ship(channel, std::move(batch));
 }
 

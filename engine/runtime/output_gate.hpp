@@ -24,6 +24,10 @@ namespace snapflow {
 // has a backlog (backlogged()), so a backlog holds what the operator emitted for the record in
 // progress, normally one batch (Flink's overdraft buffer), and drain() hands it over once the
 // channel's room wakeup said room came.
+//
+// With a byte bound on a channel (output_channel::in_flight_bytes_bound), a batch is also cut
+// before a record that would take its records' bytes beyond the bound, so no batch holds more
+// than the bound, but for a single larger record, which goes alone.
 class output_gate {
  public:
   output_gate(partitioner part, std::vector<std::shared_ptr<output_channel>> channels,
@@ -84,6 +88,7 @@ class output_gate {
   partitioner partitioner_;
   std::vector<std::shared_ptr<output_channel>> channels_;
   std::vector<element_batch> pending_;
+  std::vector<std::uint64_t> pending_bytes_;  // record_bytes of pending_, by channel
   std::vector<std::deque<element_batch>> backlog_;  // by channel, oldest first
   std::size_t backlogged_channels_ = 0;             // channels with a non-empty backlog
   std::size_t batch_size_;

@@ -192,6 +192,10 @@ void runtime_task_executor::deploy(const task_deployment_descriptor& d) {
     if (!backend) return fail_deploy(d, backend.err().message);
     c.state_backend = *backend;
     c.incremental_checkpoints = job.checkpointing->config.incremental;
+    c.max_in_flight_bytes =
+        static_cast<std::uint64_t>(job.checkpointing->config.max_in_flight_bytes);
+    c.buffer_debloat = job.checkpointing->config.buffer_debloat;
+    c.buffer_debloat_target = job.checkpointing->config.buffer_debloat_target;
   }
   c.local_state_dir = options_.local_state_dir;
   c.rocksdb_block_cache_bytes = options_.rocksdb_block_cache_bytes;
@@ -219,7 +223,7 @@ void runtime_task_executor::reap() {
       // Its last counters still go out with the next heartbeat.
       if (ended_io_.size() >= max_ended_io) ended_io_.erase(ended_io_.begin());
       ended_io_.push_back({it->first.first, it->first.second, it->second->records_in(),
-                           it->second->records_out(), it->second->take_notified()});
+                           it->second->records_out(), it->second->take_notified(), 0, 0});
       it = tasks_.erase(it);  // joins a thread that has ended
     } else {
       ++it;
@@ -231,8 +235,9 @@ std::vector<task_io_counters> runtime_task_executor::take_io_counters() {
   std::vector<task_io_counters> out = std::exchange(ended_io_, {});
   out.reserve(out.size() + tasks_.size());
   for (const auto& [key, task] : tasks_)
-    out.push_back(
-        {key.first, key.second, task->records_in(), task->records_out(), task->take_notified()});
+    out.push_back({key.first, key.second, task->records_in(), task->records_out(),
+                   task->take_notified(), task->in_flight_bytes_bound(),
+                   task->buffered_input_bytes()});
   return out;
 }
 

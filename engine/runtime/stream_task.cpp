@@ -394,6 +394,23 @@ result<void> stream_task::initialize() {
     partitioner part(edge.part, static_cast<std::uint32_t>(edge.channels.size()),
                      edge.target_max_parallelism, index);
     gates_.emplace_back(part, edge.channels, config_.batch_size);
+    if (config_.max_in_flight_bytes != 0)
+      for (auto& c : edge.channels) c->set_max_in_flight_bytes(config_.max_in_flight_bytes);
+  }
+  in_flight_bound_.store(config_.max_in_flight_bytes, std::memory_order_relaxed);
+  if (config_.max_in_flight_bytes != 0)
+    for (auto& in : config_.inputs) in->set_max_in_flight_bytes(config_.max_in_flight_bytes);
+  if (config_.buffer_debloat && config_.max_in_flight_bytes != 0 && !config_.inputs.empty()) {
+    buffer_debloater::settings s;
+    s.target_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      config_.buffer_debloat_target)
+                      .count();
+    s.max_bytes = config_.max_in_flight_bytes;
+    s.channels = config_.inputs.size();
+    s.period_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(config_.buffer_debloat_period)
+            .count();
+    debloater_.emplace(s, now_us());
   }
   output_ = std::make_unique<task_output>(*this);
 
@@ -698,6 +715,7 @@ result<void> stream_task::run_inputs(std::unique_lock<std::mutex>& turn) {
     deferred_writes_.clear();
     if (auto r = process_mailbox(); !r) return r;
     if (should_stop()) return success();
+    debloat();
     // Before the outputs' room is waited for: a barrier that overtakes records must not wait.
     if (auto r = take_overtaking_barriers(); !r) return r;
     if (auto r = check_unaligned_timeouts(); !r) return r;
@@ -719,7 +737,10 @@ result<void> stream_task::run_inputs(std::unique_lock<std::mutex>& turn) {
     if (all_ended) return finish_inputs(turn);
     if (!progress) {
       if (!flush_outputs()) return success();
+      // Waiting for input is no time the inputs' throughput is measured over.
+      if (debloater_) debloater_->idle_begin(now_us());
       wait_idle(turn, seen, std::chrono::steady_clock::now() + config_.idle_recheck);
+      if (debloater_) debloater_->idle_end(now_us());
     }
   }
 }
@@ -776,6 +797,7 @@ bool stream_task::run_barrier_on_caller() {
               (last_barrier_ != snapshots_before && !outputs_take_a_batch_now())) {
             // Records or an end of input (or that second checkpoint): the task thread's, from
             // the cursor, in order.
+            on_batch_taken(*batch);
             cursor.batch = std::move(*batch);
             cursor.next = 0;
             cursor.held_counted = false;
@@ -819,6 +841,7 @@ result<bool> stream_task::process_input(std::size_t i) {
       if (auto why = inputs_[i]->broken()) return error{*why};
       return false;
     }
+    on_batch_taken(*batch);
     cursor.batch = std::move(*batch);
     cursor.next = 0;
     cursor.held_counted = false;
@@ -930,6 +953,7 @@ void stream_task::hold(std::size_t i) {
     // buffers nothing more than reading the input would.
     auto batch = inputs_[i]->try_take();
     if (!batch) return;
+    on_batch_taken(*batch);
     cursor.batch = std::move(*batch);
     cursor.next = 0;
     cursor.held_counted = false;
@@ -1049,6 +1073,20 @@ void stream_task::drain_before_end(std::unique_lock<std::mutex>& turn) {
     if (!outputs_backlogged()) return;
     wait_idle(turn, seen, std::chrono::steady_clock::now() + config_.idle_recheck);
   }
+}
+
+void stream_task::debloat() {
+  if (!debloater_) return;
+  const auto bound = debloater_->update(now_us());
+  if (!bound) return;
+  for (auto& in : config_.inputs) in->announce_in_flight_bytes(*bound);
+  in_flight_bound_.store(*bound, std::memory_order_relaxed);
+}
+
+std::uint64_t stream_task::buffered_input_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& in : config_.inputs) bytes += in->buffered_record_bytes();
+  return bytes;
 }
 
 bool stream_task::flush_outputs() {

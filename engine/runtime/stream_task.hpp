@@ -18,6 +18,8 @@
 #include "engine/checkpoint/completed_checkpoint.hpp"
 #include "engine/runtime/barrier_aligner.hpp"
 #include "engine/runtime/barrier_tracker.hpp"
+#include "engine/runtime/byte_gauge.hpp"
+#include "engine/runtime/buffer_debloater.hpp"
 #include "engine/runtime/channel.hpp"
 #include "engine/runtime/channel_state.hpp"
 #include "engine/runtime/checkpoint_responder.hpp"
@@ -93,6 +95,14 @@ struct stream_task_config {
   std::optional<checkpoint_id> restore_checkpoint;
   std::map<std::uint32_t, subtask_state> restore_states;
   std::size_t batch_size = 256;
+  // checkpoint_config::max_in_flight_bytes, set on every output and input channel (0: none).
+  std::uint64_t max_in_flight_bytes = 0;
+  // checkpoint_config::buffer_debloat (needs max_in_flight_bytes): the task bounds its input
+  // channels to buffer_debloat_target's worth of what it consumes (buffer_debloater).
+  bool buffer_debloat = false;
+  std::chrono::milliseconds buffer_debloat_target{1000};
+  // How often the debloater recomputes the bound. Tests make it long and step it themselves.
+  std::chrono::milliseconds buffer_debloat_period{200};
   // How long a task with inputs sleeps with nothing to do before it looks again by itself.
   // Every batch, message and cancel wakes it at once; this only bounds what a missed wake-up
   // would cost. Tests make it long, so that a missed wake-up shows.
@@ -163,6 +173,14 @@ class stream_task {
   std::uint64_t barriers_taken_on_caller() const {
     return barriers_on_caller_.load(std::memory_order_relaxed);
   }
+  // The byte bound of each of its input channels now: max_in_flight_bytes, or what debloating
+  // set (0: none). Any thread.
+  std::uint64_t in_flight_bytes_bound() const {
+    return in_flight_bound_.load(std::memory_order_relaxed);
+  }
+  // Bytes of records queued on its input channels, not taken yet (channels that count them).
+  // Any thread.
+  std::uint64_t buffered_input_bytes() const;
   // Tests, for a started task: waits while its thread has its turn (always, until it first
   // waits for work), then says whether it waits idle (what a trigger or a barrier needs to be
   // taken on its caller's thread) rather than ended.
@@ -304,6 +322,11 @@ class stream_task {
   result<void> run_processing_time();
   std::optional<std::chrono::steady_clock::time_point> processing_time_deadline() const;
   bool should_stop() const;
+  // Debloating: a batch taken from an input, and the periodic update of the inputs' bound.
+  void on_batch_taken(const element_batch& batch) {
+    if (debloater_) debloater_->on_consumed(record_bytes(batch));
+  }
+  void debloat();
   bool flush_outputs();
   // Whether an output has a batch its channel did not take yet (output_gate::backlogged): the
   // task takes no input and emits nothing new until it is handed over.
@@ -356,6 +379,7 @@ class stream_task {
   bool recording_ = false;  // in_flight_ has inputs that owe the barrier
   bool scan_owed_ = false;  // look for a queued barrier on the inputs that owe it
   std::optional<overtaken_input> overtaken_;
+  std::optional<buffer_debloater> debloater_;  // with config_.buffer_debloat and inputs
   std::vector<persisted_channel> restored_channels_;  // read by restore_state
   // Recovery alignment (stream_task_config::unaligned_checkpoints): inputs that delivered their
   // recovery marker, and how many have not yet; 0 once every one did.
@@ -405,6 +429,7 @@ class stream_task {
   std::atomic<bool> done_{false};
   std::atomic<std::uint64_t> records_in_{0};
   std::atomic<std::uint64_t> records_out_{0};
+  std::atomic<std::uint64_t> in_flight_bound_{0};
   // Written once per handled notification (by the task thread, or by the notifying thread for
   // an operator that does not listen), taken by the worker's heartbeat: a lock, since an id and
   // its time must be read together.

@@ -368,6 +368,7 @@ int main(int argc, char** argv) {
   const std::string records_bytes = data::encode(records);
   write(data_dir, "records_barrier_end.bin", records_bytes);
   write(data_dir, "credit.bin", data::encode(data::credit_frame{records.key, 4096}));
+  write(data_dir, "credit_bound.bin", data::encode(data::credit_frame{records.key, 4096, 65536}));
   write(data_dir, "empty.bin", data::encode(data::data_frame{records.key, 3, {}}));
   write(data_dir, "truncated.bin", records_bytes.substr(0, records_bytes.size() - 7));
 

@@ -128,6 +128,39 @@ params = { count = 10 }
   CHECK(g.checkpointing->config.unaligned);
 }
 
+TEST_CASE("the byte bound of channels and buffer debloating are set in [checkpointing]; bad "
+          "values are refused with their key") {
+  const job_graph g = load_ok(source_job_checkpointing(
+      "max_in_flight_bytes = 65536\nbuffer_debloat = true\nbuffer_debloat_target_ms = 500\n"));
+  REQUIRE(g.checkpointing);
+  CHECK(g.checkpointing->config.max_in_flight_bytes == 65536);
+  CHECK(g.checkpointing->config.buffer_debloat);
+  CHECK(g.checkpointing->config.buffer_debloat_target == std::chrono::milliseconds(500));
+  const job_graph defaults = load_ok(source_job_checkpointing(""));
+  CHECK(defaults.checkpointing->config.max_in_flight_bytes == 0);
+  CHECK_FALSE(defaults.checkpointing->config.buffer_debloat);
+
+  for (const char* bad : {"max_in_flight_bytes = -1\n", "max_in_flight_bytes = 1099511627776\n"}) {
+    auto r = parse_job_file(source_job_checkpointing(bad), "job.toml");
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("max_in_flight_bytes must be between 0 and"));
+  }
+  auto target = parse_job_file(
+      source_job_checkpointing("max_in_flight_bytes = 4096\nbuffer_debloat = true\n"
+                               "buffer_debloat_target_ms = 0\n"),
+      "job.toml");
+  REQUIRE_FALSE(target);
+  CHECK_THAT(target.error().message, Catch::Contains("buffer_debloat_target_ms must be between 1"));
+  auto unbounded = parse_job_file(source_job_checkpointing("buffer_debloat = true\n"), "job.toml");
+  REQUIRE_FALSE(unbounded);
+  CHECK_THAT(unbounded.error().message,
+             Catch::Contains("buffer_debloat needs max_in_flight_bytes"));
+  auto wrong_type =
+      parse_job_file(source_job_checkpointing("max_in_flight_bytes = \"64k\"\n"), "job.toml");
+  REQUIRE_FALSE(wrong_type);
+  CHECK_THAT(wrong_type.error().message, Catch::Contains("expected an integer"));
+}
+
 TEST_CASE("the state backend is chosen in [checkpointing]; an unknown one is refused") {
   const job_graph g = load_ok(source_job_checkpointing("state_backend = \"rocksdb\"\n"));
   REQUIRE(g.checkpointing);

@@ -22,6 +22,7 @@ job_graph program_job() {
   restart.max_attempts = 4;
   restart.delay_ms = 250;
   env.set_restart_strategy(restart);
+  env.set_max_in_flight_bytes(65'536).enable_buffer_debloat(500ms);
   auto source = env.add_source("sequence_source", {{"count", "500"}, {"rate", "10"}});
   source.uid("source").set_parallelism(2);
   auto mapped = source.map([](const record& r) { return r; }, "identity");

@@ -34,6 +34,9 @@ checkpoint_config unusual_config() {
   c.stats_history_size = 42;
   c.state_backend = "hashmap";
   c.incremental = true;
+  c.max_in_flight_bytes = 12'345;
+  c.buffer_debloat = true;
+  c.buffer_debloat_target = 321ms;
   return c;
 }
 

@@ -71,6 +71,18 @@ TEST_CASE("an empty data frame and a credit frame round-trip") {
   CHECK(std::get<credit_frame>(d2.value()) == c);
 }
 
+TEST_CASE("a credit frame with a byte bound round-trips; one without has the same bytes as "
+          "before the bound existed") {
+  const credit_frame with{sample_key(), 12, 65'536};
+  auto d = decode_data_frame(encode(with));
+  REQUIRE(d.ok());
+  CHECK(std::get<credit_frame>(d.value()) == with);
+  CHECK(std::get<credit_frame>(d.value()).max_bytes == 65'536);
+  const credit_frame without{sample_key(), 12};
+  CHECK(encode(without).find("\xa1" "b") == std::string::npos);  // no "b" key
+  CHECK(encode(with).size() > encode(without).size());
+}
+
 TEST_CASE("garbage data frames are refused, never crash") {
   const std::string good = encode(sample_frame());
 

@@ -123,6 +123,13 @@ TEST_CASE("heartbeat round-trips, including negative timestamps") {
   check_round_trip(heartbeat{"coordinator", -5});
 }
 
+TEST_CASE("heartbeat task counters round-trip with the byte bound and buffered bytes") {
+  task_io io{job, attempt_of(1, 2, 3), 10, 20, std::nullopt};
+  io.in_flight_bytes_bound = 65'536;
+  io.buffered_in_bytes = 1'234;
+  check_round_trip(heartbeat{"worker-1", 7, std::vector<task_io>{io}});
+}
+
 TEST_CASE("deploy_task round-trips with and without restore state") {
   std::string graph_bytes;
   for (int i = 0; i < 300; ++i) graph_bytes.push_back(static_cast<char>(i));  // every byte value
@@ -701,6 +708,9 @@ TEST_CASE("the fast reader agrees with the general reader on every frame it read
   const std::vector<std::string> seeds = {
       encode(register_worker{"worker-7", 4, "tcp://10.0.0.7:6123", 1, 4242, 99, 1 << 20}),
       encode(register_ack{true, "", 1000, 10000, 1 << 20}),
+      encode(heartbeat{"worker-2", 3,
+                       std::vector<task_io>{task_io{job, attempt_of(1, 2, 3), 10, 20,
+                                                    std::nullopt, 65'536, 1'234}}}),
       encode(heartbeat{"worker-1", -5,
                        std::vector<task_io>{task_io{job, attempt_of(1, 2, 3), 10, 20,
                                                     std::vector<checkpoint_notified>{

@@ -299,6 +299,9 @@ data_decode_result read_frame(const wire::msgpack_value& root) {
     credit_frame f;
     f.key = r.key(root);
     f.consumed = r.u64(r.find(root, "n"), {"n"});
+    // Optional: credits from before buffer debloating have no "b".
+    const wire::msgpack_value bound = r.find_optional(root, "b");
+    if (bound.type != kind::nil) f.max_bytes = r.u64(bound, {"b"});
     if (r.error) return std::move(*r.error);
     return data_message{std::move(f)};
   }
@@ -339,7 +342,9 @@ std::ostream& operator<<(std::ostream& os, const data_frame& f) {
 }
 
 std::ostream& operator<<(std::ostream& os, const credit_frame& f) {
-  return os << "credit_frame{" << f.key << ", consumed=" << f.consumed << "}";
+  os << "credit_frame{" << f.key << ", consumed=" << f.consumed;
+  if (f.max_bytes != 0) os << ", max_bytes=" << f.max_bytes;
+  return os << "}";
 }
 
 std::string encode(const data_frame& f) {
@@ -368,9 +373,13 @@ std::string encode(const credit_frame& f) {
   std::string out;
   string_sink sink{&out};
   packer pk(sink);
-  pack_header(pk, "credit", f.key, 1);
+  pack_header(pk, "credit", f.key, f.max_bytes != 0 ? 2 : 1);
   pack_str(pk, "n");
   pk.pack_uint64(f.consumed);
+  if (f.max_bytes != 0) {
+    pack_str(pk, "b");
+    pk.pack_uint64(f.max_bytes);
+  }
   return out;
 }
 

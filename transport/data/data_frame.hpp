@@ -48,9 +48,14 @@ struct data_frame {
 // Consumer -> producer: the consumer has taken `consumed` batches of this channel in all.
 // Cumulative, so a duplicate or a resend is harmless; the producer may have at most
 // (its capacity) batches sent and not yet consumed.
+//
+// `max_bytes` (buffer debloating, input_channel::announce_in_flight_bytes): the most bytes of
+// records the consumer wants in flight on the channel from now on; the producer takes the
+// smaller of it and its own configured bound. 0 (and absent on the wire): none asked.
 struct credit_frame {
   channel_key key;
   std::uint64_t consumed = 0;
+  std::uint64_t max_bytes = 0;
 
   bool operator==(const credit_frame&) const = default;
 };

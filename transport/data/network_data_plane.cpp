@@ -134,6 +134,9 @@ class network_input_channel final : public input_channel {
   std::optional<element_batch> try_take() override;
   std::optional<queued_barrier> take_first_barrier() override;
   bool has_priority_barrier() const override { return priority_queued_.load() > 0; }
+  void set_max_in_flight_bytes(std::uint64_t bytes) override;
+  void announce_in_flight_bytes(std::uint64_t bytes) override;
+  std::uint64_t buffered_record_bytes() const override { return queued_record_bytes_.load(); }
   void set_wakeup(std::shared_ptr<task_wakeup> wakeup) override {
     std::lock_guard lock(mutex_);
     wakeup_ = std::move(wakeup);
@@ -186,6 +189,7 @@ class network_input_channel final : public input_channel {
       const std::uint64_t bytes = approximate_bytes(batch);
       queued_bytes_ += bytes;
       gauge_->add(bytes);
+      queued_record_bytes_.store(queued_record_bytes_.load() + record_bytes(batch));
       queue_.push_back(queued{std::move(batch), priority});
       if (priority) priority_queued_.fetch_add(1);
       w = wakeup_;
@@ -205,9 +209,10 @@ class network_input_channel final : public input_channel {
     bool priority = false;  // took no credit: neither counted against capacity_ nor consumed_
   };
   // Takes the batch at `at` out of the queue and the gauge. A batch that took credit counts as
-  // consumed: `consumed` gets the new count (for note_consumed); else it is left as it was.
-  // Under mutex_.
-  element_batch extract(std::deque<queued>::iterator at, std::uint64_t& consumed);
+  // consumed: `consumed` gets the new count and `bytes` grows by its record bytes (for
+  // note_consumed); else both are left as they were. Under mutex_.
+  element_batch extract(std::deque<queued>::iterator at, std::uint64_t& consumed,
+                        std::uint64_t& bytes);
 
   std::shared_ptr<network_data_plane::core> core_;
   const channel_key key_;
@@ -221,6 +226,7 @@ class network_input_channel final : public input_channel {
   const std::shared_ptr<data_zap_handler> zap_;
   const std::string producer_key_;
   std::uint64_t queued_bytes_ = 0;  // counted in gauge_
+  std::atomic<std::uint64_t> queued_record_bytes_{0};  // written under mutex_
   std::uint64_t consumed_ = 0;
   bool cancelled_ = false;
 };
@@ -317,14 +323,16 @@ class network_data_plane::core {
     return local_routes_.size();
   }
 
-  // Task thread: the consumer of `key` has taken `consumed` batches.
-  void note_consumed(const channel_key& key, std::uint64_t consumed) {
+  // Task thread: the consumer of `key` has taken `consumed` batches, the last ones with `bytes`
+  // of records.
+  void note_consumed(const channel_key& key, std::uint64_t consumed, std::uint64_t bytes) {
     {
       std::lock_guard lock(mutex_);
       auto it = routes_.find(route_of(key));
       if (it == routes_.end() || it->second.attempt != key.attempt) return;
       route& r = it->second;
       r.consumed = std::max(r.consumed, consumed);
+      r.uncredited_bytes += bytes;
       // A credit goes back once the producer has used half its window since the last one: at
       // a trickle of batches that is one credit frame (and one wake-up of this plane's thread
       // and two of ZeroMQ's) per half window instead of per batch, and under load it is still
@@ -333,13 +341,41 @@ class network_data_plane::core {
       // way (refused as bad, dropped at a reconnect): then next_seq stays short, and a credit
       // held back longer than credit_hold_max goes anyway (release_held_credits).
       if (r.consumed <= r.credited) return;
-      if (r.next_seq - r.credited < credit_after_) {
+      // Under a byte bound the producer may wait with less than its window sent: the credit
+      // goes once every batch that arrived was taken, or half the bound's bytes were.
+      const std::uint64_t bound = r.byte_bound();
+      const bool bytes_due =
+          bound != 0 && (r.consumed >= r.next_seq || r.uncredited_bytes * 2 >= bound);
+      if (!bytes_due && r.next_seq - r.credited < credit_after_) {
         if (r.held_since == std::chrono::steady_clock::time_point{}) {
           r.held_since = std::chrono::steady_clock::now();
           held_.insert(it->first);
         }
         return;
       }
+      dirty_.insert(it->first);
+    }
+    wake();
+  }
+
+  // Task thread (the consumer's): the job's byte bound, which makes credits go sooner.
+  void set_byte_bound(const channel_key& key, std::uint64_t bytes) {
+    std::lock_guard lock(mutex_);
+    auto it = routes_.find(route_of(key));
+    if (it == routes_.end() || it->second.attempt != key.attempt) return;
+    it->second.max_bytes = bytes;
+  }
+
+  // Task thread (the consumer's): its debloated bound goes to the producer in a credit, now if
+  // the producer is known, else with the first credit.
+  void announce_byte_bound(const channel_key& key, std::uint64_t bytes) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = routes_.find(route_of(key));
+      if (it == routes_.end() || it->second.attempt != key.attempt) return;
+      if (it->second.announced == bytes) return;
+      it->second.announced = bytes;
+      if (it->second.peer.empty()) return;
       dirty_.insert(it->first);
     }
     wake();
@@ -507,8 +543,8 @@ class network_data_plane::core {
         it = dirty_.erase(it);
         continue;
       }
-      const std::string frame =
-          encode(credit_frame{channel_key_of(r->first, r->second.attempt), r->second.consumed});
+      const std::string frame = encode(credit_frame{
+          channel_key_of(r->first, r->second.attempt), r->second.consumed, r->second.announced});
       const std::string& peer = r->second.peer;
       bool sent = false;
       tried = true;
@@ -524,6 +560,7 @@ class network_data_plane::core {
       if (sent) {
         ++counters_.credits_sent;
         r->second.credited = r->second.consumed;
+        r->second.uncredited_bytes = 0;
         r->second.held_since = {};
         held_.erase(*it);
         it = dirty_.erase(it);
@@ -615,6 +652,15 @@ class network_data_plane::core {
     std::uint64_t next_seq = 0;
     std::uint64_t consumed = 0;
     std::uint64_t credited = 0;  // `consumed` as of the last credit handed to ZeroMQ
+    // The byte bound: the job's (max_in_flight_bytes), the consumer's debloated one (sent in
+    // credits), and the record bytes taken since the last credit. 0: none.
+    std::uint64_t max_bytes = 0;
+    std::uint64_t announced = 0;
+    std::uint64_t uncredited_bytes = 0;
+    std::uint64_t byte_bound() const {
+      if (max_bytes == 0 || announced == 0) return std::max(max_bytes, announced);
+      return std::min(max_bytes, announced);
+    }
     // Nothing more is delivered: why (a batch went missing, the producer's connection closed).
     std::optional<std::string> broken;
     // Since when a credit (consumed > credited) is held back; the epoch when none is.
@@ -674,14 +720,18 @@ class network_data_plane::core {
 };
 
 element_batch network_input_channel::extract(std::deque<queued>::iterator at,
-                                             std::uint64_t& consumed) {
-  const std::uint64_t bytes = approximate_bytes(at->batch);
-  queued_bytes_ -= bytes;
-  gauge_->subtract(bytes);
-  if (at->priority)
+                                             std::uint64_t& consumed, std::uint64_t& bytes) {
+  const std::uint64_t held = approximate_bytes(at->batch);
+  queued_bytes_ -= held;
+  gauge_->subtract(held);
+  const std::uint64_t records = record_bytes(at->batch);
+  queued_record_bytes_.store(queued_record_bytes_.load() - records);
+  if (at->priority) {
     priority_queued_.fetch_sub(1);
-  else
+  } else {
     consumed = ++consumed_;
+    bytes += records;
+  }
   element_batch batch = std::move(at->batch);
   queue_.erase(at);
   return batch;
@@ -689,24 +739,34 @@ element_batch network_input_channel::extract(std::deque<queued>::iterator at,
 
 std::optional<element_batch> network_input_channel::try_take() {
   std::uint64_t consumed = 0;
+  std::uint64_t bytes = 0;
   std::optional<element_batch> out;
   {
     std::lock_guard lock(mutex_);
     if (queue_.empty()) return std::nullopt;
-    out = extract(queue_.begin(), consumed);
+    out = extract(queue_.begin(), consumed, bytes);
   }
-  if (consumed != 0) core_->note_consumed(key_, consumed);
+  if (consumed != 0) core_->note_consumed(key_, consumed, bytes);
   return out;
+}
+
+void network_input_channel::set_max_in_flight_bytes(std::uint64_t bytes) {
+  core_->set_byte_bound(key_, bytes);
+}
+
+void network_input_channel::announce_in_flight_bytes(std::uint64_t bytes) {
+  core_->announce_byte_bound(key_, bytes);
 }
 
 std::optional<queued_barrier> network_input_channel::take_first_barrier() {
   std::uint64_t consumed = 0;
+  std::uint64_t bytes = 0;
   std::optional<queued_barrier> out;
   {
     std::lock_guard lock(mutex_);
-    out = take_first_barrier_of(queue_, [&](auto it) { return extract(it, consumed); });
+    out = take_first_barrier_of(queue_, [&](auto it) { return extract(it, consumed, bytes); });
   }
-  if (consumed != 0) core_->note_consumed(key_, consumed);
+  if (consumed != 0) core_->note_consumed(key_, consumed, bytes);
   return out;
 }
 
@@ -763,14 +823,14 @@ class network_output_channel final : public output_channel {
     // A batch over a frame's limits goes as halves, each taking credit (send_frame): rare
     // enough (a batch of huge records) to wait for them as send() does.
     if (batch.size() > max_elements_per_frame) return sent_or_cancelled(std::move(batch));
-    if (!has_credit()) return no_room();  // has_credit() read the socket's credits
+    const std::uint64_t bytes = record_bytes(batch);
+    if (!has_credit(bytes)) return no_room();  // has_credit() read the socket's credits
     std::string frame = encode_data_frame(key_, seq_, batch);
     if (frame.size() > max_frame_bytes_) return sent_or_cancelled(std::move(batch));
     try {
       if (socket_.send(zmq::buffer(frame), zmq::send_flags::dontwait)) {
         if (hop_trace::enabled() && carries_barrier(batch)) hop_trace::record("d.send", 1);
-        ++sent_;
-        ++seq_;
+        sent_one(bytes);
         batch.clear();
         return send_status::sent;
       }
@@ -818,7 +878,7 @@ class network_output_channel final : public output_channel {
 
   bool can_send_now() override {
     if (cancelled_.load()) return false;
-    if (!has_credit()) return false;
+    if (!has_credit(0)) return false;
     // ZeroMQ's own queue takes one more frame (the peer is reading).
     return (socket_.get(zmq::sockopt::events) & ZMQ_POLLOUT) != 0;
   }
@@ -827,6 +887,14 @@ class network_output_channel final : public output_channel {
     cancelled_ = true;
     // Set before the task started, never changed: safe to read from any thread.
     if (room_wakeup_) room_wakeup_->notify();
+  }
+
+  void set_max_in_flight_bytes(std::uint64_t bytes) override { max_bytes_.store(bytes); }
+  std::uint64_t in_flight_bytes_bound() const override {
+    const std::uint64_t configured = max_bytes_.load();
+    const std::uint64_t announced = announced_bytes_.load();
+    if (configured == 0 || announced == 0) return std::max(configured, announced);
+    return std::min(configured, announced);
   }
 
  private:
@@ -855,15 +923,15 @@ class network_output_channel final : public output_channel {
                                 std::to_string(max_frame_bytes_) + " bytes (" + describe() + ")");
       return send_halves(std::move(batch));
     }
+    const std::uint64_t bytes = record_bytes(batch);
     for (;;) {
       if (cancelled_.load()) return false;
       short wanted = ZMQ_POLLIN;
-      if (has_credit()) {
+      if (has_credit(bytes)) {
         try {
           if (socket_.send(zmq::buffer(frame), zmq::send_flags::dontwait)) {
             if (hop_trace::enabled() && carries_barrier(batch)) hop_trace::record("d.send", 1);
-            ++sent_;
-            ++seq_;
+            sent_one(bytes);
             return true;
           }
         } catch (const zmq::error_t& e) {
@@ -903,10 +971,27 @@ class network_output_channel final : public output_channel {
   // conservative, and a read costs ZeroMQ's command check (a poll system call) on every
   // send, records and barriers alike. Unread credits stay bounded: between two reads at most
   // one window is sent, so at most two windows of credit frames can queue.
-  bool has_credit() {
-    if (sent_ - consumed_ < capacity_) return true;
+  // With a byte bound, a batch with `bytes` of records must also fit the bytes not covered by
+  // a credit yet (or go alone). Credits are then read before every batch with records: they
+  // carry the consumer's debloated bound, which may be smaller than the count as last seen
+  // allows (one non-blocking read per batch, not per record).
+  bool has_credit(std::uint64_t bytes) {
+    if (bytes != 0 && max_bytes_.load() != 0) take_credits();
+    if (fits(bytes)) return true;
     take_credits();
-    return sent_ - consumed_ < capacity_;
+    return fits(bytes);
+  }
+  bool fits(std::uint64_t bytes) const {
+    if (sent_ - consumed_ >= capacity_) return false;
+    const std::uint64_t bound = in_flight_bytes_bound();
+    return bytes == 0 || bound == 0 || unconsumed_bytes_ == 0 ||
+           unconsumed_bytes_ + bytes <= bound;
+  }
+  void sent_one(std::uint64_t bytes) {
+    ++sent_;
+    ++seq_;
+    unconsumed_.push_back(bytes);
+    unconsumed_bytes_ += bytes;
   }
 
   void take_credits() {
@@ -918,7 +1003,12 @@ class network_output_channel final : public output_channel {
       if (!decoded) continue;
       const auto* credit = std::get_if<credit_frame>(&decoded.value());
       if (credit == nullptr || credit->key != key_) continue;
-      consumed_ = std::clamp(credit->consumed, consumed_, sent_);
+      const std::uint64_t consumed = std::clamp(credit->consumed, consumed_, sent_);
+      for (; consumed_ < consumed; ++consumed_) {
+        unconsumed_bytes_ -= unconsumed_.front();
+        unconsumed_.pop_front();
+      }
+      if (credit->max_bytes != 0) announced_bytes_.store(credit->max_bytes);
     }
   }
 
@@ -950,6 +1040,11 @@ class network_output_channel final : public output_channel {
   std::uint64_t sent_ = 0;
   std::uint64_t consumed_ = 0;
   std::uint64_t seq_ = 0;
+  // Record bytes of each batch sent and not covered by a credit, oldest first, and their sum.
+  std::deque<std::uint64_t> unconsumed_;
+  std::uint64_t unconsumed_bytes_ = 0;
+  std::atomic<std::uint64_t> max_bytes_{0};        // configured; 0: none
+  std::atomic<std::uint64_t> announced_bytes_{0};  // the consumer's latest; 0: none
   bool closed_ = false;
   std::atomic<bool> cancelled_{false};
 };

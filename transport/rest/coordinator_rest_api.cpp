@@ -310,7 +310,7 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
   std::uint64_t source_records = 0;
   for (const auto& v : eg.job_vertices()) {
     json subtasks = json::array();
-    std::uint64_t read = 0, written = 0;
+    std::uint64_t read = 0, written = 0, buffered = 0;
     for (const auto& s : v->subtasks()) {
       auto worker = m->worker_of(s->current_attempt());
       std::optional<task_io_metrics::entry> io;
@@ -318,6 +318,7 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
       const std::uint64_t in = io ? io->records_in : 0, out = io ? io->records_out : 0;
       read += in;
       written += out;
+      buffered += io ? io->buffered_in_bytes : 0;
       subtasks.push_back({{"subtask", s->id().index},
                           {"attempt", s->current_attempt().attempt},
                           {"status", std::string(to_string(s->state()))},
@@ -326,13 +327,21 @@ rest_response coordinator_rest_api::job_details(const job_id& id) const {
                                        {"write-records", out},
                                        // When these counters arrived (coordinator clock, us;
                                        // 0 before any): a rate over one subtask is exact.
-                                       {"records-timestamp-us", io ? io->updated_us : 0}}}});
+                                       {"records-timestamp-us", io ? io->updated_us : 0},
+                                       // The byte bound of each input channel (0: none) and
+                                       // the record bytes queued on them.
+                                       {"in-flight-bytes-bound",
+                                        io ? io->in_flight_bytes_bound : 0},
+                                       {"buffered-in-bytes", io ? io->buffered_in_bytes : 0}}}});
     }
     const bool source = !has_input.contains(v->id());
     if (source) source_records += written;
     vertices.push_back({{"id", v->id()},
                         {"is_source", source},
-                        {"metrics", {{"read-records", read}, {"write-records", written}}},
+                        {"metrics",
+                         {{"read-records", read},
+                          {"write-records", written},
+                          {"buffered-in-bytes", buffered}}},
                         {"uid", v->vertex().uid},
                         {"name", v->vertex().name},
                         {"kind", v->vertex().kind},
@@ -749,6 +758,7 @@ std::string coordinator_rest_api::metrics_text() const {
     checkpoint_counts counts;
     std::int64_t last_duration_ms = 0, last_size = 0, last_id = 0, restore_ts = -1;
     std::int64_t last_persisted = 0, last_unaligned = 0;
+    std::uint64_t buffered_in = 0;
     double since_last_s = -1;
     stats_summary e2e;
     const checkpoint_stage_histograms* stages = nullptr;  // null without checkpointing
@@ -767,6 +777,10 @@ std::string coordinator_rest_api::metrics_text() const {
     job_metrics jm;
     jm.id = s.id;
     jm.name = s.name;
+    if (auto* m = jobs_->find(s.id); m && io_)
+      for (const auto* v : m->graph().all_execution_vertices())
+        if (auto io = io_->find(s.id, v->current_attempt()))
+          jm.buffered_in += io->buffered_in_bytes;
     if (auto* m = jobs_->find(s.id); m && m->coordinator()) {
       const auto& stats = m->coordinator()->core().stats();
       jm.counts = stats.counts();
@@ -810,6 +824,9 @@ std::string coordinator_rest_api::metrics_text() const {
          [](const job_metrics& j) { return j.last_persisted; });
   series("snapflow_last_checkpoint_unaligned", "1 if the last completed checkpoint went unaligned",
          [](const job_metrics& j) { return j.last_unaligned; });
+  series("snapflow_buffered_in_bytes",
+         "bytes of records queued on the input channels of the job's subtasks (last heartbeats)",
+         [](const job_metrics& j) { return j.buffered_in; });
   series("flink_jobmanager_job_lastCompletedCheckpointId", "id of the last completed checkpoint",
          [](const job_metrics& j) { return j.last_id; });
   series("flink_jobmanager_job_lastCheckpointRestoreTimestamp", "ms since epoch, -1 if none",

@@ -314,7 +314,10 @@ TEST_CASE("REST: job details carry record counters of current attempts, edges an
   const execution_attempt_id sink = vertices[1]->current_attempt();
   REQUIRE(source.subtask.vertex != sink.subtask.vertex);
   io->report({id, source, 0, 1'000}, 5'000'000);
-  io->report({id, sink, 990, 0}, 6'000'000);
+  task_io_counters sink_io{id, sink, 990, 0};
+  sink_io.in_flight_bytes_bound = 8192;
+  sink_io.buffered_in_bytes = 3000;
+  io->report(sink_io, 6'000'000);
   // An earlier attempt's late report neither replaces nor shows.
   io->report({id, {source.subtask, source.attempt + 1}, 0, 7}, 7'000'000);
   io->report({id, source, 0, 1'200}, 8'000'000);
@@ -329,6 +332,11 @@ TEST_CASE("REST: job details carry record counters of current attempts, edges an
   CHECK(snk["metrics"]["read-records"] == 990);
   CHECK(snk["subtasks"][0]["metrics"]["read-records"] == 990);
   CHECK(snk["subtasks"][0]["metrics"]["records-timestamp-us"] == 6'000'000);
+  CHECK(snk["subtasks"][0]["metrics"]["in-flight-bytes-bound"] == 8192);
+  CHECK(snk["subtasks"][0]["metrics"]["buffered-in-bytes"] == 3000);
+  CHECK(snk["metrics"]["buffered-in-bytes"] == 3000);
+  CHECK(src["subtasks"][0]["metrics"]["in-flight-bytes-bound"] == 0);
+  CHECK_THAT(f.api->metrics_text(), Catch::Contains("snapflow_buffered_in_bytes{job_id=\"" + id));
   CHECK(src["subtasks"][0]["metrics"]["records-timestamp-us"] == 0);  // none of its own yet
   CHECK(d["source-records"] == 0);
   CHECK(d["records-timestamp"] == 7'000);  // ms of the newest report taken (8 s was stale)
