@@ -14,11 +14,13 @@
 #include "engine/runtime/source_operators.hpp"
 #include "examples/nexmark/nexmark_output.hpp"
 #include "examples/nexmark/nexmark_queries.hpp"
+#include "tests/support/gated_source.hpp"
 #include "tests/support/temp_folder.hpp"
 
 using namespace snapflow;
 using namespace snapflow::nexmark;
 using namespace std::chrono_literals;
+using snapflow::testing::gated_kinds;
 
 namespace {
 
@@ -31,84 +33,6 @@ generator_config test_config() {
   c.events_per_second = 1'000;
   return c;
 }
-
-// sequence_source, held after `hold_after` numbers per subtask until the test opens the gate:
-// the kill lands mid-run, after the checkpoints the test waited for.
-class gated_source final : public source_operator {
- public:
-  gated_source(std::unique_ptr<stream_operator> inner, std::shared_ptr<std::atomic<bool>> open,
-               std::int64_t hold_after)
-      : inner_(std::move(inner)),
-        source_(dynamic_cast<source_operator*>(inner_.get())),
-        open_(std::move(open)),
-        hold_after_(hold_after) {}
-
-  result<void> open(const operator_context& context,
-                    const std::vector<restored_operator_state>& restored) override {
-    return inner_->open(context, restored);
-  }
-  result<emit_result> emit(record_output& out, std::size_t max_records) override {
-    std::size_t budget = max_records;
-    if (!open_->load()) {
-      if (emitted_ >= hold_after_)
-        return emit_result{emit_result::status::wait, std::chrono::steady_clock::now() + 1ms};
-      budget = std::min<std::size_t>(budget, static_cast<std::size_t>(hold_after_ - emitted_));
-    }
-    counting c(out);
-    auto r = source_->emit(c, budget);
-    emitted_ += c.n;
-    return r;
-  }
-  result<operator_snapshot> snapshot(checkpoint_id id) override { return inner_->snapshot(id); }
-
- private:
-  struct counting : record_output {
-    explicit counting(record_output& o) : out(o) {}
-    void emit(record r) override {
-      ++n;
-      out.emit(std::move(r));
-    }
-    record_output& out;
-    std::int64_t n = 0;
-  };
-
-  std::unique_ptr<stream_operator> inner_;
-  source_operator* source_;
-  std::shared_ptr<std::atomic<bool>> open_;
-  std::int64_t hold_after_;
-  std::int64_t emitted_ = 0;
-};
-
-// The gated kind, added to a registry and a factory the way a custom worker adds its own.
-struct gated_kinds {
-  operator_registry registry = operator_registry::builtin();
-  std::shared_ptr<operator_factory> factory =
-      std::make_shared<operator_factory>(operator_factory::builtin());
-  std::shared_ptr<std::atomic<bool>> open = std::make_shared<std::atomic<bool>>(false);
-
-  explicit gated_kinds(std::int64_t hold_after) {
-    operator_kind kind = *registry.find("sequence_source");
-    kind.name = "gated_source";
-    registry.add(kind);
-    factory->add("gated_source", [open = open, hold_after](const job_vertex& v)
-                                     -> result<std::unique_ptr<stream_operator>> {
-      job_vertex inner = v;
-      inner.kind = "sequence_source";
-      auto made = operator_factory::builtin().create(inner);
-      if (!made) return made.err();
-      return std::unique_ptr<stream_operator>(
-          std::make_unique<gated_source>(std::move(made).value(), open, hold_after));
-    });
-  }
-
-  local_cluster_options options(const std::filesystem::path& dir) const {
-    local_cluster_options o;
-    o.state_dir = dir / "state";
-    o.registry = &registry;
-    o.operators = factory;
-    return o;
-  }
-};
 
 std::vector<event> generated_events() {
   const generator g(test_config());
@@ -242,7 +166,7 @@ void plain_run(const std::string& query) {
   gated_kinds kinds(event_count);
   kinds.open->store(true);
   const auto out = dir.path() / "out";
-  local_cluster cluster(query_job(query, out, kinds.registry), kinds.options(dir.path()));
+  local_cluster cluster(query_job(query, out, kinds.registry), kinds.options(dir));
   auto status = cluster.run(120s);
   if (!status) FAIL(status.err().message);
   INFO("failure: " << cluster.failure_cause().value_or("none"));
@@ -260,7 +184,7 @@ void killed_and_restored(const std::string& query, std::uint32_t restored_parall
   gated_kinds kinds(/*hold_after=*/event_count / 4);  // per source subtask
   const job_graph job = query_job(query, out, kinds.registry);
   {
-    local_cluster first(job, kinds.options(dir.path()));
+    local_cluster first(job, kinds.options(dir));
     auto started = first.start();
     if (!started) FAIL(started.err().message);
     REQUIRE(first.wait_for_completed_checkpoints(3, 60s));
@@ -269,7 +193,7 @@ void killed_and_restored(const std::string& query, std::uint32_t restored_parall
     CHECK_THAT(first.failure_cause().value_or(""), Catch::Contains("killed by test"));
   }
   kinds.open->store(true);
-  auto options = kinds.options(dir.path());
+  auto options = kinds.options(dir);
   options.restore_latest = true;
   job_graph restored = query_job(query, out, kinds.registry, restored_parallelism);
   restored.id = job.id;
