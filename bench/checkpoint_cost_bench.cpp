@@ -117,6 +117,13 @@ struct segment {
   }
 };
 
+struct in_flight_summary {
+  std::size_t checkpoints = 0;
+  std::size_t unaligned = 0;
+  double median_bytes = 0;
+  double max_bytes = 0;
+};
+
 class job_session {
  public:
   job_session(const process_cluster& cluster, std::string job)
@@ -148,6 +155,25 @@ class job_session {
       }
     }
     return out;
+  }
+
+  // What the latest completed checkpoints in the coordinator's history persisted as channel
+  // state: with unaligned checkpoints, the in-flight records they overtook.
+  std::optional<in_flight_summary> recent_in_flight() const {
+    const json c = cluster_.get("/jobs/" + job_ + "/checkpoints");
+    if (!c.is_object() || !c.contains("history")) return std::nullopt;
+    in_flight_summary s;
+    std::vector<double> bytes;
+    for (const auto& h : c["history"]) {
+      if (h.value("status", "") != "COMPLETED") continue;
+      ++s.checkpoints;
+      if (h.value("unaligned_checkpoint", false)) ++s.unaligned;
+      bytes.push_back(static_cast<double>(h.value("persisted_data", std::uint64_t{0})));
+    }
+    if (bytes.empty()) return std::nullopt;
+    s.median_bytes = median(bytes);
+    s.max_bytes = *std::max_element(bytes.begin(), bytes.end());
+    return s;
   }
 
   std::int64_t completed_checkpoints() const {
@@ -303,6 +329,7 @@ int main(int argc, char** argv) {
 
   std::vector<pair_result> pairs;
   json segments_json = json::array();
+  std::optional<in_flight_summary> in_flight;
   try {
     snapflow::bench::process_cluster_options co;
     co.coordinator_bin = o.coordinator_bin;
@@ -382,6 +409,7 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
     }
+    in_flight = job.recent_in_flight();
   } catch (const std::exception& e) {
     std::cerr << "checkpoint_cost_bench: " << e.what() << "\n";
     return 1;
@@ -399,6 +427,11 @@ int main(int argc, char** argv) {
   print_interval_line("throughput lost", losses);
   print_interval_line("CPU per record +", cpu);
   print_interval_line("machine CPU/record +", machine);
+  if (in_flight)
+    std::printf("last %zu checkpoints: %zu unaligned, persisted in-flight bytes median %.0f, "
+                "max %.0f\n",
+                in_flight->checkpoints, in_flight->unaligned, in_flight->median_bytes,
+                in_flight->max_bytes);
 
   if (!o.json_out.empty()) {
     const auto loss_ci = interval_of_median(losses);
@@ -418,6 +451,7 @@ int main(int argc, char** argv) {
            {"loss_coverage", loss_ci.coverage},
            {"cpu_increase_median", median(cpu)},
            {"machine_increase_median", median(machine)},
+           {"persisted_bytes_median", in_flight ? in_flight->median_bytes : 0.0},
            {"segments", segments_json}};
     std::ofstream out(o.json_out);
     out << j.dump(2) << "\n";
