@@ -12,16 +12,16 @@ msgpack::unpack_limit limits_for(std::size_t bytes) {
 
 }  // namespace
 
-result<msgpack::object_handle> unpack_bounded(std::string_view bytes) {
+result<msgpack::object> unpack_bounded(msgpack::zone& zone, std::string_view bytes) {
   if (bytes.empty()) return error{"empty payload: no msgpack value"};
   try {
     std::size_t offset = 0;
-    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr,
-                                                    nullptr, limits_for(bytes.size()));
+    msgpack::object object = msgpack::unpack(zone, bytes.data(), bytes.size(), offset, nullptr,
+                                             nullptr, limits_for(bytes.size()));
     if (offset != bytes.size())
       return error{std::to_string(bytes.size() - offset) +
                    " unexpected bytes after the msgpack value"};
-    return handle;
+    return object;
   } catch (const msgpack::insufficient_bytes&) {
     return error{"truncated msgpack value"};
   } catch (const msgpack::depth_size_overflow&) {

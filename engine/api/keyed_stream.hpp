@@ -64,7 +64,8 @@ class keyed_stream {
     timer_function raw_timer = [on_timer = std::move(on_timer), clock, name](
                                    const fired_timer& t, keyed_context& state,
                                    std::vector<record>& out) {
-      const K key = decode_or_throw<K>(t.ns, "the key of a timer of '" + name + "'");
+      const K key =
+          decode_or_throw<K>(t.ns, [&] { return "the key of a timer of '" + name + "'"; });
       state_scope scope(state, t.ns, clock);
       // What the output records inherit: the timer's key hash; seq and value 0.
       const record origin{t.key, 0, 0, {}};

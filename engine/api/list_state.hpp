@@ -24,7 +24,7 @@ class list_state {
   std::vector<V> get() const {
     auto bytes = scope_.get(name_, {});
     if (!bytes) return {};
-    return decode_or_throw<std::vector<V>>(*bytes, "list state '" + name_ + "'");
+    return decode_or_throw<std::vector<V>>(*bytes, [&] { return "list state '" + name_ + "'"; });
   }
   void add(const V& v) {
     auto items = get();

@@ -25,7 +25,7 @@ class map_state {
   std::optional<UV> get(const UK& key) const {
     auto bytes = scope_.get(name_, encode(key));
     if (!bytes) return std::nullopt;
-    return decode_or_throw<UV>(*bytes, "map state '" + name_ + "' value");
+    return decode_or_throw<UV>(*bytes, [&] { return "map state '" + name_ + "' value"; });
   }
   bool contains(const UK& key) const { return scope_.get(name_, encode(key)).has_value(); }
   void put(const UK& key, const UV& value) { scope_.put(name_, encode(key), encode(value), ttl_); }
@@ -34,8 +34,8 @@ class map_state {
   std::vector<std::pair<UK, UV>> entries() const {
     std::vector<std::pair<UK, UV>> out;
     for (const auto& [k, v] : scope_.entries(name_))
-      out.emplace_back(decode_or_throw<UK>(k, "map state '" + name_ + "' key"),
-                       decode_or_throw<UV>(v, "map state '" + name_ + "' value"));
+      out.emplace_back(decode_or_throw<UK>(k, [&] { return "map state '" + name_ + "' key"; }),
+                       decode_or_throw<UV>(v, [&] { return "map state '" + name_ + "' value"; }));
     return out;
   }
   bool empty() const { return scope_.entries(name_).empty(); }

@@ -24,7 +24,8 @@ class operator_list_state {
     std::vector<V> out;
     out.reserve(elements_.size());
     for (const auto& e : elements_)
-      out.push_back(decode_or_throw<V>(e, "an element of operator list state '" + name_ + "'"));
+      out.push_back(decode_or_throw<V>(
+          e, [&] { return "an element of operator list state '" + name_ + "'"; }));
     return out;
   }
   void add(const V& v) { elements_.push_back(encode(v)); }

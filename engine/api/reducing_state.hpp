@@ -25,7 +25,7 @@ class reducing_state {
   std::optional<V> get() const {
     auto bytes = scope_.get(name_, {});
     if (!bytes) return std::nullopt;
-    return decode_or_throw<V>(*bytes, "reducing state '" + name_ + "'");
+    return decode_or_throw<V>(*bytes, [&] { return "reducing state '" + name_ + "'"; });
   }
   void add(const V& v) {
     auto current = get();

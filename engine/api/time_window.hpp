@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -36,6 +38,42 @@ inline std::int64_t positive_ms(std::chrono::milliseconds d, const char* what) {
 }
 }  // namespace window_detail
 
+// Windows of `size` that start every `slide` from `offset` cut into slices of gcd(size, slide):
+// every window is a whole number of slices and every slice lies in the same windows as all of
+// its elements, so a window operator keeps one accumulator per slice instead of one per window
+// an element is in (size / slide of them for sliding windows), and combines a window's slices
+// when it fires (Flink SQL's window slicing).
+struct window_slicing {
+  std::int64_t size = 0;
+  std::int64_t slide = 0;
+  std::int64_t offset = 0;
+  std::int64_t slice = 0;
+
+  window_slicing(std::int64_t size_ms, std::int64_t slide_ms, std::int64_t offset_ms)
+      : size(size_ms), slide(slide_ms), offset(offset_ms), slice(std::gcd(size_ms, slide_ms)) {}
+
+  std::int64_t slice_start(std::int64_t t) const {
+    return window_detail::window_start(t, offset, slice);
+  }
+  // The windows slice `start` lies in, the latest first.
+  std::vector<time_window> windows_of(std::int64_t slice_start) const {
+    std::vector<time_window> out;
+    const std::int64_t last = window_detail::window_start(slice_start, offset, slide);
+    for (std::int64_t s = last; s > slice_start - size; s -= slide) out.push_back({s, s + size});
+    return out;
+  }
+  // The max timestamp of the last window slice `start` lies in: after it no window needs it.
+  std::int64_t last_max_timestamp(std::int64_t slice_start) const {
+    return window_detail::window_start(slice_start, offset, slide) + size - 1;
+  }
+  // The window whose max timestamp is `t`, if one ends there.
+  std::optional<time_window> window_ending_at(std::int64_t t) const {
+    const std::int64_t start = t + 1 - size;
+    if (window_detail::window_start(start, offset, slide) != start) return std::nullopt;
+    return time_window{start, start + size};
+  }
+};
+
 // Fixed-size, non-overlapping windows (Flink's TumblingEventTimeWindows).
 struct tumbling_event_time_windows {
   static constexpr bool merging = false;
@@ -51,6 +89,7 @@ struct tumbling_event_time_windows {
     const std::int64_t start = window_detail::window_start(t, offset_ms, size_ms);
     return {{start, start + size_ms}};
   }
+  window_slicing slicing() const { return {size_ms, size_ms, offset_ms}; }
 };
 
 // Windows of `size` starting every `slide` (Flink's SlidingEventTimeWindows): each element is in
@@ -71,6 +110,7 @@ struct sliding_event_time_windows {
       out.push_back({start, start + size_ms});
     return out;
   }
+  window_slicing slicing() const { return {size_ms, slide_ms, 0}; }
 };
 
 // Sessions (Flink's EventTimeSessionWindows): each element opens [t, t + gap), and windows of

@@ -21,7 +21,7 @@ class value_state {
   std::optional<V> value() const {
     auto bytes = scope_.get(name_, {});
     if (!bytes) return std::nullopt;
-    return decode_or_throw<V>(*bytes, "value state '" + name_ + "'");
+    return decode_or_throw<V>(*bytes, [&] { return "value state '" + name_ + "'"; });
   }
   V value_or(V fallback) const { return value().value_or(std::move(fallback)); }
   void update(const V& v) { scope_.put(name_, {}, encode(v), ttl_); }

@@ -1,9 +1,11 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,12 +44,14 @@ struct window_output {
 };
 
 // A keyed stream cut into event-time windows (Flink's WindowedStream) by assigner A
-// (time_window.hpp). Window contents live in the key's state (a map state by window start), a
-// window fires by an event-time timer at its max timestamp, and so both survive checkpoints,
+// (time_window.hpp). Window contents live in the key's state (a map state by slice start for
+// tumbling and sliding windows, by session start for sessions), a window fires by an event-time
+// timer at its max timestamp, and so both survive checkpoints,
 // restores and rescales. A record whose windows all ended more than the allowed lateness before
 // the watermark goes to the late stream; one within the lateness is added and its window fires
 // again at once with the updated result. State of a window goes once the watermark passed its
-// end plus the lateness. Results carry the window's max timestamp as event time.
+// end plus the lateness (a slice's, once it passed the last window the slice is in). Results carry
+// the window's max timestamp as event time.
 template <typename K, typename T, typename A>
 class windowed_stream {
  public:
@@ -60,13 +64,15 @@ class windowed_stream {
     return *this;
   }
 
-  // Incremental aggregation: add: ACC(ACC, const T&); merge: ACC(ACC, ACC) (sessions merge
-  // windows; unused otherwise); result: O(const K&, const time_window&, const ACC&).
+  // Incremental aggregation: add: ACC(ACC, const T&); merge: ACC(ACC, ACC), which must give
+  // what adding both accumulators' elements to one would (sessions merge windows with it, and
+  // tumbling and sliding windows combine a window's slices); result: O(const K&,
+  // const time_window&, const ACC&).
   template <typename ACC, typename Add, typename Merge, typename Result>
   auto aggregate(ACC init, Add add, Merge merge, Result result, std::string name = "window") {
     using O = std::decay_t<std::invoke_result_t<Result&, const K&, const time_window&, const ACC&>>;
     auto emit = [result = std::move(result)](const K& key, const time_window& w, const ACC& acc,
-                                              std::vector<O>& out) {
+                                             std::vector<O>& out) {
       out.push_back(result(key, w, acc));
     };
     return build<ACC, O>(std::move(init), std::move(add), std::move(merge), std::move(emit),
@@ -89,13 +95,13 @@ class windowed_stream {
     auto emit = [](const K&, const time_window&, const ACC& acc, std::vector<T>& out) {
       if (!acc.empty()) out.push_back(acc.front());
     };
-    return build<ACC, T>(ACC{}, std::move(add), std::move(merge), std::move(emit),
-                         std::move(name));
+    return build<ACC, T>(ACC{}, std::move(add), std::move(merge), std::move(emit), std::move(name));
   }
 
   // fn: void(const K&, const time_window&, const std::vector<T>&, collector-like
   // std::vector<O>&): every element of the window at once (Flink's ProcessWindowFunction); the
-  // window keeps them all in state.
+  // window keeps them all in state. They come in arrival order within a slide of the window
+  // (time_window.hpp's window_slicing), the slides in time order.
   template <typename O, typename F>
   window_output<O, T> process(F fn, std::string name = "window") {
     using ACC = std::vector<T>;
@@ -109,8 +115,7 @@ class windowed_stream {
     };
     auto emit = [fn = std::move(fn)](const K& key, const time_window& w, const ACC& acc,
                                      std::vector<O>& out) { fn(key, w, acc, out); };
-    return build<ACC, O>(ACC{}, std::move(add), std::move(merge), std::move(emit),
-                         std::move(name));
+    return build<ACC, O>(ACC{}, std::move(add), std::move(merge), std::move(emit), std::move(name));
   }
 
  private:
@@ -119,112 +124,193 @@ class windowed_stream {
   static constexpr std::int64_t result_tag = 0;
   static constexpr std::int64_t late_tag = 1;
 
-  template <typename ACC, typename O, typename Add, typename Merge, typename Emit>
-  window_output<O, T> build(ACC init, Add add, Merge merge, Emit emit, std::string name) {
-    struct shared_fns {
-      A assigner;
-      std::int64_t lateness;
-      ACC init;
-      Add add;
-      Merge merge;
-      Emit emit;
-      std::string name;
-    };
-    auto fns = std::make_shared<const shared_fns>(
-        shared_fns{assigner_, lateness_ms_, std::move(init), std::move(add), std::move(merge),
-                   std::move(emit), name});
-    const std::string state_name = "window/" + name;
+  // What the operator's callables share: the user's functions and the operator's settings.
+  template <typename ACC, typename Add, typename Merge, typename Emit>
+  struct window_functions {
+    using acc_type = ACC;
+    A assigner;
+    std::int64_t lateness;
+    ACC init;
+    Add add;
+    Merge merge;
+    Emit emit;
+    std::string name;
+    std::string state_name;
+    std::function<K(const T&)> select;
+    std::shared_ptr<const processing_clock> clock;
 
     // Results of window `w` as records at its max timestamp.
-    auto fire = [fns](const K& key, std::uint64_t key_hash, const time_window& w, const ACC& acc,
-                      std::vector<record>& out) {
+    template <typename O>
+    void fire(const K& key, std::uint64_t key_hash, const time_window& w, const ACC& acc,
+              std::vector<record>& out) const {
       std::vector<O> values;
-      fns->emit(key, w, acc, values);
+      emit(key, w, acc, values);
       for (const auto& v : values) {
         record r{key_hash, 0, result_tag, encode(v)};
         r.timestamp = w.max_timestamp();
         out.push_back(std::move(r));
       }
-    };
+    }
+  };
 
-    auto clock = processing_clock::system();
-    auto select = input_.selector();
-    process_function on_element = [fns, fire, state_name, select, clock](
-                                      const record& input, keyed_context& state,
-                                      std::vector<record>& out) {
-      const T value = decode_payload<T>(input, fns->name);
-      const K key = select(value);
-      state_scope scope(state, encode(key), clock);
-      keyed_process_context<K> ctx(key, scope, input);
-      const std::int64_t ts = input.timestamp;
-      if (ts == no_timestamp)
-        throw decode_error("window '" + fns->name +
-                           "' needs event time: assign timestamps and watermarks before it");
+  template <typename ACC, typename O, typename Add, typename Merge, typename Emit>
+  window_output<O, T> build(ACC init, Add add, Merge merge, Emit emit, std::string name) {
+    using fns_type = window_functions<ACC, Add, Merge, Emit>;
+    auto fns = std::make_shared<const fns_type>(fns_type{
+        assigner_, lateness_ms_, std::move(init), std::move(add), std::move(merge), std::move(emit),
+        name, "window/" + name, input_.selector(), processing_clock::system()});
+    timed_process_function fn;
+    if constexpr (A::merging)
+      fn = merging_operator<O>(fns);
+    else
+      fn = sliced_operator<O>(fns);
+    auto raw = input_.raw().process(std::move(fn), name);
+    return window_output<O, T>{tagged<O>(raw, result_tag, name + "-results"),
+                               tagged<T>(raw, late_tag, name + "-late"), raw};
+  }
+
+  // The input's value, key and timestamp, and the key's state: what both operators start with.
+  struct element {
+    T value;
+    K key;
+    std::int64_t timestamp;
+  };
+  template <typename F>
+  static element read_element(const F& fns, const record& input) {
+    element e{decode_payload<T>(input, fns.name), K{}, input.timestamp};
+    e.key = fns.select(e.value);
+    if (e.timestamp == no_timestamp)
+      throw decode_error("window '" + fns.name +
+                         "' needs event time: assign timestamps and watermarks before it");
+    return e;
+  }
+  static void emit_late(const record& input, std::vector<record>& out) {
+    record late = input;
+    late.value = late_tag;
+    out.push_back(std::move(late));
+  }
+
+  // Tumbling and sliding windows (A::slicing()): the key's state holds one accumulator per
+  // slice (a map state by slice start), so an element costs one read and one write however
+  // many windows it is in. A slice's first element registers the timers of its windows (every
+  // later one finds them registered or fired); a window fires by its timer with its slices
+  // merged in time order, and a slice goes once the last window it is in passed its lateness.
+  template <typename O, typename F>
+  static timed_process_function sliced_operator(std::shared_ptr<const F> fns) {
+    const window_slicing slicing = fns->assigner.slicing();
+    auto on_element = [fns, slicing](const record& input, keyed_context& state,
+                                     std::vector<record>& out) {
+      const auto e = read_element(*fns, input);
+      state_scope scope(state, encode(e.key), fns->clock);
+      keyed_process_context<K> ctx(e.key, scope, input);
       const std::int64_t wm = ctx.current_watermark();
-      auto windows = ctx.template get_map_state<std::int64_t, window_slot<ACC>>(state_name);
-      bool accepted = false;
-      auto keep = [&](const time_window& w, ACC acc) {
-        windows.put(w.start, window_slot<ACC>{w.end, acc});
-        if (fns->lateness > 0) ctx.register_event_time_timer(w.max_timestamp() + fns->lateness);
-        // Late but within the allowed lateness: the window fired already, fires again now
-        // (a timer at its end would fire it once more at the next watermark).
-        if (w.max_timestamp() <= wm)
-          fire(key, input.key, w, acc, out);
-        else
+      const std::int64_t slice = slicing.slice_start(e.timestamp);
+      const std::vector<time_window> windows = slicing.windows_of(slice);
+      // In no window (a gap between sliding windows), or too late for the last one.
+      if (windows.empty() || windows.front().max_timestamp() + fns->lateness <= wm)
+        return emit_late(input, out);
+      map_state<std::int64_t, typename F::acc_type> slices(scope, fns->state_name);
+      auto acc = slices.get(slice);
+      const bool fresh = !acc;
+      slices.put(slice, fns->add(fresh ? fns->init : std::move(*acc), e.value));
+      if (fresh && fns->lateness > 0)
+        ctx.register_event_time_timer(windows.front().max_timestamp() + fns->lateness);
+      for (const time_window& w : windows) {
+        if (w.max_timestamp() + fns->lateness <= wm) break;  // and every earlier one
+        // Late but within the allowed lateness: the window fired already, fires again now.
+        if (w.max_timestamp() <= wm) {
+          fire_sliced<O>(*fns, e.key, input.key, w, slices_of(slices), out);
+        } else if (fresh) {
           ctx.register_event_time_timer(w.max_timestamp());
-      };
-      if constexpr (A::merging) {
-        std::vector<time_window> existing;
-        std::vector<ACC> accs;
-        for (auto& [start, slot] : windows.entries()) {
-          existing.push_back({start, slot.end});
-          accs.push_back(std::move(slot.acc));
         }
-        std::vector<std::size_t> merged;
-        const time_window w = merge_sessions(existing, fns->assigner.assign(ts).front(), merged);
-        if (w.max_timestamp() + fns->lateness > wm) {
-          accepted = true;
-          ACC acc = fns->add(fns->init, value);
-          for (std::size_t i : merged) {
-            acc = fns->merge(std::move(acc), std::move(accs[i]));
-            windows.remove(existing[i].start);
-          }
-          keep(w, std::move(acc));
-        }
-      } else {
-        for (const time_window& w : fns->assigner.assign(ts)) {
-          if (w.max_timestamp() + fns->lateness <= wm) continue;  // late for this one
-          accepted = true;
-          auto slot = windows.get(w.start);
-          keep(w, fns->add(slot ? std::move(slot->acc) : fns->init, value));
-        }
-      }
-      if (!accepted) {
-        record late = input;
-        late.value = late_tag;
-        out.push_back(std::move(late));
       }
     };
+    auto on_timer = [fns, slicing](const fired_timer& t, keyed_context& state,
+                                   std::vector<record>& out) {
+      const K key = decode_or_throw<K>(
+          t.ns, [&] { return "the key of a timer of window '" + fns->name + "'"; });
+      state_scope scope(state, t.ns, fns->clock);
+      map_state<std::int64_t, typename F::acc_type> slices(scope, fns->state_name);
+      auto kept = slices_of(slices);
+      // A timer at a window's end fires it; one at a slice's expiry (lateness) may be both.
+      if (const auto w = slicing.window_ending_at(t.timestamp))
+        fire_sliced<O>(*fns, key, t.key, *w, kept, out);
+      for (const auto& [start, _] : kept)
+        if (slicing.last_max_timestamp(start) + fns->lateness <= t.timestamp) slices.remove(start);
+    };
+    return timed_process_function{std::move(on_element), std::move(on_timer)};
+  }
 
-    timer_function on_timer = [fns, fire, state_name, clock](const fired_timer& t,
-                                                             keyed_context& state,
-                                                             std::vector<record>& out) {
-      const K key = decode_or_throw<K>(t.ns, "the key of a timer of window '" + fns->name + "'");
-      state_scope scope(state, t.ns, clock);
-      auto windows = map_state<std::int64_t, window_slot<ACC>>(scope, state_name);
+  // The key's slices in time order (the map state orders by bytes, which is not time order for
+  // negative starts).
+  template <typename S>
+  static auto slices_of(const S& slices) {
+    auto kept = slices.entries();
+    std::sort(kept.begin(), kept.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    return kept;
+  }
+
+  // Fires window `w` with its slices of `kept` (time order) merged, if it holds any.
+  template <typename O, typename F, typename Slices>
+  static void fire_sliced(const F& fns, const K& key, std::uint64_t key_hash, const time_window& w,
+                          const Slices& kept, std::vector<record>& out) {
+    std::optional<typename F::acc_type> acc;
+    for (const auto& [start, slice_acc] : kept) {
+      if (start < w.start || start >= w.end) continue;
+      acc = acc ? fns.merge(std::move(*acc), slice_acc) : slice_acc;
+    }
+    if (acc) fns.template fire<O>(key, key_hash, w, *acc, out);
+  }
+
+  // Session windows: the key's state holds each open session (a map state by its start, with
+  // its end), an element's window merges with the sessions it touches, and a session fires by a
+  // timer at its max timestamp (a timer of a session merged away since finds nothing there).
+  template <typename O, typename F>
+  static timed_process_function merging_operator(std::shared_ptr<const F> fns) {
+    using ACC = typename F::acc_type;
+    auto on_element = [fns](const record& input, keyed_context& state, std::vector<record>& out) {
+      const auto e = read_element(*fns, input);
+      state_scope scope(state, encode(e.key), fns->clock);
+      keyed_process_context<K> ctx(e.key, scope, input);
+      const std::int64_t wm = ctx.current_watermark();
+      map_state<std::int64_t, window_slot<ACC>> windows(scope, fns->state_name);
+      std::vector<time_window> existing;
+      std::vector<ACC> accs;
+      for (auto& [start, slot] : windows.entries()) {
+        existing.push_back({start, slot.end});
+        accs.push_back(std::move(slot.acc));
+      }
+      std::vector<std::size_t> merged;
+      const time_window w =
+          merge_sessions(existing, fns->assigner.assign(e.timestamp).front(), merged);
+      if (w.max_timestamp() + fns->lateness <= wm) return emit_late(input, out);
+      ACC acc = fns->add(fns->init, e.value);
+      for (std::size_t i : merged) {
+        acc = fns->merge(std::move(acc), std::move(accs[i]));
+        windows.remove(existing[i].start);
+      }
+      windows.put(w.start, window_slot<ACC>{w.end, acc});
+      if (fns->lateness > 0) ctx.register_event_time_timer(w.max_timestamp() + fns->lateness);
+      // Late but within the allowed lateness: the session fired already, fires again now (a
+      // timer at its end would fire it once more at the next watermark).
+      if (w.max_timestamp() <= wm)
+        fns->template fire<O>(e.key, input.key, w, acc, out);
+      else
+        ctx.register_event_time_timer(w.max_timestamp());
+    };
+    auto on_timer = [fns](const fired_timer& t, keyed_context& state, std::vector<record>& out) {
+      const K key = decode_or_throw<K>(
+          t.ns, [&] { return "the key of a timer of window '" + fns->name + "'"; });
+      state_scope scope(state, t.ns, fns->clock);
+      map_state<std::int64_t, window_slot<ACC>> windows(scope, fns->state_name);
       for (const auto& [start, slot] : windows.entries()) {
         const time_window w{start, slot.end};
-        // A timer of a window merged away since finds nothing at its time.
-        if (w.max_timestamp() == t.timestamp) fire(key, t.key, w, slot.acc, out);
+        if (w.max_timestamp() == t.timestamp) fns->template fire<O>(key, t.key, w, slot.acc, out);
         if (w.max_timestamp() + fns->lateness <= t.timestamp) windows.remove(start);
       }
     };
-
-    auto raw = input_.raw().process(timed_process_function{std::move(on_element),
-                                                           std::move(on_timer)},
-                                    name);
-    return window_output<O, T>{tagged<O>(raw, result_tag, name + "-results"),
-                               tagged<T>(raw, late_tag, name + "-late"), raw};
+    return timed_process_function{std::move(on_element), std::move(on_timer)};
   }
 
   // The records of `raw` tagged `tag`, read forward at its parallelism.

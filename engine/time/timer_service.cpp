@@ -50,13 +50,21 @@ result<void> timer_service::load() {
 }
 
 void timer_service::register_timer(time_domain domain, std::int64_t time, std::string_view ns) {
-  auto [_, added] = index(domain).emplace(time, backend_.current_key(), std::string(ns));
-  if (added) backend_.map_put_bytes(state_of(domain), encode_map_key(time, ns), "");
+  auto& q = index(domain);
+  const std::uint64_t key = backend_.current_key();
+  // Registering a timer again is common (a window's elements each ask for its end): found
+  // without copying the namespace, and nothing written.
+  if (q.find(entry_view{time, key, ns}) != q.end()) return;
+  q.emplace(time, key, std::string(ns));
+  backend_.map_put_bytes(state_of(domain), encode_map_key(time, ns), "");
 }
 
 void timer_service::delete_timer(time_domain domain, std::int64_t time, std::string_view ns) {
-  if (index(domain).erase(entry{time, backend_.current_key(), std::string(ns)}) > 0)
-    backend_.map_remove(state_of(domain), encode_map_key(time, ns));
+  auto& q = index(domain);
+  const auto it = q.find(entry_view{time, backend_.current_key(), ns});
+  if (it == q.end()) return;
+  q.erase(it);
+  backend_.map_remove(state_of(domain), encode_map_key(time, ns));
 }
 
 result<void> timer_service::fire_until(time_domain domain, std::int64_t time,

@@ -62,10 +62,11 @@ class timer_service {
 
  private:
   using entry = std::tuple<std::int64_t, std::uint64_t, std::string>;  // time, key, namespace
-  std::set<entry>& index(time_domain d) {
-    return d == time_domain::event_time ? event_ : processing_;
-  }
-  const std::set<entry>& index(time_domain d) const {
+  // An entry to look up without copying its namespace (std::less<> compares the two).
+  using entry_view = std::tuple<std::int64_t, std::uint64_t, std::string_view>;
+  using entries = std::set<entry, std::less<>>;
+  entries& index(time_domain d) { return d == time_domain::event_time ? event_ : processing_; }
+  const entries& index(time_domain d) const {
     return d == time_domain::event_time ? event_ : processing_;
   }
   static std::string_view state_of(time_domain d) {
@@ -74,8 +75,8 @@ class timer_service {
   result<void> fire_until(time_domain domain, std::int64_t time, const fire_function& fire);
 
   keyed_state_backend& backend_;
-  std::set<entry> event_;
-  std::set<entry> processing_;
+  entries event_;
+  entries processing_;
   std::int64_t watermark_ = min_watermark;
 };
 

@@ -18,14 +18,14 @@ struct q4_auction {
   std::int64_t reserve = 0;
   std::int64_t category = 0;
   std::int64_t best = -1;
-  MSGPACK_DEFINE_MAP(start, expires, reserve, category, best);
+  MSGPACK_DEFINE(start, expires, reserve, category, best);
 };
 
 // What it keeps of a bid that came before its auction.
 struct q4_early_bid {
   std::int64_t date_time = 0;
   std::int64_t price = 0;
-  MSGPACK_DEFINE_MAP(date_time, price);
+  MSGPACK_DEFINE(date_time, price);
 };
 
 // An auction's best valid price so far, from the first stage to the second.
@@ -33,7 +33,7 @@ struct q4_winning {
   std::int64_t auction = 0;
   std::int64_t category = 0;
   std::int64_t price = 0;
-  MSGPACK_DEFINE_MAP(auction, category, price);
+  MSGPACK_DEFINE(auction, category, price);
 };
 
 // Whether a bid at `date_time` of `price` counts for the auction (the reference's rule).
@@ -71,7 +71,7 @@ struct q4_category {
   std::int64_t sum = 0;
   std::int64_t count = 0;
   std::int64_t version = 0;
-  MSGPACK_DEFINE_MAP(sum, count, version);
+  MSGPACK_DEFINE(sum, count, version);
 };
 
 void q4_average(const q4_winning& w, api::keyed_process_context<std::int64_t>& ctx,
@@ -179,7 +179,7 @@ struct q7_best {
   std::int64_t window_start = 0;
   std::int64_t price = -1;
   std::vector<q7_row> bids;
-  MSGPACK_DEFINE_MAP(window_start, price, bids);
+  MSGPACK_DEFINE(window_start, price, bids);
 };
 
 // Adds `rows` of `price` to `best`: they replace its bids when higher, join them on a tie.

@@ -37,7 +37,7 @@ struct q4_update {
   std::int64_t average_price = 0;
   std::int64_t version = 0;
   auto operator<=>(const q4_update&) const = default;
-  MSGPACK_DEFINE_MAP(category, average_price, version);
+  MSGPACK_DEFINE(category, average_price, version);
 };
 
 // q4, average price per category, without event-time windows: an auction's winning bid is its

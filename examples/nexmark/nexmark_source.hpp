@@ -21,7 +21,7 @@ struct nexmark_event {
   std::optional<auction> new_auction;
   std::optional<bid> new_bid;
 
-  MSGPACK_DEFINE_MAP(number, new_person, new_auction, new_bid);
+  MSGPACK_DEFINE(number, new_person, new_auction, new_bid);
 };
 
 nexmark_event make_nexmark_event(const generator& g, std::int64_t number);

@@ -26,7 +26,7 @@ struct q2_row {
   std::int64_t auction = 0;
   std::int64_t price = 0;
   auto operator<=>(const q2_row&) const = default;
-  MSGPACK_DEFINE_MAP(auction, price);
+  MSGPACK_DEFINE(auction, price);
 };
 
 struct q3_row {
@@ -35,14 +35,14 @@ struct q3_row {
   std::string state;
   std::int64_t auction = 0;
   auto operator<=>(const q3_row&) const = default;
-  MSGPACK_DEFINE_MAP(name, city, state, auction);
+  MSGPACK_DEFINE(name, city, state, auction);
 };
 
 struct q4_row {
   std::int64_t category = 0;
   std::int64_t average_price = 0;  // of the winning bids, truncated to a cent
   auto operator<=>(const q4_row&) const = default;
-  MSGPACK_DEFINE_MAP(category, average_price);
+  MSGPACK_DEFINE(category, average_price);
 };
 
 struct q5_row {
@@ -50,7 +50,7 @@ struct q5_row {
   std::int64_t auction = 0;
   std::int64_t bids = 0;
   auto operator<=>(const q5_row&) const = default;
-  MSGPACK_DEFINE_MAP(window_start, auction, bids);
+  MSGPACK_DEFINE(window_start, auction, bids);
 };
 
 struct q7_row {
@@ -60,7 +60,7 @@ struct q7_row {
   std::int64_t bidder = 0;
   std::int64_t date_time = 0;
   auto operator<=>(const q7_row&) const = default;
-  MSGPACK_DEFINE_MAP(window_start, auction, price, bidder, date_time);
+  MSGPACK_DEFINE(window_start, auction, price, bidder, date_time);
 };
 
 struct q8_row {
@@ -68,7 +68,7 @@ struct q8_row {
   std::string name;
   std::int64_t window_start = 0;
   auto operator<=>(const q8_row&) const = default;
-  MSGPACK_DEFINE_MAP(person, name, window_start);
+  MSGPACK_DEFINE(person, name, window_start);
 };
 
 // The window of size `size` (aligned to the epoch) that holds `t`.
