@@ -169,7 +169,7 @@ class windowed_stream {
                                tagged<T>(raw, late_tag, name + "-late"), raw};
   }
 
-  // The input's value, key and timestamp, and the key's state: what both operators start with.
+  // The input's value, key and timestamp: what both operators start with.
   struct element {
     T value;
     K key;
@@ -192,9 +192,10 @@ class windowed_stream {
 
   // Tumbling and sliding windows (A::slicing()): the key's state holds one accumulator per
   // slice (a map state by slice start), so an element costs one read and one write however
-  // many windows it is in. A slice's first element registers the timers of its windows (every
-  // later one finds them registered or fired); a window fires by its timer with its slices
-  // merged in time order, and a slice goes once the last window it is in passed its lateness.
+  // many windows it is in. A slice's first element registers the timer of its first window
+  // still to fire; a window fires by its timer with its slices merged in time order and
+  // registers the next window's timer if that holds a slice, and a slice goes once the last
+  // window it is in passed its lateness.
   template <typename O, typename F>
   static timed_process_function sliced_operator(std::shared_ptr<const F> fns) {
     const window_slicing slicing = fns->assigner.slicing();
@@ -215,15 +216,18 @@ class windowed_stream {
       slices.put(slice, fns->add(fresh ? fns->init : std::move(*acc), e.value));
       if (fresh && fns->lateness > 0)
         ctx.register_event_time_timer(windows.front().max_timestamp() + fns->lateness);
-      for (const time_window& w : windows) {
+      std::optional<std::int64_t> first_pending;
+      for (const time_window& w : windows) {                 // the latest first
         if (w.max_timestamp() + fns->lateness <= wm) break;  // and every earlier one
         // Late but within the allowed lateness: the window fired already, fires again now.
-        if (w.max_timestamp() <= wm) {
+        if (w.max_timestamp() <= wm)
           fire_sliced<O>(*fns, e.key, input.key, w, slices_of(slices), out);
-        } else if (fresh) {
-          ctx.register_event_time_timer(w.max_timestamp());
-        }
+        else
+          first_pending = w.max_timestamp();
       }
+      // One timer per new slice: its first window still to fire. Each window's timer registers
+      // the next window's when that one holds a slice, so every window of the slice fires.
+      if (fresh && first_pending) ctx.register_event_time_timer(*first_pending);
     };
     auto on_timer = [fns, slicing](const fired_timer& t, keyed_context& state,
                                    std::vector<record>& out) {
@@ -233,8 +237,15 @@ class windowed_stream {
       map_state<std::int64_t, typename F::acc_type> slices(scope, fns->state_name);
       auto kept = slices_of(slices);
       // A timer at a window's end fires it; one at a slice's expiry (lateness) may be both.
-      if (const auto w = slicing.window_ending_at(t.timestamp))
+      if (const auto w = slicing.window_ending_at(t.timestamp)) {
         fire_sliced<O>(*fns, key, t.key, *w, kept, out);
+        const time_window next{w->start + slicing.slide, w->end + slicing.slide};
+        const bool next_holds_a_slice = std::any_of(kept.begin(), kept.end(), [&](const auto& k) {
+          return k.first >= next.start && k.first < next.end;
+        });
+        if (next_holds_a_slice)
+          state.register_event_time_timer(next.max_timestamp(), scope.encoded_key());
+      }
       for (const auto& [start, _] : kept)
         if (slicing.last_max_timestamp(start) + fns->lateness <= t.timestamp) slices.remove(start);
     };
