@@ -9,6 +9,11 @@
 // pair share the threads, the sockets and the warm caches, a pair spans seconds, and the order
 // inside a pair alternates (off-on, on-off, ...), so a steady drift cancels over the pairs.
 //
+// With --unaligned --beside-aligned each round has three segments, off, aligned and unaligned
+// (the job is submitted unaligned, and the REST API switches its checkpoints between the two
+// modes), in the six orders in turn: both modes against off, and unaligned against aligned, in
+// the same conditions.
+//
 // What it does not measure: deploy and the final checkpoint of a bounded job (throughput_bench
 // includes them), and what having checkpointing enabled at all costs when no checkpoint runs
 // (the "off" segments have it enabled; throughput_bench --intervals 0 3600000 measures that).
@@ -66,6 +71,7 @@ struct options {
   int poll_ms = 25;  // readings carry their own times: polling only needs to see each
   std::string mode = "exactly_once";
   bool unaligned = false;
+  bool beside_aligned = false;  // with unaligned: rounds of off, aligned and unaligned
   bool pin_workers = false;
   std::string coordinator_bin = SNAPFLOW_COORDINATOR_BIN;
   std::string worker_bin = SNAPFLOW_WORKER_BIN;
@@ -96,8 +102,22 @@ struct reading {
 };
 
 // What a segment measured, over its window (the segment minus its settling time).
+// What a segment runs: no checkpoints, or checkpoints every --interval ms of the job's mode,
+// or (--beside-aligned) of the mode switched to for the segment.
+enum class side { off, on, aligned, unaligned };
+
+const char* side_name(side s) {
+  switch (s) {
+    case side::off: return "off";
+    case side::on: return "on";
+    case side::aligned: return "aligned";
+    case side::unaligned: return "unaligned";
+  }
+  return "?";
+}
+
 struct segment {
-  bool checkpointing = false;
+  side runs = side::off;
   std::map<int, std::vector<reading>> readings;  // per source subtask index, new ones only
   double wall_seconds = 0;
   double cpu_seconds = 0;  // coordinator and workers
@@ -182,12 +202,14 @@ class job_session {
     return c["counts"].value("completed", std::int64_t{0});
   }
 
-  void set_interval(std::int64_t ms) const {
-    const auto r = cluster_.patch("/jobs/" + job_ + "/checkpoints/config",
-                                  json{{"interval", ms}}.dump());
+  // The interval, and with `unaligned` the mode, of the checkpoints triggered from now on.
+  void set_checkpointing(std::int64_t interval_ms, std::optional<bool> unaligned) const {
+    json body{{"interval", interval_ms}};
+    if (unaligned) body["unaligned"] = *unaligned;
+    const auto r = cluster_.patch("/jobs/" + job_ + "/checkpoints/config", body.dump());
     if (r.status != 200)
-      throw std::runtime_error("setting the interval to " + std::to_string(ms) +
-                               " ms failed: " + std::to_string(r.status) + " " + r.body);
+      throw std::runtime_error("setting the checkpoints to " + body.dump() + " failed: " +
+                               std::to_string(r.status) + " " + r.body);
   }
 
   const std::string& state() const { return state_; }
@@ -202,11 +224,13 @@ class job_session {
 
 // Runs one segment: switch, settle, then collect readings until the segment's time is up.
 segment run_segment(const options& o, const process_cluster& cluster, job_session& job,
-                    bool checkpointing) {
+                    side runs) {
   segment s;
-  s.checkpointing = checkpointing;
+  s.runs = runs;
   const auto start = clock_type::now();
-  job.set_interval(checkpointing ? o.interval_ms : off_interval_ms);
+  std::optional<bool> unaligned;
+  if (runs == side::aligned || runs == side::unaligned) unaligned = runs == side::unaligned;
+  job.set_checkpointing(runs == side::off ? off_interval_ms : o.interval_ms, unaligned);
   const auto window_start = start + std::chrono::milliseconds(o.settle_ms);
   const auto end = start + std::chrono::duration_cast<clock_type::duration>(
                                std::chrono::duration<double>(o.segment_seconds));
@@ -240,6 +264,50 @@ struct pair_result {
   double on_checkpoints_per_s = 0;
 };
 
+// A segment with its rate and CPU per record.
+struct measured {
+  segment seg;
+  double rate = 0;
+  double cpu_ns = 0;      // coordinator and workers, per record
+  double machine_ns = 0;  // the whole machine, per record
+};
+
+measured measure(segment s) {
+  const auto rate = s.rate();
+  if (!rate) throw std::runtime_error("a segment saw under two heartbeats of a source subtask");
+  measured m;
+  m.rate = *rate;
+  m.cpu_ns = s.cpu_seconds * 1e9 / (*rate * s.wall_seconds);
+  m.machine_ns = s.machine.busy * 1e9 / (*rate * s.wall_seconds);
+  m.seg = std::move(s);
+  return m;
+}
+
+pair_result compare(const measured& off, const measured& on) {
+  pair_result r;
+  r.off_rate = off.rate;
+  r.on_rate = on.rate;
+  r.loss = 1.0 - on.rate / off.rate;
+  r.cpu_increase = on.cpu_ns / off.cpu_ns - 1.0;
+  r.machine_increase = on.machine_ns / off.machine_ns - 1.0;
+  r.on_checkpoints_per_s = static_cast<double>(on.seg.checkpoints) / on.seg.wall_seconds;
+  return r;
+}
+
+// The segments of round `p`: off and on, in turn on-first and off-first; with
+// --beside-aligned off, aligned and unaligned in the six orders in turn. Either way a steady
+// drift favours no side over the rounds.
+std::vector<side> round_sides(const options& o, int p) {
+  if (!o.beside_aligned)
+    return p % 2 == 1 ? std::vector{side::on, side::off} : std::vector{side::off, side::on};
+  static constexpr side orders[6][3] = {
+      {side::off, side::aligned, side::unaligned}, {side::unaligned, side::aligned, side::off},
+      {side::aligned, side::unaligned, side::off}, {side::off, side::unaligned, side::aligned},
+      {side::unaligned, side::off, side::aligned}, {side::aligned, side::off, side::unaligned}};
+  const auto& order = orders[p % 6];
+  return {order[0], order[1], order[2]};
+}
+
 void print_interval_line(const char* what, const std::vector<double>& v) {
   const auto ci = interval_of_median(v);
   double mean = 0;
@@ -260,7 +328,9 @@ int main(int argc, char** argv) {
                  "checkpoint interval of the checkpointing segments, ms")
       ->check(CLI::Range(1, 600'000))
       ->capture_default_str();
-  app.add_option("--pairs", o.pairs, "pairs of segments (one with checkpoints, one without)")
+  app.add_option("--pairs", o.pairs,
+                 "rounds of segments: one with checkpoints and one without (with "
+                 "--beside-aligned: off, aligned and unaligned)")
       ->check(CLI::Range(1, 200))
       ->capture_default_str();
   app.add_option("--segment-seconds", o.segment_seconds, "length of a segment")
@@ -288,6 +358,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--unaligned", o.unaligned,
                "unaligned checkpoints (exactly_once only): what they cost with no backpressure");
+  app.add_flag("--beside-aligned", o.beside_aligned,
+               "with --unaligned: rounds of three segments, off, aligned and unaligned (switched "
+               "over REST), so that both modes are measured against off in the same conditions")
+      ->needs("--unaligned");
   app.add_flag("--pin-workers", o.pin_workers,
                "worker w on CPU w mod the machine's CPUs (snapflow-worker --cpus)");
   app.add_option("--coordinator-bin", o.coordinator_bin, "snapflow-coordinator to run")
@@ -322,12 +396,16 @@ int main(int argc, char** argv) {
               "(first %d ms of each not measured), %d worker(s)%s, %lld keys, %s%s\n",
               o.interval_ms, o.pairs, o.segment_seconds, o.settle_ms, o.workers,
               o.pin_workers ? " pinned" : "", static_cast<long long>(o.keys), o.mode.c_str(),
-              o.unaligned ? ", unaligned" : "");
+              o.unaligned ? (o.beside_aligned ? ", unaligned beside aligned" : ", unaligned")
+                          : "");
   std::printf("sequence_source(2) -> hash -> keyed_sum(2) -> discard_sink(2); state folder %s\n",
               o.state_dir.empty() ? "(temporary)" : state_dir.c_str());
   std::fflush(stdout);
 
-  std::vector<pair_result> pairs;
+  // Per side that checkpoints (on; or aligned and unaligned), each round's comparison with the
+  // round's off segment; and with --beside-aligned, unaligned against aligned per round.
+  std::map<side, std::vector<pair_result>> against_off;
+  std::vector<double> unaligned_vs_aligned;
   json segments_json = json::array();
   std::optional<in_flight_summary> in_flight;
   try {
@@ -364,50 +442,31 @@ int main(int argc, char** argv) {
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup_seconds));
 
-    std::printf("\n%5s %-5s %14s %12s %12s %12s\n", "pair", "side", "records/s", "CPU ns/rec",
+    std::printf("\n%5s %-9s %14s %12s %12s %12s\n", "round", "side", "records/s", "CPU ns/rec",
                 "machine ns", "checkpoints");
     for (int p = 0; p < o.pairs; ++p) {
-      // off-on, on-off, ...: a steady drift favours neither side over the pairs.
-      const bool on_first = p % 2 == 1;
-      segment first = run_segment(o, cluster, job, on_first);
-      segment second = run_segment(o, cluster, job, !on_first);
-      const segment& off = on_first ? second : first;
-      const segment& on = on_first ? first : second;
-      const auto off_rate = off.rate(), on_rate = on.rate();
-      if (!off_rate || !on_rate)
-        throw std::runtime_error("a segment saw under two heartbeats of a source subtask");
-      auto per_record = [](double seconds, double rate, double wall) {
-        return seconds * 1e9 / (rate * wall);
-      };
-      pair_result r;
-      r.off_rate = *off_rate;
-      r.on_rate = *on_rate;
-      r.loss = 1.0 - *on_rate / *off_rate;
-      const double off_cpu = per_record(off.cpu_seconds, *off_rate, off.wall_seconds);
-      const double on_cpu = per_record(on.cpu_seconds, *on_rate, on.wall_seconds);
-      const double off_machine = per_record(off.machine.busy, *off_rate, off.wall_seconds);
-      const double on_machine = per_record(on.machine.busy, *on_rate, on.wall_seconds);
-      r.cpu_increase = on_cpu / off_cpu - 1.0;
-      r.machine_increase = on_machine / off_machine - 1.0;
-      r.on_checkpoints_per_s = static_cast<double>(on.checkpoints) / on.wall_seconds;
-      pairs.push_back(r);
-      for (const segment* s : {&first, &second}) {
-        const double rate = s == &off ? *off_rate : *on_rate;
-        const double cpu = s == &off ? off_cpu : on_cpu;
-        const double machine = s == &off ? off_machine : on_machine;
-        std::printf("%5d %-5s %14.0f %12.1f %12.1f %12lld\n", p + 1,
-                    s->checkpointing ? "on" : "off", rate, cpu, machine,
-                    static_cast<long long>(s->checkpoints));
+      std::map<side, measured> round;
+      for (side runs : round_sides(o, p)) {
+        const measured m = measure(run_segment(o, cluster, job, runs));
+        std::printf("%5d %-9s %14.0f %12.1f %12.1f %12lld\n", p + 1, side_name(runs), m.rate,
+                    m.cpu_ns, m.machine_ns, static_cast<long long>(m.seg.checkpoints));
         segments_json.push_back({{"pair", p + 1},
-                                 {"checkpointing", s->checkpointing},
-                                 {"records_per_s", rate},
-                                 {"cpu_ns_per_record", cpu},
-                                 {"machine_ns_per_record", machine},
-                                 {"idle_share", s->machine.idle_share()},
-                                 {"checkpoints", s->checkpoints},
-                                 {"seconds", s->wall_seconds}});
+                                 {"side", side_name(runs)},
+                                 {"checkpointing", runs != side::off},
+                                 {"records_per_s", m.rate},
+                                 {"cpu_ns_per_record", m.cpu_ns},
+                                 {"machine_ns_per_record", m.machine_ns},
+                                 {"idle_share", m.seg.machine.idle_share()},
+                                 {"checkpoints", m.seg.checkpoints},
+                                 {"seconds", m.seg.wall_seconds}});
+        round.emplace(runs, m);
       }
       std::fflush(stdout);
+      for (const auto& [runs, m] : round)
+        if (runs != side::off) against_off[runs].push_back(compare(round.at(side::off), m));
+      if (o.beside_aligned)
+        unaligned_vs_aligned.push_back(
+            compare(round.at(side::aligned), round.at(side::unaligned)).loss);
     }
     in_flight = job.recent_in_flight();
   } catch (const std::exception& e) {
@@ -415,18 +474,36 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::vector<double> losses, cpu, machine, per_s;
-  for (const auto& r : pairs) {
-    losses.push_back(r.loss);
-    cpu.push_back(r.cpu_increase);
-    machine.push_back(r.machine_increase);
-    per_s.push_back(r.on_checkpoints_per_s);
+  struct summary {
+    std::vector<double> losses, cpu, machine, per_s;
+  };
+  std::map<side, summary> summaries;
+  for (const auto& [runs, results] : against_off) {
+    summary& sum = summaries[runs];
+    for (const auto& r : results) {
+      sum.losses.push_back(r.loss);
+      sum.cpu.push_back(r.cpu_increase);
+      sum.machine.push_back(r.machine_increase);
+      sum.per_s.push_back(r.on_checkpoints_per_s);
+    }
+    std::printf("\n%s against off (1 - checkpointing / not), %zu rounds, %.1f checkpoints/s "
+                "while on:\n",
+                side_name(runs), results.size(), median(sum.per_s));
+    print_interval_line("throughput lost", sum.losses);
+    print_interval_line("CPU per record +", sum.cpu);
+    print_interval_line("machine CPU/record +", sum.machine);
   }
-  std::printf("\nper pair (1 - checkpointing / not), %zu pairs, %.1f checkpoints/s while on:\n",
-              pairs.size(), median(per_s));
-  print_interval_line("throughput lost", losses);
-  print_interval_line("CPU per record +", cpu);
-  print_interval_line("machine CPU/record +", machine);
+  if (!unaligned_vs_aligned.empty()) {
+    std::printf("\nunaligned against aligned (1 - unaligned / aligned), %zu rounds:\n",
+                unaligned_vs_aligned.size());
+    print_interval_line("throughput lost", unaligned_vs_aligned);
+  }
+  // What the JSON's top-level figures describe: unaligned beside aligned, else the one side.
+  const side primary = o.beside_aligned ? side::unaligned : side::on;
+  const std::vector<double>& losses = summaries[primary].losses;
+  const std::vector<double>& cpu = summaries[primary].cpu;
+  const std::vector<double>& machine = summaries[primary].machine;
+  const std::vector<double>& per_s = summaries[primary].per_s;
   if (in_flight)
     std::printf("last %zu checkpoints: %zu unaligned, persisted in-flight bytes median %.0f, "
                 "max %.0f\n",
@@ -437,7 +514,8 @@ int main(int argc, char** argv) {
     const auto loss_ci = interval_of_median(losses);
     json j{{"interval_ms", o.interval_ms},
            {"unaligned", o.unaligned},
-           {"pairs", pairs.size()},
+           {"pairs", losses.size()},
+           {"beside_aligned", o.beside_aligned},
            {"segment_seconds", o.segment_seconds},
            {"settle_ms", o.settle_ms},
            {"workers", o.workers},
@@ -453,6 +531,14 @@ int main(int argc, char** argv) {
            {"machine_increase_median", median(machine)},
            {"persisted_bytes_median", in_flight ? in_flight->median_bytes : 0.0},
            {"segments", segments_json}};
+    if (o.beside_aligned) {
+      const auto& aligned = summaries[side::aligned].losses;
+      const auto aligned_ci = interval_of_median(aligned);
+      j["aligned_loss_median"] = median(aligned);
+      j["aligned_loss_low"] = aligned_ci.low;
+      j["aligned_loss_high"] = aligned_ci.high;
+      j["unaligned_vs_aligned_loss_median"] = median(unaligned_vs_aligned);
+    }
     std::ofstream out(o.json_out);
     out << j.dump(2) << "\n";
     if (!out) {

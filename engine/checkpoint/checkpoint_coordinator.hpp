@@ -82,6 +82,9 @@ class checkpoint_coordinator : public std::enable_shared_from_this<checkpoint_co
   void abort_pending_checkpoints(checkpoint_failure_reason reason, const std::string& message);
   // Changes the periodic interval of a running job; takes effect from the next tick.
   void set_interval(std::chrono::milliseconds interval);
+  // Unaligned or aligned for the checkpoints triggered from now on (the REST API allows it
+  // only for a job submitted unaligned, whose tasks bound and persist in-flight records).
+  void set_unaligned(bool unaligned) { core_.set_unaligned(unaligned); }
   void shutdown(job_status status);
 
   const checkpoint_coordinator_core& core() const { return core_; }

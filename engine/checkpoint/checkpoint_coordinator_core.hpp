@@ -134,6 +134,9 @@ class checkpoint_coordinator_core {
 
   // Runtime change of the periodic interval (the driver re-arms its timer).
   void set_interval(std::chrono::milliseconds interval) { config_.interval = interval; }
+  // Runtime switch between unaligned and aligned checkpoints, for the checkpoints triggered
+  // from now on (their trigger options carry it; one in flight keeps its own).
+  void set_unaligned(bool unaligned) { config_.unaligned = unaligned; }
 
  private:
   struct triggering_request {

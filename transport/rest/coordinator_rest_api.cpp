@@ -501,17 +501,35 @@ rest_response coordinator_rest_api::set_checkpoint_config(const job_id& id,
   auto* c = m->coordinator();
   if (c == nullptr) return error_response(404, "checkpointing is not enabled for job " + id);
   json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("interval") ||
-      !j["interval"].is_number_integer())
-    return error_response(400, "the body must be {\"interval\": <milliseconds>}");
-  const auto interval = std::chrono::milliseconds(j["interval"].get<std::int64_t>());
+  const bool is_object = !j.is_discarded() && j.is_object();
+  const bool has_interval = is_object && j.contains("interval");
+  const bool has_unaligned = is_object && j.contains("unaligned");
+  if (!is_object || (!has_interval && !has_unaligned) ||
+      j.size() != static_cast<std::size_t>(has_interval) + has_unaligned ||
+      (has_interval && !j["interval"].is_number_integer()) ||
+      (has_unaligned && !j["unaligned"].is_boolean()))
+    return error_response(400,
+                          "the body must be {\"interval\": <milliseconds>, \"unaligned\": "
+                          "<true|false>} with one or both, and nothing else");
   snapflow::checkpoint_config next = c->core().config();
-  next.interval = interval;
-  if (auto invalid = next.validate()) return error_response(400, *invalid);
-  if (!c->core().config().interval)
+  if (has_interval) next.interval = std::chrono::milliseconds(j["interval"].get<std::int64_t>());
+  if (has_unaligned) next.unaligned = j["unaligned"].get<bool>();
+  // The aligned timeout stays for when unaligned is switched on again; aligned, it is unused.
+  snapflow::checkpoint_config checked = next;
+  if (!checked.unaligned) checked.aligned_checkpoint_timeout = std::chrono::milliseconds(0);
+  if (auto invalid = checked.validate()) return error_response(400, *invalid);
+  if (has_interval && !c->core().config().interval)
     return error_response(409, "job " + id + " was submitted without periodic checkpoints");
-  c->set_interval(interval);
-  return json_response(200, json{{"interval", interval.count()}});
+  const auto& submitted = m->graph().job().checkpointing;
+  if (next.unaligned && (!submitted || !submitted->config.unaligned))
+    return error_response(409, "job " + id +
+                                   " was submitted with aligned checkpoints: unaligned ones can "
+                                   "be switched on only in a job submitted with unaligned = true "
+                                   "(its tasks bound and persist their in-flight records)");
+  if (has_interval) c->set_interval(*next.interval);
+  if (has_unaligned) c->set_unaligned(next.unaligned);
+  return json_response(200, json{{"interval", next.interval ? next.interval->count() : -1},
+                                 {"unaligned", next.unaligned}});
 }
 
 rest_response coordinator_rest_api::checkpoint_details(

@@ -229,6 +229,53 @@ TEST_CASE("REST: checkpoint config and changing the interval of a running job") 
   f.call("PATCH", "/jobs/" + id + "/checkpoints/config", "nonsense", 400);
 }
 
+TEST_CASE("REST: a running job submitted unaligned switches between unaligned and aligned "
+          "checkpoints; bad bodies and an aligned job are refused") {
+  fixture f;
+  const std::string config = "/checkpoints/config";
+  // Submitted aligned: unaligned cannot be switched on (its tasks do not persist in-flight
+  // records), aligned stays as it is.
+  job_id aligned = f.submit_and_run();
+  CHECK_THAT(f.call("PATCH", "/jobs/" + aligned + config, R"({"unaligned": true})", 409)["errors"]
+                 [0]
+                     .get<std::string>(),
+             Catch::Contains("submitted with aligned checkpoints"));
+  f.call("PATCH", "/jobs/" + aligned + config, R"({"unaligned": false})");
+  for (const char* bad : {R"({})", R"({"unaligned": "yes"})", R"({"unaligned": 1})",
+                          R"({"interval": 20, "also": 1})", R"({"interval": 2.5})", "[]"})
+    f.call("PATCH", "/jobs/" + aligned + config, bad, 400);
+  CHECK(f.call("GET", "/jobs/" + aligned + config)["unaligned_checkpoints"] == false);
+  CHECK(f.call("GET", "/jobs/" + aligned + config)["interval"] == 50);
+
+  std::string text = job_text;
+  text.replace(text.find("timeout_ms = 5000"), 17,
+               "timeout_ms = 5000\nunaligned = true\naligned_checkpoint_timeout_ms = 10");
+  job_id id = f.submit_and_run(text);
+  auto* master = f.jobs->find(id);
+  // Each checkpoint's trigger options carry the mode in force when it was triggered.
+  auto trigger_one = [&](checkpoint_id n) {
+    f.call("POST", "/jobs/" + id + "/checkpoints", {}, 202);
+    REQUIRE(!f.gateway->triggers.empty());
+    CHECK(f.gateway->triggers.back().id == n);
+    const checkpoint_options options = f.gateway->triggers.back().options;
+    for (auto* v : master->graph().all_execution_vertices())
+      master->coordinator()->receive_ack({id, v->current_attempt(), n, {}, {1, 2, 3, 0}});
+    f.poll();
+    return options;
+  };
+  CHECK(trigger_one(1).unaligned);
+  auto switched = f.call("PATCH", "/jobs/" + id + config, R"({"unaligned": false})");
+  CHECK(switched["unaligned"] == false);
+  CHECK(switched["interval"] == 50);
+  CHECK(f.call("GET", "/jobs/" + id + config)["unaligned_checkpoints"] == false);
+  CHECK_FALSE(trigger_one(2).unaligned);
+  f.call("PATCH", "/jobs/" + id + config, R"({"unaligned": true, "interval": 30})");
+  const checkpoint_options back = trigger_one(3);
+  CHECK(back.unaligned);
+  CHECK(back.aligned_timeout_ms == 10);  // kept while aligned
+  CHECK(f.call("GET", "/jobs/" + id + config)["interval"] == 30);
+}
+
 TEST_CASE("REST: savepoint with cancel, then the job is canceled") {
   fixture f;
   job_id id = f.submit_and_run();
