@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -35,6 +37,27 @@ inline std::int64_t window_start(std::int64_t t, std::int64_t offset, std::int64
 inline std::int64_t positive_ms(std::chrono::milliseconds d, const char* what) {
   if (d.count() <= 0) throw std::invalid_argument(std::string(what) + " must be positive");
   return d.count();
+}
+// The sum of non-negative terms, held at INT64_MAX where it would overflow.
+inline std::int64_t saturating_sum(std::initializer_list<std::int64_t> terms) {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  std::int64_t sum = 0;
+  for (std::int64_t t : terms) sum = t > max - sum ? max : sum + t;
+  return sum;
+}
+// How far from the int64 limits an element's time must lie for the window operators' arithmetic
+// to fit: its windows' starts and ends, the next window's end (a sliding window's timer
+// registers it) and those ends plus the allowed lateness. `span` is what one window reaches
+// beyond an element's time (an assigner's reach_ms()); twice it covers the next window.
+inline std::int64_t reach_for(std::int64_t span, std::int64_t lateness) {
+  return saturating_sum({span, span, lateness, 2});
+}
+// Whether `t` lies at least `reach` away from both int64 limits. A reach held at INT64_MAX by
+// saturation is beyond every time.
+inline bool within_limits(std::int64_t t, std::int64_t reach) {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  return reach < max && t <= max - reach && t >= min + reach;
 }
 }  // namespace window_detail
 
@@ -90,6 +113,7 @@ struct tumbling_event_time_windows {
     return {{start, start + size_ms}};
   }
   window_slicing slicing() const { return {size_ms, size_ms, offset_ms}; }
+  std::int64_t reach_ms() const { return size_ms; }
 };
 
 // Windows of `size` starting every `slide` (Flink's SlidingEventTimeWindows): each element is in
@@ -111,6 +135,7 @@ struct sliding_event_time_windows {
     return out;
   }
   window_slicing slicing() const { return {size_ms, slide_ms, 0}; }
+  std::int64_t reach_ms() const { return window_detail::saturating_sum({size_ms, slide_ms}); }
 };
 
 // Sessions (Flink's EventTimeSessionWindows): each element opens [t, t + gap), and windows of
@@ -123,6 +148,7 @@ struct event_time_session_windows {
       : gap_ms(window_detail::positive_ms(gap, "a session gap")) {}
 
   std::vector<time_window> assign(std::int64_t t) const { return {{t, t + gap_ms}}; }
+  std::int64_t reach_ms() const { return gap_ms; }
 };
 
 // Sessions: the windows of `existing` that `fresh` overlaps, transitively through the merged

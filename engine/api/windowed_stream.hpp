@@ -49,9 +49,10 @@ struct window_output {
 // timer at its max timestamp, and so both survive checkpoints,
 // restores and rescales. A record whose windows all ended more than the allowed lateness before
 // the watermark goes to the late stream; one within the lateness is added and its window fires
-// again at once with the updated result. State of a window goes once the watermark passed its
-// end plus the lateness (a slice's, once it passed the last window the slice is in). Results carry
-// the window's max timestamp as event time.
+// again at once with the updated result; so does one too close to the int64 limits for its
+// windows' arithmetic (window_detail::reach_for). State of a window goes once the watermark passed
+// its end plus the lateness (a slice's, once it passed the last window the slice is in). Results
+// carry the window's max timestamp as event time.
 template <typename K, typename T, typename A>
 class windowed_stream {
  public:
@@ -130,6 +131,7 @@ class windowed_stream {
     using acc_type = ACC;
     A assigner;
     std::int64_t lateness;
+    std::int64_t reach;  // window_detail::reach_for: elements closer to the int64 limits are late
     ACC init;
     Add add;
     Merge merge;
@@ -157,8 +159,9 @@ class windowed_stream {
   window_output<O, T> build(ACC init, Add add, Merge merge, Emit emit, std::string name) {
     using fns_type = window_functions<ACC, Add, Merge, Emit>;
     auto fns = std::make_shared<const fns_type>(fns_type{
-        assigner_, lateness_ms_, std::move(init), std::move(add), std::move(merge), std::move(emit),
-        name, "window/" + name, input_.selector(), processing_clock::system()});
+        assigner_, lateness_ms_, window_detail::reach_for(assigner_.reach_ms(), lateness_ms_),
+        std::move(init), std::move(add), std::move(merge), std::move(emit), name, "window/" + name,
+        input_.selector(), processing_clock::system()});
     timed_process_function fn;
     if constexpr (A::merging)
       fn = merging_operator<O>(fns);
@@ -184,6 +187,12 @@ class windowed_stream {
                          "' needs event time: assign timestamps and watermarks before it");
     return e;
   }
+  // An element too close to the int64 limits has no window the operator can compute: it goes
+  // to the late stream, as one whose windows are all past.
+  template <typename F>
+  static bool beyond_limits(const F& fns, const element& e) {
+    return !window_detail::within_limits(e.timestamp, fns.reach);
+  }
   static void emit_late(const record& input, std::vector<record>& out) {
     record late = input;
     late.value = late_tag;
@@ -202,6 +211,7 @@ class windowed_stream {
     auto on_element = [fns, slicing](const record& input, keyed_context& state,
                                      std::vector<record>& out) {
       const auto e = read_element(*fns, input);
+      if (beyond_limits(*fns, e)) return emit_late(input, out);
       state_scope scope(state, encode(e.key), fns->clock);
       keyed_process_context<K> ctx(e.key, scope, input);
       const std::int64_t wm = ctx.current_watermark();
@@ -282,6 +292,7 @@ class windowed_stream {
     using ACC = typename F::acc_type;
     auto on_element = [fns](const record& input, keyed_context& state, std::vector<record>& out) {
       const auto e = read_element(*fns, input);
+      if (beyond_limits(*fns, e)) return emit_late(input, out);
       state_scope scope(state, encode(e.key), fns->clock);
       keyed_process_context<K> ctx(e.key, scope, input);
       const std::int64_t wm = ctx.current_watermark();
