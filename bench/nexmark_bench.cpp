@@ -39,6 +39,7 @@ struct options {
   std::int64_t interval_ms = 0;  // 0: checkpointing off
   std::string backend = "hashmap";
   int timeout_s = 1800;
+  bool key_fusion = true;  // key selectors folded into their inputs (graph/key_selector_fusion)
 };
 
 // Trigger and completion times per checkpoint id, from the coordinator's control messages.
@@ -80,6 +81,7 @@ snapflow::job_graph build_job(const options& o) {
   env.set_job_name("nexmark-" + o.query).set_parallelism(o.parallelism);
   if (o.interval_ms > 0) env.enable_checkpointing(std::chrono::milliseconds(o.interval_ms));
   env.set_state_backend(o.backend);
+  env.set_key_selector_fusion(o.key_fusion);
   snapflow::api::typed_environment typed(env);
   snapflow::nexmark::source_options source;
   source.events = o.events;
@@ -111,6 +113,9 @@ int main(int argc, char** argv) {
   app.add_option("--interval-ms", o.interval_ms, "checkpoint interval, 0 = off")
       ->check(CLI::Range(0, 3'600'000));
   app.add_option("--backend", o.backend)->check(CLI::IsMember({"hashmap", "rocksdb"}));
+  app.add_flag("!--no-key-fusion", o.key_fusion,
+               "run each key selector in a task of its own (to compare with folding it into its "
+               "input)");
   app.add_option("--timeout-s", o.timeout_s)->check(CLI::Range(1, 86'400));
   CLI11_PARSE(app, argc, argv);
 
@@ -139,6 +144,7 @@ int main(int argc, char** argv) {
                         {"parallelism", o.parallelism},
                         {"interval_ms", o.interval_ms},
                         {"backend", o.backend},
+                        {"key_fusion", o.key_fusion},
                         {"seconds", seconds},
                         {"events_per_s", static_cast<double>(o.events) / seconds},
                         {"checkpoints", durations.size()}};

@@ -129,6 +129,11 @@ stream_environment& stream_environment::set_job_name(std::string name) {
   return *this;
 }
 
+stream_environment& stream_environment::set_key_selector_fusion(bool on) {
+  graph_.fuse_key_selectors = on;
+  return *this;
+}
+
 stream_environment& stream_environment::set_parallelism(std::uint32_t parallelism) {
   require_parallelism("parallelism", parallelism);
   graph_.default_parallelism = parallelism;

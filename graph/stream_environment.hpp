@@ -84,6 +84,9 @@ class keyed_stream {
 class stream_environment {
  public:
   stream_environment& set_job_name(std::string name);
+  // Whether key selectors run in the operator that feeds them where they can (the default; as
+  // Flink's operator chaining) or each in a task of its own (graph/key_selector_fusion.hpp).
+  stream_environment& set_key_selector_fusion(bool on);
   stream_environment& set_parallelism(std::uint32_t parallelism);
   stream_environment& set_max_parallelism(std::uint32_t max_parallelism);
 

@@ -40,6 +40,9 @@ class stream_graph {
   std::optional<checkpoint_config> checkpointing;
   // Set by set_restart_strategy; absent means the coordinator's default.
   std::optional<restart_strategy_config> restart;
+  // Key selectors run in the operator that feeds them where they can
+  // (graph/key_selector_fusion.hpp); off, each is a task of its own.
+  bool fuse_key_selectors = true;
 
   stream_node& add_node(std::string kind, std::string name);
   void add_edge(vertex_id source, vertex_id target, std::optional<partitioning> part);

@@ -96,6 +96,9 @@ struct timestamp_assigner {
   std::int64_t max_out_of_orderness_ms = 0;
   std::int64_t idle_ms = 0;
   std::function<std::uint32_t(const record&)> split;
+  // A key selector fused into the assigner (graph/key_selector_fusion.hpp): the key of every
+  // record it emits. Null: records keep their key.
+  key_function key;
 };
 
 // How a list of operator (non-keyed) state is redistributed when a job restores (Flink's

@@ -237,6 +237,7 @@ result<void> user_timestamps::process(const record& r, record_output& out) {
     if (copy.timestamp == no_timestamp) copy.timestamp = no_timestamp + 1;
     const std::uint32_t split = assigner_.split ? assigner_.split(r) : 0;
     generator_.on_event(split, copy.timestamp, system_now_ms());
+    if (assigner_.key) copy.key = assigner_.key(copy);
     out.emit(std::move(copy));
   });
 }
