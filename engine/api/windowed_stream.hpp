@@ -48,9 +48,9 @@ struct window_output {
 // tumbling and sliding windows, by session start for sessions), a window fires by an event-time
 // timer at its max timestamp, and so both survive checkpoints,
 // restores and rescales. A record whose windows all ended more than the allowed lateness before
-// the watermark goes to the late stream; one within the lateness is added and its window fires
-// again at once with the updated result; so does one too close to the int64 limits for its
-// windows' arithmetic (window_detail::reach_for). State of a window goes once the watermark passed
+// the watermark goes to the late stream, as does one too close to the int64 limits for its
+// windows' arithmetic (window_detail::reach_for); one within the lateness is added and its window
+// fires again at once with the updated result. State of a window goes once the watermark passed
 // its end plus the lateness (a slice's, once it passed the last window the slice is in). Results
 // carry the window's max timestamp as event time.
 template <typename K, typename T, typename A>

@@ -12,12 +12,18 @@ namespace snapflow {
 state_file_encoder::state_file_encoder(std::size_t flush_at, flush_fn flush)
     : flush_at_(flush_at), flush_(std::move(flush)) {}
 
+// Little-endian, appended in one piece (a byte at a time, the appends cost more than the rest of
+// a large snapshot's encoding).
 void state_file_encoder::u32(std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) buf_.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
+  char bytes[4];
+  for (int i = 0; i < 4; ++i) bytes[i] = static_cast<char>((v >> (8 * i)) & 0xFFu);
+  buf_.append(bytes, sizeof bytes);
 }
 
 void state_file_encoder::u64(std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) buf_.push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
+  char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((v >> (8 * i)) & 0xFFu);
+  buf_.append(bytes, sizeof bytes);
 }
 
 void state_file_encoder::str(std::string_view s) {
@@ -56,33 +62,48 @@ void state_file_encoder::head(const subtask_snapshot& s) {
   maybe_flush();
 }
 
+// Writes what a key group walk visits, flushing between entries.
+class state_file_encoder::walk_writer final : public key_group_visitor {
+ public:
+  explicit walk_writer(state_file_encoder& e) : e_(e) {}
+  void value_states(std::size_t states) override { e_.count(states); }
+  void value_state(std::string_view name, std::size_t keys) override {
+    e_.str(name);
+    e_.count(keys);
+  }
+  void value(std::uint64_t key, std::string_view bytes) override {
+    e_.u64(key);
+    e_.str(bytes);
+    e_.maybe_flush();
+  }
+  void map_states(std::size_t states) override { e_.count(states); }
+  void map_state(std::string_view name, std::size_t keys) override {
+    e_.str(name);
+    e_.count(keys);
+  }
+  void map_key(std::uint64_t key, std::size_t entries) override {
+    e_.u64(key);
+    e_.count(entries);
+  }
+  void map_entry(std::string_view map_key, std::string_view bytes) override {
+    e_.str(map_key);
+    e_.str(bytes);
+    e_.maybe_flush();
+  }
+
+ private:
+  state_file_encoder& e_;
+};
+
 void state_file_encoder::key_group(std::uint32_t group, const key_group_state& state) {
+  key_group(group, neutral_key_group_walk(state));
+}
+
+void state_file_encoder::key_group(std::uint32_t group, const key_group_walk& walk) {
   assert(group != state_file::end_of_key_groups);
   u32(group);
-  count(state.values.size());
-  for (const auto& [name, keys] : state.values) {
-    str(name);
-    count(keys.size());
-    for (const auto& [key, value] : keys) {
-      u64(key);
-      str(value);
-      maybe_flush();
-    }
-  }
-  count(state.maps.size());
-  for (const auto& [name, keys] : state.maps) {
-    str(name);
-    count(keys.size());
-    for (const auto& [key, entries] : keys) {
-      u64(key);
-      count(entries.size());
-      for (const auto& [map_key, value] : entries) {
-        str(map_key);
-        str(value);
-        maybe_flush();
-      }
-    }
-  }
+  walk_writer writer(*this);
+  walk.walk(writer);
   maybe_flush();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/runtime/channel_state.hpp"
+#include "engine/state/key_group_walk.hpp"
 #include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"
 
@@ -36,6 +37,8 @@ class state_file_encoder {
   void head(const subtask_snapshot& s);
   // A key group above the previous one, holding something.
   void key_group(std::uint32_t group, const key_group_state& state);
+  // The same, written as its holder walks it (no neutral form in between).
+  void key_group(std::uint32_t group, const key_group_walk& walk);
   // The end of the key groups, the keyed state files, the channel state and the trailer; hands
   // everything still buffered to the flush function, when there is one.
   void tail(const std::optional<keyed_state_files>& files,
@@ -57,6 +60,7 @@ class state_file_encoder {
   void u64(std::uint64_t v);
   void str(std::string_view s);
   void count(std::size_t n);
+  class walk_writer;
   void maybe_flush() {
     if (buf_.size() >= flush_at_ && flush_) flush();
   }

@@ -79,7 +79,7 @@ result<void> state_file_writer::head(const subtask_snapshot& s) {
   return status();
 }
 
-result<void> state_file_writer::key_group(std::uint32_t group, const key_group_state& state) {
+result<void> state_file_writer::next_group(std::uint32_t group) {
   if (last_group_ && group <= *last_group_)
     return error{"state file: key group " + std::to_string(group) + " handed after key group " +
                  std::to_string(*last_group_)};
@@ -87,7 +87,18 @@ result<void> state_file_writer::key_group(std::uint32_t group, const key_group_s
     return error{"state file: key group " + std::to_string(group) + " cannot be written"};
   last_group_ = group;
   ++groups_;
+  return success();
+}
+
+result<void> state_file_writer::key_group(std::uint32_t group, const key_group_state& state) {
+  if (auto r = next_group(group); !r) return r;
   encoder_.key_group(group, state);
+  return status();
+}
+
+result<void> state_file_writer::walked_key_group(std::uint32_t group, const key_group_walk& walk) {
+  if (auto r = next_group(group); !r) return r;
+  encoder_.key_group(group, walk);
   return status();
 }
 

@@ -51,6 +51,8 @@ class state_file_writer final : public keyed_group_sink {
   result<void> key_group(std::uint32_t group, key_group_state& state) override {
     return key_group(group, static_cast<const key_group_state&>(state));
   }
+  // A backend's key group written as it is walked.
+  result<void> walked_key_group(std::uint32_t group, const key_group_walk& walk) override;
   result<written> finish(const std::optional<keyed_state_files>& files,
                          const std::vector<persisted_channel>& channels = {});
 
@@ -65,6 +67,7 @@ class state_file_writer final : public keyed_group_sink {
   void flush(std::string_view bytes);
   result<void> open_file();
   result<void> status() const;
+  result<void> next_group(std::uint32_t group);
 
   std::filesystem::path file_;
   std::filesystem::path tmp_;

@@ -198,41 +198,54 @@ void for_each_bucket(const table<V>& t, F&& f) {
   }
 }
 
-std::unordered_map<std::uint64_t, std::string> neutral(const table<value_bytes>& t) {
-  std::unordered_map<std::uint64_t, std::string> out;
-  out.reserve(t.size);
-  for_each_bucket(t, [&](const bucket<value_bytes>& b) {
-    out.insert(b.entries.begin(), b.entries.end());
-  });
-  return out;
-}
+// A key group's tables walked in place, for a sink that writes as it goes (a state file): the
+// neutral form of a large state would copy every entry once more.
+class heap_group_walk final : public key_group_walk {
+ public:
+  explicit heap_group_walk(const group_tables& tables) : tables_(tables) {}
 
-std::unordered_map<std::uint64_t, std::map<std::string, std::string>> neutral(
-    const table<map_value>& t) {
-  std::unordered_map<std::uint64_t, std::map<std::string, std::string>> out;
-  out.reserve(t.size);
-  for_each_bucket(t, [&](const bucket<map_value>& b) {
-    for (const auto& [key, entries] : b.entries)
-      out.emplace(key, std::map<std::string, std::string>(entries.begin(), entries.end()));
-  });
-  return out;
-}
+  bool empty() const { return held(tables_.values) == 0 && held(tables_.maps) == 0; }
 
-key_group_state neutral(const group_tables& tables) {
-  key_group_state g;
-  for (const auto& [name, t] : tables.values)
-    if (t->size > 0) g.values.emplace(name, neutral(*t));
-  for (const auto& [name, t] : tables.maps)
-    if (t->size > 0) g.maps.emplace(name, neutral(*t));
-  return g;
-}
+  void walk(key_group_visitor& visitor) const override {
+    visitor.value_states(held(tables_.values));
+    for (const auto& [name, t] : tables_.values) {
+      if (t->size == 0) continue;
+      visitor.value_state(name, t->size);
+      for_each_bucket(*t, [&](const bucket<value_bytes>& b) {
+        for (const auto& [key, bytes] : b.entries) visitor.value(key, bytes);
+      });
+    }
+    visitor.map_states(held(tables_.maps));
+    for (const auto& [name, t] : tables_.maps) {
+      if (t->size == 0) continue;
+      visitor.map_state(name, t->size);
+      for_each_bucket(*t, [&](const bucket<map_value>& b) {
+        for (const auto& [key, entries] : b.entries) {
+          visitor.map_key(key, entries.size());
+          for (const auto& [map_key, bytes] : entries) visitor.map_entry(map_key, bytes);
+        }
+      });
+    }
+  }
+
+ private:
+  // Tables of `tables` that hold an entry.
+  template <class Tables>
+  static std::size_t held(const Tables& tables) {
+    std::size_t n = 0;
+    for (const auto& [_, t] : tables) n += t->size > 0 ? 1 : 0;
+    return n;
+  }
+
+  const group_tables& tables_;
+};
 
 keyed_state_snapshot neutral(std::uint32_t max_parallelism, std::uint32_t first,
                              const std::vector<group_tables>& groups) {
   keyed_state_snapshot out;
   out.max_parallelism = max_parallelism;
   for (std::uint32_t i = 0; i < groups.size(); ++i) {
-    key_group_state g = neutral(groups[i]);
+    key_group_state g = collect_key_group(heap_group_walk(groups[i]));
     if (!g.empty()) out.key_groups.emplace(first + i, std::move(g));
   }
   return out;
@@ -273,13 +286,14 @@ class heap_deferred_snapshot final : public deferred_keyed_snapshot {
   result<void> write_to(keyed_group_sink& sink) override {
     if (done_) return error{"a keyed state snapshot was written twice"};
     done_ = true;
-    // One key group in the neutral form at a time; each group's tables are released once it
-    // is handed, so the task stops copying what only this view held.
+    // One key group at a time, walked in place (a sink that needs the neutral form collects
+    // it); each group's tables are released once it is handed, so the task stops copying what
+    // only this view held.
     for (std::uint32_t i = 0; i < groups_.size(); ++i) {
-      key_group_state g = neutral(groups_[i]);
+      const heap_group_walk walk(groups_[i]);
+      auto r = walk.empty() ? success() : sink.walked_key_group(first_ + i, walk);
       groups_[i] = {};
-      if (g.empty()) continue;
-      if (auto r = sink.key_group(first_ + i, g); !r) {
+      if (!r) {
         groups_.clear();
         return r;
       }

@@ -4,6 +4,11 @@
 
 namespace snapflow {
 
+result<void> keyed_group_sink::walked_key_group(std::uint32_t group, const key_group_walk& walk) {
+  key_group_state state = collect_key_group(walk);
+  return key_group(group, state);
+}
+
 result<keyed_state_snapshot> deferred_keyed_snapshot::materialize() {
   keyed_state_snapshot out;
   out.max_parallelism = max_parallelism();

@@ -9,6 +9,7 @@
 
 #include "common/result.hpp"
 #include "engine/checkpoint/completed_checkpoint.hpp"
+#include "engine/state/key_group_walk.hpp"
 #include "engine/state/keyed_state_files.hpp"
 #include "engine/state/keyed_state_snapshot.hpp"
 
@@ -21,6 +22,10 @@ class keyed_group_sink {
   // Each non-empty key group once, in ascending order. The sink may take the state's contents;
   // the caller clears it before the next group. An error stops the walk and is returned.
   virtual result<void> key_group(std::uint32_t group, key_group_state& state) = 0;
+  // The same for a key group its holder walks in place (a backend's own tables). A sink that
+  // writes as it is walked overrides this; by default the neutral form is collected and handed
+  // to key_group().
+  virtual result<void> walked_key_group(std::uint32_t group, const key_group_walk& walk);
 };
 
 // The sink that keeps every key group: the whole state in memory.
