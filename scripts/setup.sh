@@ -10,6 +10,8 @@ packages=(
   libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   # the rocksdb keyed state backend
   librocksdb-dev
+  # the allocator of the worker, coordinator and program executables (SNAPFLOW_JEMALLOC)
+  libjemalloc-dev
   # bench/run-comparison and bench/hop-report (and the hop-report test)
   python3
   # headless Chromium for the web page test (tests/cmd/web_page_browser_test.cpp)
