@@ -67,20 +67,14 @@ class state_file_encoder::walk_writer final : public key_group_visitor {
  public:
   explicit walk_writer(state_file_encoder& e) : e_(e) {}
   void value_states(std::size_t states) override { e_.count(states); }
-  void value_state(std::string_view name, std::size_t keys) override {
-    e_.str(name);
-    e_.count(keys);
-  }
+  void value_state(std::string_view name, std::size_t keys) override { named(name, keys); }
   void value(std::uint64_t key, std::string_view bytes) override {
     e_.u64(key);
     e_.str(bytes);
     e_.maybe_flush();
   }
   void map_states(std::size_t states) override { e_.count(states); }
-  void map_state(std::string_view name, std::size_t keys) override {
-    e_.str(name);
-    e_.count(keys);
-  }
+  void map_state(std::string_view name, std::size_t keys) override { named(name, keys); }
   void map_key(std::uint64_t key, std::size_t entries) override {
     e_.u64(key);
     e_.count(entries);
@@ -92,6 +86,12 @@ class state_file_encoder::walk_writer final : public key_group_visitor {
   }
 
  private:
+  // A state's head: its name and how many keys follow.
+  void named(std::string_view name, std::size_t keys) {
+    e_.str(name);
+    e_.count(keys);
+  }
+
   state_file_encoder& e_;
 };
 

@@ -11,8 +11,8 @@ namespace snapflow {
 // What a walk over one key group's state calls, in the order of the state file format
 // (engine/runtime/state_file.hpp): the number of value states, then each with its name, key
 // count and entries; then the number of map states, each with its name, key count, and per key
-// its entry count and entries. Counts are exact and nothing empty is walked: no state without
-// keys, no key without map entries.
+// its entry count and entries. Counts are exact. A backend's walk visits no state without keys
+// and no key without map entries; a walk over the neutral form visits what that form holds.
 class key_group_visitor {
  public:
   virtual ~key_group_visitor() = default;
